@@ -1,0 +1,685 @@
+//! The one TOML file both runtimes read: validated once at start, failing with the source and field named.
+//! Secrets are references (`env:NAME`, `file:PATH`, and on AWS `secretsmanager:NAME`, `ssm:NAME`), never values.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::model::SourceName;
+use crate::schemes::{Algorithm, Encoding, HmacParams, Locator, Scheme};
+use crate::time::parse_duration;
+
+pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
+pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
+/// The most any source may accept; Lambda Function URLs stop at 6 MB anyway.
+pub const MAX_BODY_BYTES_LIMIT: usize = 32 * 1024 * 1024;
+pub const DEFAULT_HANDLER_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub server: ServerConfig,
+    pub alarm: AlarmConfig,
+    pub retry: RetryPolicy,
+    pub sweeper: SweeperConfig,
+    /// How long completed events are kept for dedup.
+    pub retention: Duration,
+    pub sources: BTreeMap<SourceName, SourceConfig>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    pub data_dir: PathBuf,
+    /// Handlers running at once.
+    pub workers: usize,
+    /// Writes waiting for the store before new requests get 503 + Retry-After.
+    pub max_pending_writes: usize,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct AlarmConfig {
+    pub notify_url: Option<reqwest::Url>,
+}
+
+/// When to try again and when to give up (DESIGN.md "Processing").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    pub base: Duration,
+    pub cap: Duration,
+    pub max_attempts: u32,
+    pub max_age: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            base: Duration::from_secs(5),
+            cap: Duration::from_secs(15 * 60),
+            max_attempts: 12,
+            max_age: Duration::from_secs(24 * 3600),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct SweeperConfig {
+    pub interval: Duration,
+    /// How long a RECEIVED or overdue FAILED event may wait for its queue message before the sweeper re-sends it.
+    pub grace: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct SourceConfig {
+    pub scheme: Scheme,
+    pub secrets: Vec<SecretRef>,
+    pub tolerance: Duration,
+    pub max_body_bytes: usize,
+    pub handler: HandlerConfig,
+    pub retry: RetryPolicy,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HandlerConfig {
+    Forward {
+        url: reqwest::Url,
+        timeout: Duration,
+    },
+    Log,
+    /// A handler registered by name by the program embedding webhook-inbox.
+    Custom {
+        name: String,
+        timeout: Duration,
+    },
+}
+
+impl HandlerConfig {
+    pub fn timeout(&self) -> Duration {
+        match self {
+            HandlerConfig::Forward { timeout, .. } | HandlerConfig::Custom { timeout, .. } => *timeout,
+            HandlerConfig::Log => DEFAULT_HANDLER_TIMEOUT,
+        }
+    }
+}
+
+/// Where a secret lives. Its value is read at start and never printed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecretRef {
+    Env(String),
+    File(PathBuf),
+    SecretsManager(String),
+    Ssm(String),
+}
+
+impl std::str::FromStr for SecretRef {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (kind, rest) = s.split_once(':').unwrap_or(("", ""));
+        if rest.is_empty() {
+            return Err(
+                "must be a reference (env:NAME, file:PATH, secretsmanager:NAME or ssm:NAME), never the secret itself"
+                    .into(),
+            );
+        }
+        Ok(match kind {
+            "env" => SecretRef::Env(rest.to_owned()),
+            "file" => SecretRef::File(PathBuf::from(rest)),
+            "secretsmanager" => SecretRef::SecretsManager(rest.to_owned()),
+            "ssm" => SecretRef::Ssm(rest.to_owned()),
+            _ => {
+                return Err(
+                    "must start with env:, file:, secretsmanager: or ssm: (the secret itself never goes in the file)"
+                        .into(),
+                )
+            }
+        })
+    }
+}
+
+impl std::fmt::Display for SecretRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SecretRef::Env(n) => write!(f, "env:{n}"),
+            SecretRef::File(p) => write!(f, "file:{}", p.display()),
+            SecretRef::SecretsManager(n) => write!(f, "secretsmanager:{n}"),
+            SecretRef::Ssm(n) => write!(f, "ssm:{n}"),
+        }
+    }
+}
+
+/// A configuration error: `field` is the dotted path (`sources.stripe.secrets[0]`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("config: {field}: {message}")]
+pub struct ConfigError {
+    pub field: String,
+    pub message: String,
+}
+
+impl ConfigError {
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl Config {
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::new(path.display().to_string(), format!("cannot read: {e}")))?;
+        Config::from_toml(&text)
+    }
+
+    pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| {
+            let msg = e.message().to_owned();
+            let at = e
+                .span()
+                .map(|s| format!("line {}", text[..s.start.min(text.len())].lines().count().max(1)))
+                .unwrap_or_else(|| "file".into());
+            ConfigError::new(at, msg)
+        })?;
+        raw.validate()
+    }
+
+    /// Names of every source, in order.
+    pub fn source_names(&self) -> impl Iterator<Item = &SourceName> {
+        self.sources.keys()
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    #[serde(default)]
+    server: RawServer,
+    #[serde(default)]
+    alarm: RawAlarm,
+    #[serde(default)]
+    retry: RawRetry,
+    #[serde(default)]
+    sweeper: RawSweeper,
+    retention_days: Option<u32>,
+    #[serde(default)]
+    sources: BTreeMap<String, toml::Value>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawServer {
+    listen: Option<String>,
+    data_dir: Option<PathBuf>,
+    workers: Option<usize>,
+    max_pending_writes: Option<usize>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawAlarm {
+    notify_url: Option<String>,
+}
+
+#[derive(Deserialize, Default, Clone)]
+#[serde(deny_unknown_fields)]
+struct RawRetry {
+    base: Option<String>,
+    cap: Option<String>,
+    max_attempts: Option<u32>,
+    max_age: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawSweeper {
+    interval: Option<String>,
+    grace: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSource {
+    scheme: String,
+    #[serde(default)]
+    secrets: Vec<String>,
+    tolerance: Option<String>,
+    max_body_bytes: Option<usize>,
+    handler: Option<RawHandler>,
+    retry: Option<RawRetry>,
+    // The generic `hmac` scheme only.
+    signature_header: Option<String>,
+    algorithm: Option<String>,
+    encoding: Option<String>,
+    prefix: Option<String>,
+    id: Option<String>,
+    #[serde(rename = "type")]
+    event_type: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+enum RawHandler {
+    Forward { url: String, timeout: Option<String> },
+    Log {},
+    Custom { name: String, timeout: Option<String> },
+}
+
+fn duration(field: &str, value: Option<&String>, default: Duration) -> Result<Duration, ConfigError> {
+    match value {
+        None => Ok(default),
+        Some(v) => parse_duration(v).map_err(|m| ConfigError::new(field, m)),
+    }
+}
+
+fn positive(field: &str, d: Duration) -> Result<Duration, ConfigError> {
+    if d.is_zero() {
+        Err(ConfigError::new(field, "must be longer than 0"))
+    } else {
+        Ok(d)
+    }
+}
+
+impl RawRetry {
+    fn over(&self, at: &str, base: RetryPolicy) -> Result<RetryPolicy, ConfigError> {
+        let p = RetryPolicy {
+            base: positive(
+                &format!("{at}.base"),
+                duration(&format!("{at}.base"), self.base.as_ref(), base.base)?,
+            )?,
+            cap: duration(&format!("{at}.cap"), self.cap.as_ref(), base.cap)?,
+            max_attempts: self.max_attempts.unwrap_or(base.max_attempts),
+            max_age: positive(
+                &format!("{at}.max_age"),
+                duration(&format!("{at}.max_age"), self.max_age.as_ref(), base.max_age)?,
+            )?,
+        };
+        if p.cap < p.base {
+            return Err(ConfigError::new(
+                format!("{at}.cap"),
+                "must not be shorter than base",
+            ));
+        }
+        if p.max_attempts == 0 {
+            return Err(ConfigError::new(
+                format!("{at}.max_attempts"),
+                "must be at least 1",
+            ));
+        }
+        Ok(p)
+    }
+}
+
+impl RawConfig {
+    fn validate(self) -> Result<Config, ConfigError> {
+        let listen = match &self.server.listen {
+            None => SocketAddr::from(([127, 0, 0, 1], 3000)),
+            Some(l) => l.parse().map_err(|_| {
+                ConfigError::new(
+                    "server.listen",
+                    format!("{l:?} is not an address such as 127.0.0.1:3000"),
+                )
+            })?,
+        };
+        let workers = self.server.workers.unwrap_or(16);
+        if !(1..=1024).contains(&workers) {
+            return Err(ConfigError::new("server.workers", "must be between 1 and 1024"));
+        }
+        let max_pending_writes = self.server.max_pending_writes.unwrap_or(4096);
+        if !(1..=1_000_000).contains(&max_pending_writes) {
+            return Err(ConfigError::new(
+                "server.max_pending_writes",
+                "must be between 1 and 1000000",
+            ));
+        }
+        let server = ServerConfig {
+            listen,
+            data_dir: self
+                .server
+                .data_dir
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("./data")),
+            workers,
+            max_pending_writes,
+        };
+        let alarm = AlarmConfig {
+            notify_url: self
+                .alarm
+                .notify_url
+                .as_deref()
+                .map(|u| http_url("alarm.notify_url", u))
+                .transpose()?,
+        };
+        let retry = self.retry.over("retry", RetryPolicy::default())?;
+        let sweeper = SweeperConfig {
+            interval: positive(
+                "sweeper.interval",
+                duration(
+                    "sweeper.interval",
+                    self.sweeper.interval.as_ref(),
+                    Duration::from_secs(60),
+                )?,
+            )?,
+            grace: duration(
+                "sweeper.grace",
+                self.sweeper.grace.as_ref(),
+                Duration::from_secs(30),
+            )?,
+        };
+        let retention_days = self.retention_days.unwrap_or(30);
+        if !(1..=3650).contains(&retention_days) {
+            return Err(ConfigError::new("retention_days", "must be between 1 and 3650"));
+        }
+        let mut sources = BTreeMap::new();
+        for (name, value) in self.sources {
+            let at = format!("sources.{name}");
+            let source_name = SourceName::parse(&name).map_err(|e| ConfigError::new(&at, e.0))?;
+            let raw: RawSource = value
+                .try_into()
+                .map_err(|e: toml::de::Error| ConfigError::new(&at, e.message().to_owned()))?;
+            sources.insert(source_name, raw.validate(&at, retry)?);
+        }
+        if sources.is_empty() {
+            return Err(ConfigError::new("sources", "no source is configured"));
+        }
+        Ok(Config {
+            server,
+            alarm,
+            retry,
+            sweeper,
+            retention: Duration::from_secs(u64::from(retention_days) * 86_400),
+            sources,
+        })
+    }
+}
+
+fn http_url(field: &str, text: &str) -> Result<reqwest::Url, ConfigError> {
+    let url = reqwest::Url::parse(text).map_err(|e| ConfigError::new(field, format!("not a URL: {e}")))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
+        return Err(ConfigError::new(field, "must be an http:// or https:// URL"));
+    }
+    Ok(url)
+}
+
+impl RawSource {
+    fn validate(self, at: &str, retry: RetryPolicy) -> Result<SourceConfig, ConfigError> {
+        let scheme = self.scheme(at)?;
+        if self.secrets.is_empty() {
+            return Err(ConfigError::new(
+                format!("{at}.secrets"),
+                "at least one secret reference is needed",
+            ));
+        }
+        let secrets = self
+            .secrets
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                s.parse::<SecretRef>()
+                    .map_err(|m| ConfigError::new(format!("{at}.secrets[{i}]"), m))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let tolerance = duration(
+            &format!("{at}.tolerance"),
+            self.tolerance.as_ref(),
+            DEFAULT_TOLERANCE,
+        )?;
+        if tolerance.is_zero() && scheme.has_timestamp() {
+            return Err(ConfigError::new(
+                format!("{at}.tolerance"),
+                "must be longer than 0",
+            ));
+        }
+        let max_body_bytes = self.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES);
+        if !(1..=MAX_BODY_BYTES_LIMIT).contains(&max_body_bytes) {
+            return Err(ConfigError::new(
+                format!("{at}.max_body_bytes"),
+                format!("must be between 1 and {MAX_BODY_BYTES_LIMIT}"),
+            ));
+        }
+        let handler_at = format!("{at}.handler");
+        let handler = match self.handler {
+            None => {
+                return Err(ConfigError::new(
+                    handler_at,
+                    "missing (for example { kind = \"log\" })",
+                ))
+            }
+            Some(RawHandler::Log {}) => HandlerConfig::Log,
+            Some(RawHandler::Forward { url, timeout }) => HandlerConfig::Forward {
+                url: http_url(&format!("{handler_at}.url"), &url)?,
+                timeout: handler_timeout(&handler_at, timeout.as_ref())?,
+            },
+            Some(RawHandler::Custom { name, timeout }) => {
+                if name.is_empty() {
+                    return Err(ConfigError::new(
+                        format!("{handler_at}.name"),
+                        "must not be empty",
+                    ));
+                }
+                HandlerConfig::Custom {
+                    name,
+                    timeout: handler_timeout(&handler_at, timeout.as_ref())?,
+                }
+            }
+        };
+        let retry = match &self.retry {
+            None => retry,
+            Some(r) => r.over(&format!("{at}.retry"), retry)?,
+        };
+        Ok(SourceConfig {
+            scheme,
+            secrets,
+            tolerance,
+            max_body_bytes,
+            handler,
+            retry,
+        })
+    }
+
+    fn scheme(&self, at: &str) -> Result<Scheme, ConfigError> {
+        let field = |f: &str| format!("{at}.{f}");
+        let scheme = match self.scheme.as_str() {
+            "github" => Scheme::Github,
+            "stripe" => Scheme::Stripe,
+            "standard-webhooks" => Scheme::StandardWebhooks,
+            "svix" => Scheme::Svix,
+            "shopify" => Scheme::Shopify,
+            "slack" => Scheme::Slack,
+            "hmac" => {
+                let header = self
+                    .signature_header
+                    .as_deref()
+                    .ok_or_else(|| ConfigError::new(field("signature_header"), "missing (needed by scheme \"hmac\")"))?;
+                let header = http::HeaderName::try_from(header)
+                    .map_err(|_| ConfigError::new(field("signature_header"), "not a valid header name"))?;
+                let algorithm = match self.algorithm.as_deref() {
+                    None => Algorithm::Sha256,
+                    Some(a) => a
+                        .parse()
+                        .map_err(|_| ConfigError::new(field("algorithm"), "must be sha1, sha256 or sha512"))?,
+                };
+                let encoding = match self.encoding.as_deref() {
+                    None => Encoding::Hex,
+                    Some(e) => e.parse().map_err(|_| ConfigError::new(field("encoding"), "must be hex or base64"))?,
+                };
+                let locator = |name: &str, v: &str| -> Result<Locator, ConfigError> {
+                    v.parse::<Locator>().map_err(|e| ConfigError::new(field(name), e.to_string()))
+                };
+                let id = self
+                    .id
+                    .as_deref()
+                    .ok_or_else(|| {
+                        ConfigError::new(field("id"), "missing: \"header:NAME\", \"json:/pointer\" or \"sha256\"")
+                    })
+                    .and_then(|v| locator("id", v))?;
+                let event_type = self.event_type.as_deref().map(|v| locator("type", v)).transpose()?;
+                return Ok(Scheme::Hmac(HmacParams {
+                    header,
+                    algorithm,
+                    encoding,
+                    prefix: self.prefix.clone().unwrap_or_default(),
+                    id,
+                    event_type,
+                }));
+            }
+            other => {
+                return Err(ConfigError::new(
+                    field("scheme"),
+                    format!(
+                        "unknown scheme {other:?} (github, stripe, standard-webhooks, svix, shopify, slack or hmac)"
+                    ),
+                ))
+            }
+        };
+        for (name, set) in [
+            ("signature_header", self.signature_header.is_some()),
+            ("algorithm", self.algorithm.is_some()),
+            ("encoding", self.encoding.is_some()),
+            ("prefix", self.prefix.is_some()),
+            ("id", self.id.is_some()),
+            ("type", self.event_type.is_some()),
+        ] {
+            if set {
+                return Err(ConfigError::new(
+                    field(name),
+                    "only the \"hmac\" scheme takes this field",
+                ));
+            }
+        }
+        Ok(scheme)
+    }
+}
+
+fn handler_timeout(at: &str, value: Option<&String>) -> Result<Duration, ConfigError> {
+    let field = format!("{at}.timeout");
+    let t = positive(&field, duration(&field, value, DEFAULT_HANDLER_TIMEOUT)?)?;
+    if t > Duration::from_secs(900) {
+        return Err(ConfigError::new(field, "must be at most 15m"));
+    }
+    Ok(t)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    const FULL: &str = r#"
+retention_days = 7
+[server]
+listen = "127.0.0.1:3999"
+data_dir = "/tmp/x"
+[alarm]
+notify_url = "http://127.0.0.1:9000/alerts"
+[retry]
+base = "200ms"
+cap = "1m"
+max_attempts = 5
+max_age = "1h"
+[sweeper]
+interval = "10s"
+[sources.stripe]
+scheme = "stripe"
+secrets = ["env:STRIPE_WEBHOOK_SECRET", "file:/run/secrets/old"]
+tolerance = "5m"
+max_body_bytes = 1048576
+handler = { kind = "forward", url = "http://127.0.0.1:8080/stripe", timeout = "10s" }
+[sources.stripe.retry]
+max_attempts = 3
+[sources.acme]
+scheme = "hmac"
+signature_header = "X-Acme-Signature"
+algorithm = "sha256"
+encoding = "hex"
+prefix = "sha256="
+id = "header:X-Acme-Delivery"
+secrets = ["file:/run/secrets/acme"]
+handler = { kind = "log" }
+"#;
+
+    #[test]
+    fn full_example_loads_with_overrides() {
+        let c = Config::from_toml(FULL).unwrap();
+        assert_eq!(c.server.listen.port(), 3999);
+        assert_eq!(c.retention, Duration::from_secs(7 * 86_400));
+        assert_eq!(c.retry.base, Duration::from_millis(200));
+        let stripe = &c.sources[&SourceName::parse("stripe").unwrap()];
+        assert_eq!(stripe.retry.max_attempts, 3);
+        assert_eq!(
+            stripe.retry.base,
+            Duration::from_millis(200),
+            "per-source retry inherits the global one"
+        );
+        assert_eq!(stripe.secrets[1], SecretRef::File("/run/secrets/old".into()));
+        let acme = &c.sources[&SourceName::parse("acme").unwrap()];
+        assert!(
+            matches!(acme.scheme, Scheme::Hmac(ref p) if p.prefix == "sha256=" && p.algorithm == Algorithm::Sha256)
+        );
+        assert_eq!(acme.handler, HandlerConfig::Log);
+        assert_eq!(acme.tolerance, DEFAULT_TOLERANCE);
+    }
+
+    #[test]
+    fn defaults_are_loopback_and_design_values() {
+        let c =
+            Config::from_toml("[sources.g]\nscheme=\"github\"\nsecrets=[\"env:G\"]\nhandler={kind=\"log\"}")
+                .unwrap();
+        assert!(c.server.listen.ip().is_loopback());
+        assert_eq!(c.retry, RetryPolicy::default());
+        assert_eq!(c.retention, Duration::from_secs(30 * 86_400));
+    }
+
+    fn err(text: &str) -> ConfigError {
+        Config::from_toml(text).unwrap_err()
+    }
+
+    #[test]
+    fn errors_name_the_source_and_field() {
+        let base = "[sources.s]\nscheme=\"stripe\"\nhandler={kind=\"log\"}\n";
+        assert_eq!(
+            err(&format!("{base}secrets=[\"whsec_abc\"]")).field,
+            "sources.s.secrets[0]"
+        );
+        assert_eq!(err(&format!("{base}secrets=[]")).field, "sources.s.secrets");
+        assert_eq!(
+            err(&format!("{base}secrets=[\"env:X\"]\ntolerance=\"5 min\"")).field,
+            "sources.s.tolerance"
+        );
+        assert_eq!(
+            err(&format!("{base}secrets=[\"env:X\"]\nprefix=\"x\"")).field,
+            "sources.s.prefix"
+        );
+        let e = err(&format!("{base}secrets=[\"env:X\"]\ntolerence=\"5m\""));
+        assert_eq!(e.field, "sources.s");
+        assert!(e.message.contains("tolerence"), "{e}");
+        assert_eq!(
+            err("[sources.s]\nscheme=\"pgp\"\nsecrets=[\"env:X\"]\nhandler={kind=\"log\"}").field,
+            "sources.s.scheme"
+        );
+        assert_eq!(
+            err("[sources.s]\nscheme=\"hmac\"\nsecrets=[\"env:X\"]\nsignature_header=\"X-Sig\"\nhandler={kind=\"log\"}")
+                .field,
+            "sources.s.id"
+        );
+        assert_eq!(
+            err("[sources.s]\nscheme=\"github\"\nsecrets=[\"env:X\"]\nhandler={kind=\"forward\",url=\"ftp://x\"}")
+                .field,
+            "sources.s.handler.url"
+        );
+        assert_eq!(err("[sources.S]\nscheme=\"github\"").field, "sources.S");
+        assert_eq!(err("").field, "sources");
+        assert_eq!(
+            err("[server]\nlisten=\"nowhere\"\n[sources.g]").field,
+            "server.listen"
+        );
+        assert_eq!(err("[retry]\nbase=\"1m\"\ncap=\"1s\"").field, "retry.cap");
+    }
+
+    #[test]
+    fn error_text_never_holds_a_literal_secret() {
+        let e = err("[sources.s]\nscheme=\"stripe\"\nhandler={kind=\"log\"}\nsecrets=[\"whsec_topsecret\"]");
+        assert!(!e.to_string().contains("topsecret"), "{e}");
+    }
+}

@@ -1,0 +1,87 @@
+use std::time::Duration;
+
+use async_trait::async_trait;
+use reqwest::StatusCode;
+
+use super::{Handler, HandlerError};
+use crate::model::Event;
+
+/// POSTs the original body and content type to a URL. 2xx is done; 408, 425, 429, 5xx, connection errors and
+/// timeouts are retryable; any other status is permanent.
+pub struct Forward {
+    client: reqwest::Client,
+    url: reqwest::Url,
+    timeout: Duration,
+}
+
+impl Forward {
+    pub fn new(client: reqwest::Client, url: reqwest::Url, timeout: Duration) -> Self {
+        Self { client, url, timeout }
+    }
+}
+
+/// Whether a downstream answer is worth another try.
+pub fn retryable_status(status: StatusCode) -> bool {
+    status.is_server_error() || matches!(status.as_u16(), 408 | 425 | 429)
+}
+
+#[async_trait]
+impl Handler for Forward {
+    async fn handle(&self, event: &Event) -> Result<(), HandlerError> {
+        let content_type = event
+            .headers
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case("content-type"))
+            .map_or("application/octet-stream", |(_, v)| v.as_str());
+        let result = self
+            .client
+            .post(self.url.clone())
+            .timeout(self.timeout)
+            .header("content-type", content_type)
+            .header("idempotency-key", event.key().idempotency_key())
+            .header("x-inbox-source", event.source.as_str())
+            .header("x-inbox-event-id", event.event_id.as_str())
+            .header("x-inbox-attempt", event.attempts.to_string())
+            .body(event.payload.clone())
+            .send()
+            .await;
+        match result {
+            Ok(resp) if resp.status().is_success() => Ok(()),
+            Ok(resp) if retryable_status(resp.status()) => Err(HandlerError::Retryable(format!(
+                "forward: HTTP {}",
+                resp.status().as_u16()
+            ))),
+            Ok(resp) => Err(HandlerError::Permanent(format!(
+                "forward: HTTP {}",
+                resp.status().as_u16()
+            ))),
+            // The error text holds the URL, which is config, never a secret; `without_url` keeps it short.
+            Err(e) if e.is_timeout() => Err(HandlerError::Retryable(format!(
+                "forward: no answer within {} ms",
+                self.timeout.as_millis()
+            ))),
+            Err(e) => Err(HandlerError::Retryable(format!("forward: {}", e.without_url()))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_classes_follow_the_contract() {
+        for s in [408, 425, 429, 500, 502, 503, 504] {
+            assert!(
+                retryable_status(StatusCode::from_u16(s).unwrap_or_default()),
+                "{s}"
+            );
+        }
+        for s in [400, 401, 403, 404, 409, 410, 413, 422] {
+            assert!(
+                !retryable_status(StatusCode::from_u16(s).unwrap_or_default()),
+                "{s}"
+            );
+        }
+    }
+}

@@ -1,0 +1,18 @@
+//! webhook-inbox core: everything both runtimes share. The receiver router ([`receiver`]), the state machine
+//! ([`machine`]), the signature schemes ([`schemes`]), the ports ([`ports`]) and their adapters ([`adapters`]).
+#![forbid(unsafe_code)]
+#![cfg_attr(not(test), warn(clippy::unwrap_used))]
+
+pub mod adapters;
+pub mod config;
+#[cfg(feature = "embedded")]
+pub mod embedded;
+pub mod handlers;
+pub mod machine;
+pub mod metrics;
+pub mod model;
+pub mod ports;
+pub mod receiver;
+pub mod schemes;
+pub mod source;
+pub mod time;

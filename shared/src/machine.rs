@@ -1,0 +1,339 @@
+//! The state machine of DESIGN.md "Processing": claim with a lease, run the handler, settle conditionally on the
+//! lease; backoff with full jitter, the retry budget, dead letters and their alarm, and the sweeper's restart scan.
+//! Both runtimes drive events through this one piece; only how a message comes back differs.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use rand::Rng;
+
+use crate::config::RetryPolicy;
+use crate::handlers::HandlerError;
+use crate::metrics::Metrics;
+use crate::model::{Event, EventKey, Status};
+use crate::ports::{Claim, Ledger, MarkDead, Queue, Settled, Settlement, StoreError};
+use crate::source::Sources;
+use crate::time::{ms, now_ms};
+
+/// Time kept back from a lease so that the settle lands before the lease ends.
+pub const LEASE_MARGIN: Duration = Duration::from_secs(2);
+
+/// Tells an operator about a dead event. Called once per event that dies (again after a crash between the death
+/// and the notice: at least once).
+#[async_trait]
+pub trait Alarm: Send + Sync + 'static {
+    async fn dead(&self, event: &Event) -> Result<(), String>;
+}
+
+/// What became of one message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Completed,
+    /// Failed retryably: deliver the message again after this delay.
+    Retry(Duration),
+    Dead,
+    /// FAILED and not due yet: deliver the message again after this delay, without running anything.
+    NotDue(Duration),
+    /// Nothing to run (done, owned by another worker, missing) or the lease was lost: drop the message.
+    Dropped(&'static str),
+}
+
+/// What one sweep found and did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SweepReport {
+    pub received: usize,
+    pub expired_leases: usize,
+    pub overdue_failed: usize,
+    pub alarms: usize,
+    pub enqueue_errors: usize,
+}
+
+impl SweepReport {
+    pub fn enqueued(&self) -> usize {
+        self.received + self.expired_leases + self.overdue_failed
+    }
+}
+
+pub struct Machine {
+    ledger: Arc<dyn Ledger>,
+    sources: Sources,
+    metrics: Arc<Metrics>,
+    alarm: Arc<dyn Alarm>,
+    retention: Duration,
+    /// This worker's name in lease owners (`embedded:{pid}`, a Lambda's request id…).
+    owner: String,
+}
+
+/// `random(0, min(cap, base·2^(attempt-1)))`: full jitter, so that a burst of failures does not retry in step.
+pub fn backoff(policy: &RetryPolicy, attempt: u32) -> Duration {
+    let exp = policy
+        .base
+        .saturating_mul(2u32.saturating_pow(attempt.saturating_sub(1).min(31)))
+        .min(policy.cap);
+    let top = u64::try_from(exp.as_millis()).unwrap_or(u64::MAX);
+    Duration::from_millis(rand::rng().random_range(0..=top))
+}
+
+/// Whether an event that has had `attempts` attempts may have another.
+pub fn budget_spent(policy: &RetryPolicy, attempts: u32, received_at: i64, now: i64) -> bool {
+    attempts >= policy.max_attempts || now.saturating_sub(received_at) >= ms(policy.max_age)
+}
+
+impl Machine {
+    pub fn new(
+        ledger: Arc<dyn Ledger>,
+        sources: Sources,
+        metrics: Arc<Metrics>,
+        alarm: Arc<dyn Alarm>,
+        retention: Duration,
+        owner: impl Into<String>,
+    ) -> Self {
+        Self {
+            ledger,
+            sources,
+            metrics,
+            alarm,
+            retention,
+            owner: owner.into(),
+        }
+    }
+
+    pub fn ledger(&self) -> &Arc<dyn Ledger> {
+        &self.ledger
+    }
+
+    /// The lease a worker takes for an event of this source: its handler's timeout plus a margin.
+    pub fn lease_for(&self, key: &EventKey) -> Duration {
+        self.sources
+            .get(key.source.as_str())
+            .map_or(Duration::from_secs(30), |s| s.handler_timeout)
+            + LEASE_MARGIN * 2
+    }
+
+    /// Claims, runs and settles one event. `lease` is how long this worker may still run.
+    pub async fn process(&self, key: &EventKey, lease: Duration) -> Result<Outcome, StoreError> {
+        let token = format!("{}:{:016x}", self.owner, rand::random::<u64>());
+        let event = match self.ledger.claim(key, &token, lease).await? {
+            Claim::Claimed(event) => *event,
+            Claim::Done(_) => return Ok(Outcome::Dropped("already done")),
+            Claim::OwnedElsewhere => return Ok(Outcome::Dropped("owned by another worker")),
+            Claim::Missing => return Ok(Outcome::Dropped("no such event")),
+            Claim::NotDue(at) => {
+                let wait = u64::try_from(at.saturating_sub(now_ms())).unwrap_or(0);
+                return Ok(Outcome::NotDue(Duration::from_millis(wait)));
+            }
+        };
+        let Some(source) = self.sources.get(key.source.as_str()).cloned() else {
+            let error = "the source is no longer configured".to_owned();
+            return self.settle_dead(event, &token, error).await;
+        };
+        // A claim that finds the budget spent (crashes or a sweep after max_age) ends it without running.
+        if budget_spent(
+            &source.retry,
+            event.attempts.saturating_sub(1),
+            event.received_at,
+            now_ms(),
+        ) {
+            let error = format!(
+                "retry budget spent after {} attempts: {}",
+                event.attempts.saturating_sub(1),
+                event
+                    .last_error
+                    .as_deref()
+                    .unwrap_or("no error recorded (the worker crashed or timed out)")
+            );
+            return self.settle_dead(event, &token, error).await;
+        }
+
+        let run_for = source.handler_timeout.min(lease.saturating_sub(LEASE_MARGIN));
+        let started = Instant::now();
+        let result = match tokio::time::timeout(run_for, source.handler.handle(&event)).await {
+            Ok(r) => r,
+            Err(_) => Err(HandlerError::Retryable(format!(
+                "the handler did not finish within {} ms",
+                run_for.as_millis()
+            ))),
+        };
+        let took = started.elapsed();
+        match result {
+            Ok(()) => {
+                let settled = self
+                    .ledger
+                    .settle(
+                        key,
+                        &token,
+                        Settlement::Completed {
+                            retention: self.retention,
+                        },
+                    )
+                    .await?;
+                if settled == Settled::LeaseLost {
+                    return Ok(self.lease_lost(&event));
+                }
+                self.metrics.completed(source.index, took);
+                tracing::debug!(source = %key.source, event_id = %key.event_id, "completed");
+                Ok(Outcome::Completed)
+            }
+            Err(HandlerError::Permanent(error)) => {
+                tracing::warn!(source = %key.source, event_id = %key.event_id, %error, "permanent failure");
+                self.settle_dead(event, &token, error).await
+            }
+            Err(HandlerError::Retryable(error)) => {
+                if budget_spent(&source.retry, event.attempts, event.received_at, now_ms()) {
+                    let error = format!("retry budget spent after {} attempts: {error}", event.attempts);
+                    return self.settle_dead(event, &token, error).await;
+                }
+                let delay = backoff(&source.retry, event.attempts);
+                tracing::info!(
+                    source = %key.source, event_id = %key.event_id, attempt = event.attempts,
+                    delay_ms = delay.as_millis() as u64, %error, "failed, will retry"
+                );
+                let settled = self
+                    .ledger
+                    .settle(key, &token, Settlement::Failed { error, delay })
+                    .await?;
+                if settled == Settled::LeaseLost {
+                    return Ok(self.lease_lost(&event));
+                }
+                self.metrics.retried(source.index, took);
+                Ok(Outcome::Retry(delay))
+            }
+        }
+    }
+
+    fn lease_lost(&self, event: &Event) -> Outcome {
+        tracing::error!(
+            source = %event.source, event_id = %event.event_id, attempt = event.attempts,
+            "the handler ran but the lease was lost before the settle: another worker may run it again \
+             (handlers must be idempotent on the event id)"
+        );
+        Outcome::Dropped("lease lost")
+    }
+
+    async fn settle_dead(&self, mut event: Event, token: &str, error: String) -> Result<Outcome, StoreError> {
+        let key = event.key();
+        let settled = self
+            .ledger
+            .settle(&key, token, Settlement::Dead { error: error.clone() })
+            .await?;
+        if settled == Settled::LeaseLost {
+            return Ok(self.lease_lost(&event));
+        }
+        event.status = Status::Dead;
+        event.last_error = Some(error);
+        event.lease_owner = None;
+        event.lease_until = None;
+        self.announce_dead(&event).await;
+        Ok(Outcome::Dead)
+    }
+
+    /// Error log, metric and alarm for an event that just died; the alarm is marked sent once it went out.
+    async fn announce_dead(&self, event: &Event) {
+        let slot = self
+            .sources
+            .get(event.source.as_str())
+            .map_or(Metrics::UNKNOWN, |s| s.index);
+        self.metrics.dead(slot);
+        tracing::error!(
+            source = %event.source, event_id = %event.event_id, attempts = event.attempts,
+            last_error = event.last_error.as_deref().unwrap_or(""), "event is DEAD"
+        );
+        self.notify(event).await;
+    }
+
+    async fn notify(&self, event: &Event) -> bool {
+        match self.alarm.dead(event).await {
+            Ok(()) => {
+                if let Err(e) = self.ledger.mark_notified(&event.key()).await {
+                    tracing::warn!(source = %event.source, event_id = %event.event_id, error = %e,
+                        "alarm sent but not recorded; it may be sent again");
+                }
+                true
+            }
+            Err(e) => {
+                tracing::warn!(source = %event.source, event_id = %event.event_id, error = %e,
+                    "alarm not sent; the sweeper will try again");
+                false
+            }
+        }
+    }
+
+    /// The dead-letter path (AWS: a message redriven into the DLQ): DEAD unless COMPLETED, one alarm per event.
+    pub async fn bury(&self, key: &EventKey, reason: &str) -> Result<MarkDead, StoreError> {
+        let outcome = self.ledger.mark_dead(key, reason).await?;
+        match &outcome {
+            MarkDead::NewlyDead(event) => self.announce_dead(event).await,
+            MarkDead::AlreadyDead { notified: false } => {
+                if let Some(event) = self.ledger.get(key).await? {
+                    self.notify(&event).await;
+                }
+            }
+            MarkDead::AlreadyDead { notified: true } | MarkDead::Completed | MarkDead::Missing => {}
+        }
+        Ok(outcome)
+    }
+
+    /// The restart scan: re-sends what lost its message (RECEIVED or FAILED past the grace, PROCESSING with an
+    /// expired lease) and the alarms that did not go out. Budgets are enforced by the claim that follows.
+    pub async fn sweep(&self, queue: &dyn Queue, limit: usize) -> Result<SweepReport, StoreError> {
+        let mut report = SweepReport::default();
+        for event in self.ledger.due(now_ms(), limit).await? {
+            let found = match event.status {
+                Status::Received => &mut report.received,
+                Status::Processing => &mut report.expired_leases,
+                Status::Failed => &mut report.overdue_failed,
+                Status::Dead => {
+                    if self.notify(&event).await {
+                        report.alarms += 1;
+                    }
+                    continue;
+                }
+                Status::Completed => continue,
+            };
+            *found += 1;
+            let key = event.key();
+            if let Err(e) = queue.enqueue(&key, Duration::ZERO).await {
+                report.enqueue_errors += 1;
+                tracing::warn!(source = %key.source, event_id = %key.event_id, error = %e, "sweeper could not enqueue");
+            }
+        }
+        if report != SweepReport::default() {
+            tracing::info!(?report, "sweep");
+        }
+        Ok(report)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_is_full_jitter_under_the_exponential_cap() {
+        let p = RetryPolicy {
+            base: Duration::from_millis(100),
+            cap: Duration::from_secs(1),
+            max_attempts: 5,
+            max_age: Duration::from_secs(60),
+        };
+        for attempt in 1..=40 {
+            let top = Duration::from_millis(100 * 2u64.pow((attempt - 1).min(20))).min(p.cap);
+            for _ in 0..50 {
+                assert!(backoff(&p, attempt) <= top, "attempt {attempt}");
+            }
+        }
+        // Full jitter spreads: 200 draws at attempt 4 (top 800 ms) are not all in one half.
+        let draws: Vec<_> = (0..200).map(|_| backoff(&p, 4)).collect();
+        assert!(draws.iter().any(|d| *d < Duration::from_millis(400)));
+        assert!(draws.iter().any(|d| *d > Duration::from_millis(400)));
+    }
+
+    #[test]
+    fn budget_counts_attempts_and_age() {
+        let p = RetryPolicy::default();
+        assert!(!budget_spent(&p, 11, 0, 1000));
+        assert!(budget_spent(&p, 12, 0, 1000));
+        assert!(budget_spent(&p, 1, 0, 24 * 3600 * 1000));
+    }
+}

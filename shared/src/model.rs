@@ -1,0 +1,259 @@
+//! The ledger record and the names it is keyed by, parsed once at the boundary.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// Longest event id accepted from a sender, in bytes. Provider ids are far shorter (Stripe 28, GitHub 36).
+pub const MAX_EVENT_ID_BYTES: usize = 256;
+
+/// A configured source's name, as it appears in `/webhooks/{source}`: 1–64 of `[a-z0-9_-]`, so it is safe in a
+/// URL, a file name, a log line and a DynamoDB key (`#` is never part of it).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct SourceName(String);
+
+impl SourceName {
+    pub fn parse(name: &str) -> Result<Self, InvalidName> {
+        let ok = !name.is_empty()
+            && name.len() <= 64
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+        if ok {
+            Ok(Self(name.to_owned()))
+        } else {
+            Err(InvalidName(
+                "source names are 1-64 characters of a-z, 0-9, '-' and '_'",
+            ))
+        }
+    }
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for SourceName {
+    type Error = InvalidName;
+    fn try_from(s: String) -> Result<Self, InvalidName> {
+        Self::parse(&s)
+    }
+}
+
+impl From<SourceName> for String {
+    fn from(s: SourceName) -> String {
+        s.0
+    }
+}
+
+impl fmt::Display for SourceName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The sender's own event id: 1–256 bytes with no control characters.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct EventId(String);
+
+impl EventId {
+    pub fn parse(id: &str) -> Result<Self, InvalidName> {
+        if id.is_empty() {
+            return Err(InvalidName("event id is empty"));
+        }
+        if id.len() > MAX_EVENT_ID_BYTES {
+            return Err(InvalidName("event id is longer than 256 bytes"));
+        }
+        if id.chars().any(char::is_control) {
+            return Err(InvalidName("event id holds control characters"));
+        }
+        Ok(Self(id.to_owned()))
+    }
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for EventId {
+    type Error = InvalidName;
+    fn try_from(s: String) -> Result<Self, InvalidName> {
+        Self::parse(&s)
+    }
+}
+
+impl From<EventId> for String {
+    fn from(s: EventId) -> String {
+        s.0
+    }
+}
+
+impl fmt::Display for EventId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidName(pub &'static str);
+
+/// What identifies an event everywhere: the ledger key and the queue message.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct EventKey {
+    pub source: SourceName,
+    pub event_id: EventId,
+}
+
+impl EventKey {
+    pub fn new(source: SourceName, event_id: EventId) -> Self {
+        Self { source, event_id }
+    }
+    /// The DynamoDB partition key and the `Idempotency-Key` sent downstream: `{source}:{event_id}` would be
+    /// ambiguous for ids holding ':', so the ledger uses `#`, which source names never contain.
+    pub fn pk(&self) -> String {
+        format!("{}#{}", self.source, self.event_id)
+    }
+    pub fn idempotency_key(&self) -> String {
+        format!("{}:{}", self.source, self.event_id)
+    }
+}
+
+impl fmt::Display for EventKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.source, self.event_id)
+    }
+}
+
+/// The states of DESIGN.md. Every transition is one conditional write on the state it leaves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Status {
+    Received,
+    Processing,
+    Completed,
+    Failed,
+    Dead,
+}
+
+impl Status {
+    pub const ALL: [Status; 5] = [
+        Status::Received,
+        Status::Processing,
+        Status::Completed,
+        Status::Failed,
+        Status::Dead,
+    ];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Received => "RECEIVED",
+            Status::Processing => "PROCESSING",
+            Status::Completed => "COMPLETED",
+            Status::Failed => "FAILED",
+            Status::Dead => "DEAD",
+        }
+    }
+    /// Open events are the ones the sweeper may still have to move: they carry the sparse-index keys.
+    pub fn is_open(self) -> bool {
+        matches!(self, Status::Received | Status::Processing | Status::Failed)
+    }
+}
+
+impl std::str::FromStr for Status {
+    type Err = InvalidName;
+    fn from_str(s: &str) -> Result<Self, InvalidName> {
+        Status::ALL
+            .into_iter()
+            .find(|st| st.as_str().eq_ignore_ascii_case(s))
+            .ok_or(InvalidName(
+                "status is one of RECEIVED, PROCESSING, COMPLETED, FAILED, DEAD",
+            ))
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A header kept with the event so that a replay forwards what was received.
+pub type KeptHeaders = Vec<(String, String)>;
+
+/// What the receiver writes: the first payload of an event, verified.
+#[derive(Clone, Debug)]
+pub struct NewEvent {
+    pub key: EventKey,
+    pub event_type: Option<String>,
+    pub payload: bytes::Bytes,
+    /// Lower-case hex SHA-256 of `payload`.
+    pub payload_sha256: String,
+    pub headers: KeptHeaders,
+}
+
+/// One ledger record. Times are UTC milliseconds since the epoch, on the store writer's clock.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Event {
+    pub source: SourceName,
+    pub event_id: EventId,
+    pub event_type: Option<String>,
+    pub status: Status,
+    #[serde(skip)]
+    pub payload: bytes::Bytes,
+    pub payload_sha256: String,
+    pub headers: KeptHeaders,
+    pub received_at: i64,
+    pub updated_at: i64,
+    /// Attempts counted against the retry budget (reset by a replay).
+    pub attempts: u32,
+    pub replays: u32,
+    pub lease_owner: Option<String>,
+    pub lease_until: Option<i64>,
+    pub next_attempt_at: Option<i64>,
+    pub last_error: Option<String>,
+    pub completed_at: Option<i64>,
+    pub expires_at: Option<i64>,
+    /// When the alarm for a dead event went out.
+    pub notified_at: Option<i64>,
+}
+
+impl Event {
+    pub fn key(&self) -> EventKey {
+        EventKey::new(self.source.clone(), self.event_id.clone())
+    }
+    /// A completed event past its retention no longer counts for dedup, whether or not it was deleted yet.
+    pub fn is_expired(&self, now_ms: i64) -> bool {
+        self.status == Status::Completed && self.expires_at.is_some_and(|t| t <= now_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn source_names_are_url_and_key_safe() {
+        assert!(SourceName::parse("stripe-live_2").is_ok());
+        for bad in ["", "Stripe", "a/b", "..", "a#b", "a b", &"x".repeat(65)] {
+            assert!(SourceName::parse(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn event_ids_are_bounded_and_printable() {
+        assert!(EventId::parse("evt_1:ä").is_ok());
+        assert!(EventId::parse(&"x".repeat(256)).is_ok());
+        assert!(EventId::parse(&"x".repeat(257)).is_err());
+        assert!(EventId::parse("").is_err());
+        assert!(EventId::parse("a\nb").is_err());
+    }
+
+    #[test]
+    fn status_round_trips_through_text() {
+        for st in Status::ALL {
+            assert_eq!(st.as_str().parse::<Status>(), Ok(st));
+        }
+        assert_eq!("dead".parse::<Status>(), Ok(Status::Dead));
+        assert!("DONE".parse::<Status>().is_err());
+    }
+}

@@ -1,0 +1,290 @@
+//! The receiver: one HTTP router that both `inbox serve` and the receiver Lambda run, so the runtimes cannot drift.
+//! Order of work (DESIGN.md "Receiving"): source → body limit → signature → id → conditional create → enqueue →
+//! answer. Nothing is written before the signature holds, and no 200 leaves before the write is durable.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use tracing::Instrument;
+
+use crate::metrics::{Metrics, Reject};
+use crate::model::{EventId, EventKey, KeptHeaders, NewEvent, Status};
+use crate::ports::{Created, Ledger, Queue, StoreError};
+use crate::schemes::IdError;
+use crate::source::{Source, Sources};
+use crate::time::now_ms;
+
+/// Everything a request needs, built once at start.
+pub struct Receiver {
+    pub sources: Sources,
+    pub ledger: Arc<dyn Ledger>,
+    pub queue: Arc<dyn Queue>,
+    pub metrics: Arc<Metrics>,
+    /// How long a client may take to send its body before it gets 408.
+    pub read_timeout: Duration,
+}
+
+/// `POST /webhooks/{source}` and `GET /healthz`; `GET /metrics` too where `expose_metrics` (embedded: yes; on a
+/// public Function URL: no, metrics go to CloudWatch there).
+pub fn router(receiver: Arc<Receiver>, expose_metrics: bool) -> Router {
+    let mut router = Router::new()
+        .route("/webhooks/{source}", post(receive))
+        .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }));
+    if expose_metrics {
+        router = router.route("/metrics", get(metrics));
+    }
+    router
+        .fallback(|| async { error(StatusCode::NOT_FOUND, "not_found", "no such route") })
+        .with_state(receiver)
+}
+
+async fn metrics(State(r): State<Arc<Receiver>>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        r.metrics.render(),
+    )
+        .into_response()
+}
+
+/// Errors are JSON `{"error": …, "code": …}`, with no secrets or internals.
+fn error(status: StatusCode, code: &'static str, message: &'static str) -> Response {
+    (status, Json(json!({"error": message, "code": code}))).into_response()
+}
+
+async fn receive(
+    State(r): State<Arc<Receiver>>,
+    Path(source): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let Some(source) = r.sources.get(&source).cloned() else {
+        r.metrics.rejected(Metrics::UNKNOWN, Reject::UnknownSource);
+        return error(StatusCode::NOT_FOUND, "unknown_source", "no such source");
+    };
+    let span = tracing::info_span!("receive", source = %source.name, event_id = tracing::field::Empty);
+    async move {
+        match accept(&r, &source, &headers, body).await {
+            Ok(response) => response,
+            Err(reject) => {
+                r.metrics.rejected(source.index, reject.reason());
+                reject.into_response()
+            }
+        }
+    }
+    .instrument(span)
+    .await
+}
+
+/// A request turned away; the log line says why precisely, the answer says it generically.
+enum Rejection {
+    TooLarge,
+    SlowClient,
+    Unreadable,
+    Signature(Reject),
+    MissingId,
+    MalformedBody,
+    Unavailable(StoreError),
+}
+
+impl Rejection {
+    fn reason(&self) -> Reject {
+        match self {
+            Rejection::TooLarge => Reject::TooLarge,
+            Rejection::SlowClient | Rejection::Unreadable => Reject::SlowClient,
+            Rejection::Signature(r) => *r,
+            Rejection::MissingId => Reject::MissingId,
+            Rejection::MalformedBody => Reject::MalformedBody,
+            Rejection::Unavailable(_) => Reject::Unavailable,
+        }
+    }
+}
+
+impl IntoResponse for Rejection {
+    fn into_response(self) -> Response {
+        match self {
+            Rejection::TooLarge => error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "too_large",
+                "body exceeds this source's limit",
+            ),
+            Rejection::SlowClient => error(
+                StatusCode::REQUEST_TIMEOUT,
+                "timeout",
+                "body not received in time",
+            ),
+            Rejection::Unreadable => error(
+                StatusCode::BAD_REQUEST,
+                "unreadable_body",
+                "body could not be read",
+            ),
+            Rejection::Signature(Reject::Timestamp) => error(
+                StatusCode::UNAUTHORIZED,
+                "stale_timestamp",
+                "signature timestamp outside the tolerance",
+            ),
+            Rejection::Signature(_) => error(
+                StatusCode::UNAUTHORIZED,
+                "invalid_signature",
+                "signature verification failed",
+            ),
+            Rejection::MissingId => error(
+                StatusCode::BAD_REQUEST,
+                "missing_id",
+                "no valid event id in the request",
+            ),
+            Rejection::MalformedBody => error(
+                StatusCode::BAD_REQUEST,
+                "malformed_body",
+                "body is not the JSON this source sends",
+            ),
+            Rejection::Unavailable(e) => {
+                let retry_after = if matches!(e, StoreError::Busy) { "1" } else { "5" };
+                let mut resp = error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "unavailable",
+                    "cannot store events right now; retry later",
+                );
+                if let Ok(v) = header::HeaderValue::from_str(retry_after) {
+                    resp.headers_mut().insert(header::RETRY_AFTER, v);
+                }
+                resp
+            }
+        }
+    }
+}
+
+async fn read_body(body: Body, limit: usize, timeout: Duration) -> Result<Bytes, Rejection> {
+    let limited = Limited::new(body, limit);
+    match tokio::time::timeout(timeout, limited.collect()).await {
+        Err(_) => Err(Rejection::SlowClient),
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => Err(Rejection::TooLarge),
+        Ok(Err(_)) => Err(Rejection::Unreadable),
+    }
+}
+
+async fn accept(
+    r: &Receiver,
+    source: &Source,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Response, Rejection> {
+    // 1. No body read past the limit: a declared length over it is refused before reading anything.
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > source.max_body_bytes as u64) {
+        tracing::info!(
+            declared,
+            limit = source.max_body_bytes,
+            "rejected: body too large"
+        );
+        return Err(Rejection::TooLarge);
+    }
+    let body = read_body(body, source.max_body_bytes, r.read_timeout).await?;
+
+    // 2. The signature, over the raw bytes.
+    let now_unix = now_ms() / 1000;
+    if let Err(e) = source
+        .scheme
+        .verify(&source.keys, headers, &body, now_unix, source.tolerance_secs)
+    {
+        tracing::info!(reason = %e, "rejected: signature");
+        let reason = if e.reason() == "timestamp" {
+            Reject::Timestamp
+        } else {
+            Reject::Signature
+        };
+        return Err(Rejection::Signature(reason));
+    }
+    if let Some(answer) = source.scheme.handshake(&body) {
+        tracing::info!("answered a handshake; nothing stored");
+        return Ok((StatusCode::OK, Json(answer)).into_response());
+    }
+
+    // 3. The event id.
+    let identity = source.scheme.identify(headers, &body).map_err(|e| {
+        tracing::info!(reason = %e, "rejected: event id");
+        match e {
+            IdError::MalformedBody => Rejection::MalformedBody,
+            _ => Rejection::MissingId,
+        }
+    })?;
+    let event_id = EventId::parse(&identity.event_id).map_err(|e| {
+        tracing::info!(reason = %e, "rejected: event id");
+        Rejection::MissingId
+    })?;
+    tracing::Span::current().record("event_id", tracing::field::display(&event_id));
+    let key = EventKey::new(source.name.clone(), event_id);
+
+    // 4. Conditional create; the answer waits for durability.
+    let payload_sha256 = hex::encode(Sha256::digest(&body));
+    let event = NewEvent {
+        key: key.clone(),
+        event_type: identity.event_type,
+        payload: body,
+        payload_sha256: payload_sha256.clone(),
+        headers: kept_headers(source, headers),
+    };
+    let created = r.ledger.create(event).await.map_err(|e| {
+        tracing::warn!(error = %e, "store unavailable: answered 503");
+        Rejection::Unavailable(e)
+    })?;
+    match created {
+        Created::New => {
+            r.metrics.accepted(source.index);
+            enqueue(r, &key).await;
+            tracing::debug!("accepted");
+            Ok(Json(json!({"status": "accepted", "event_id": key.event_id})).into_response())
+        }
+        Created::Duplicate {
+            status,
+            payload_sha256: first,
+        } => {
+            r.metrics.duplicate(source.index);
+            if first != payload_sha256 {
+                r.metrics.payload_mismatch(source.index);
+                tracing::warn!(
+                    first_sha256 = %first, this_sha256 = %payload_sha256,
+                    "duplicate with a different payload: the sender broke its contract; the first payload stands"
+                );
+            }
+            // Still RECEIVED: the first enqueue may have been lost in a crash; enqueueing again is cheap.
+            if status == Status::Received {
+                enqueue(r, &key).await;
+            }
+            Ok(
+                Json(json!({"status": "duplicate", "event_id": key.event_id, "state": status}))
+                    .into_response(),
+            )
+        }
+    }
+}
+
+/// The record is durable already, so a failed enqueue still answers 200: the sweeper enqueues it later.
+async fn enqueue(r: &Receiver, key: &EventKey) {
+    if let Err(e) = r.queue.enqueue(key, Duration::ZERO).await {
+        tracing::warn!(error = %e, "enqueue failed after the durable write; the sweeper will pick it up");
+    }
+}
+
+fn kept_headers(source: &Source, headers: &HeaderMap) -> KeptHeaders {
+    source
+        .kept_headers
+        .iter()
+        .filter_map(|name| {
+            let value = headers.get(name)?.to_str().ok()?;
+            Some((name.as_str().to_owned(), value.to_owned()))
+        })
+        .collect()
+}

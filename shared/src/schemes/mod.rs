@@ -1,0 +1,568 @@
+//! Webhook signature schemes: verify a delivery, find its event id and type, and sign like the provider does.
+//!
+//! Pure and synchronous: no I/O and no clock (the caller passes `now`). Every check runs over the raw body
+//! bytes, compares MACs in constant time, accepts any of several keys (rotation) and any of several signatures,
+//! and never panics on input. Errors and `Debug` output never carry a secret, a signature or a body.
+
+mod github;
+mod hmac;
+mod shopify;
+mod slack;
+mod standard;
+mod stripe;
+
+use std::cell::OnceCell;
+use std::fmt;
+use std::str::FromStr;
+
+use ::hmac::{Hmac, Mac};
+use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig};
+use base64::engine::DecodePaddingMode;
+use base64::Engine as _;
+use http::{HeaderMap, HeaderName, HeaderValue};
+use secrecy::{ExposeSecret, SecretSlice};
+use sha2::Digest as _;
+use subtle::{Choice, ConstantTimeEq};
+
+/// An HMAC key. Its bytes never reach `Debug` output or an error message.
+#[derive(Clone)]
+pub struct Key(SecretSlice<u8>);
+
+impl Key {
+    pub fn new(bytes: Vec<u8>) -> Key {
+        Key(SecretSlice::from(bytes))
+    }
+
+    pub(crate) fn expose(&self) -> &[u8] {
+        self.0.expose_secret()
+    }
+}
+
+impl fmt::Debug for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Key([redacted])")
+    }
+}
+
+/// The hash under the HMAC.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Algorithm {
+    Sha1,
+    Sha256,
+    Sha512,
+}
+
+impl FromStr for Algorithm {
+    type Err = ParseError;
+    fn from_str(s: &str) -> Result<Self, ParseError> {
+        match s {
+            "sha1" => Ok(Algorithm::Sha1),
+            "sha256" => Ok(Algorithm::Sha256),
+            "sha512" => Ok(Algorithm::Sha512),
+            _ => Err(ParseError(format!(
+                "unknown algorithm {s:?} (expected \"sha1\", \"sha256\" or \"sha512\")"
+            ))),
+        }
+    }
+}
+
+/// How a signature is written in its header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Encoding {
+    Hex,
+    Base64,
+}
+
+impl FromStr for Encoding {
+    type Err = ParseError;
+    fn from_str(s: &str) -> Result<Self, ParseError> {
+        match s {
+            "hex" => Ok(Encoding::Hex),
+            "base64" => Ok(Encoding::Base64),
+            _ => Err(ParseError(format!(
+                "unknown encoding {s:?} (expected \"hex\" or \"base64\")"
+            ))),
+        }
+    }
+}
+
+/// Where the generic scheme finds an event id or type.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Locator {
+    /// The first value of a request header.
+    Header(HeaderName),
+    /// An RFC 6901 JSON pointer into the body, e.g. `/id`; a string or a number.
+    Json(String),
+    /// The hex SHA-256 of the body: for senders without ids (identical bodies are then one event).
+    BodySha256,
+}
+
+impl FromStr for Locator {
+    type Err = ParseError;
+    /// `header:X-Acme-Delivery`, `json:/id` or `sha256`.
+    fn from_str(s: &str) -> Result<Self, ParseError> {
+        if s == "sha256" {
+            return Ok(Locator::BodySha256);
+        }
+        if let Some(name) = s.strip_prefix("header:") {
+            return HeaderName::from_bytes(name.as_bytes())
+                .map(Locator::Header)
+                .map_err(|_| ParseError(format!("{name:?} is not a valid header name")));
+        }
+        if let Some(pointer) = s.strip_prefix("json:") {
+            if !pointer.starts_with('/') {
+                return Err(ParseError(format!(
+                    "{pointer:?} is not a JSON pointer to a field (it must start with '/', e.g. \"json:/id\")"
+                )));
+            }
+            return Ok(Locator::Json(pointer.to_owned()));
+        }
+        Err(ParseError(format!(
+            "unknown locator {s:?} (expected \"header:NAME\", \"json:/POINTER\" or \"sha256\")"
+        )))
+    }
+}
+
+/// A configuration string that did not parse; the message says what was expected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ParseError(String);
+
+/// The generic HMAC scheme: `header` carries `prefix` + encode(HMAC(key, body)).
+#[derive(Clone, Debug)]
+pub struct HmacParams {
+    pub header: HeaderName,
+    pub algorithm: Algorithm,
+    pub encoding: Encoding,
+    pub prefix: String,
+    pub id: Locator,
+    pub event_type: Option<Locator>,
+}
+
+/// A provider's way of signing and identifying its webhooks.
+#[derive(Clone, Debug)]
+pub enum Scheme {
+    Github,
+    Stripe,
+    StandardWebhooks,
+    Svix,
+    Shopify,
+    Slack,
+    Hmac(HmacParams),
+}
+
+/// The sender's own id for a delivery, and its type where the scheme carries one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Identity {
+    pub event_id: String,
+    pub event_type: Option<String>,
+}
+
+/// Why a delivery failed verification. Names headers, never their values.
+#[derive(Debug, thiserror::Error)]
+pub enum VerifyError {
+    #[error("missing header {0}")]
+    MissingHeader(String),
+    #[error("malformed header {0}")]
+    MalformedHeader(String),
+    /// `skew_secs` is `now - timestamp`: positive for a stale delivery, negative for one from the future.
+    #[error("timestamp outside tolerance by {skew_secs} s")]
+    Timestamp { skew_secs: i64 },
+    #[error("no signature matched")]
+    Mismatch,
+}
+
+impl VerifyError {
+    /// A short label for logs and metrics: "timestamp" or "signature".
+    pub fn reason(&self) -> &'static str {
+        match self {
+            VerifyError::Timestamp { .. } => "timestamp",
+            _ => "signature",
+        }
+    }
+}
+
+/// Why no usable event id (or type) was found. Says where it looked, never what it found.
+#[derive(Debug, thiserror::Error)]
+pub enum IdError {
+    #[error("event id not found: {0}")]
+    Missing(String),
+    #[error("invalid event identity: {0}")]
+    Invalid(String),
+    #[error("body is not valid JSON")]
+    MalformedBody,
+}
+
+/// Why a configured secret cannot be a key. Never contains the secret.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    #[error("secret is empty")]
+    Empty,
+    #[error("{scheme} secret is not valid base64 after the \"whsec_\" prefix")]
+    NotBase64 { scheme: &'static str },
+}
+
+impl Scheme {
+    /// The scheme's name as written in configuration.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Scheme::Github => "github",
+            Scheme::Stripe => "stripe",
+            Scheme::StandardWebhooks => "standard-webhooks",
+            Scheme::Svix => "svix",
+            Scheme::Shopify => "shopify",
+            Scheme::Slack => "slack",
+            Scheme::Hmac(_) => "hmac",
+        }
+    }
+
+    /// Whether the signature covers a timestamp that `verify` checks against its tolerance.
+    pub fn has_timestamp(&self) -> bool {
+        matches!(
+            self,
+            Scheme::Stripe | Scheme::StandardWebhooks | Scheme::Svix | Scheme::Slack
+        )
+    }
+
+    /// The configured secret string -> HMAC key. Standard Webhooks/Svix: base64 after an optional `whsec_`;
+    /// Stripe: the whole `whsec_...` string's bytes (as Stripe does); others: the string's bytes.
+    pub fn key_from_secret(&self, secret: &str) -> Result<Key, KeyError> {
+        let bytes = match self {
+            Scheme::StandardWebhooks | Scheme::Svix => standard::key_bytes(self.name(), secret)?,
+            _ => secret.as_bytes().to_vec(),
+        };
+        if bytes.is_empty() {
+            return Err(KeyError::Empty);
+        }
+        Ok(Key::new(bytes))
+    }
+
+    /// Verifies the raw body against any of `keys` and any signature the request carries, in constant time.
+    /// Timestamped schemes first reject a timestamp more than `tolerance_secs` away from `now_unix`.
+    pub fn verify(
+        &self,
+        keys: &[Key],
+        headers: &HeaderMap,
+        body: &[u8],
+        now_unix: i64,
+        tolerance_secs: u64,
+    ) -> Result<(), VerifyError> {
+        let clock = Clock {
+            now_unix,
+            tolerance_secs,
+        };
+        match self {
+            Scheme::Github => github::verify(keys, headers, body),
+            Scheme::Stripe => stripe::verify(keys, headers, body, clock),
+            Scheme::StandardWebhooks => standard::verify(&standard::WEBHOOK, keys, headers, body, clock),
+            Scheme::Svix => standard::verify(&standard::SVIX, keys, headers, body, clock),
+            Scheme::Shopify => shopify::verify(keys, headers, body),
+            Scheme::Slack => slack::verify(keys, headers, body, clock),
+            Scheme::Hmac(params) => hmac::verify(params, keys, headers, body),
+        }
+    }
+
+    /// The sender's event id and type. Call after `verify` succeeded.
+    pub fn identify(&self, headers: &HeaderMap, body: &[u8]) -> Result<Identity, IdError> {
+        match self {
+            Scheme::Github => github::identify(headers),
+            Scheme::Stripe => stripe::identify(body),
+            Scheme::StandardWebhooks => standard::identify(&standard::WEBHOOK, headers, body),
+            Scheme::Svix => standard::identify(&standard::SVIX, headers, body),
+            Scheme::Shopify => shopify::identify(headers),
+            Scheme::Slack => slack::identify(body),
+            Scheme::Hmac(params) => hmac::identify(params, headers, body),
+        }
+    }
+
+    /// The answer to a scheme handshake, which is answered without storing (call after `verify` succeeded).
+    pub fn handshake(&self, body: &[u8]) -> Option<serde_json::Value> {
+        match self {
+            Scheme::Slack => slack::handshake(body),
+            _ => None,
+        }
+    }
+
+    /// Headers kept with a stored event so a replay forwards what was received: content-type and the
+    /// scheme's id, type and timestamp headers, never signature headers.
+    pub fn kept_headers(&self) -> Vec<HeaderName> {
+        let mut kept = vec![http::header::CONTENT_TYPE];
+        match self {
+            Scheme::Github => kept.extend(github::kept_headers()),
+            Scheme::Stripe => {}
+            Scheme::StandardWebhooks => kept.extend(standard::WEBHOOK.kept_headers()),
+            Scheme::Svix => kept.extend(standard::SVIX.kept_headers()),
+            Scheme::Shopify => kept.extend(shopify::kept_headers()),
+            Scheme::Slack => kept.extend(slack::kept_headers()),
+            Scheme::Hmac(params) => kept.extend(hmac::kept_headers(params)),
+        }
+        kept
+    }
+
+    /// Signs `body` like the provider does and returns the headers to send with it (the signature, the
+    /// timestamp = `now_unix`, and the id/type headers where the scheme carries them in headers). Content-type
+    /// is left to the caller. An id or type that cannot be a header value is left out.
+    pub fn sign(
+        &self,
+        key: &Key,
+        body: &[u8],
+        identity: &Identity,
+        now_unix: i64,
+    ) -> Vec<(HeaderName, HeaderValue)> {
+        let pairs = match self {
+            Scheme::Github => github::sign(key, body, identity),
+            Scheme::Stripe => stripe::sign(key, body, now_unix),
+            Scheme::StandardWebhooks => standard::WEBHOOK.sign(key, body, identity, now_unix),
+            Scheme::Svix => standard::SVIX.sign(key, body, identity, now_unix),
+            Scheme::Shopify => shopify::sign(key, body, identity),
+            Scheme::Slack => slack::sign(key, body, now_unix),
+            Scheme::Hmac(params) => hmac::sign(params, key, body, identity),
+        };
+        pairs
+            .into_iter()
+            .filter_map(|(name, value)| Some((name, HeaderValue::from_bytes(value.as_bytes()).ok()?)))
+            .collect()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Shared helpers.
+
+/// The verifier's clock: the caller's `now` and the accepted skew either way.
+#[derive(Clone, Copy)]
+struct Clock {
+    now_unix: i64,
+    tolerance_secs: u64,
+}
+
+impl Clock {
+    /// Checks a unix-seconds timestamp header value. Saturating both ways: no value can overflow.
+    fn check(self, header: &HeaderName, raw: &str) -> Result<(), VerifyError> {
+        if raw.is_empty() || !raw.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(malformed(header, "not unix seconds"));
+        }
+        // All digits, so a parse failure can only be an overflow: a timestamp absurdly far in the future.
+        let skew_secs = raw
+            .parse::<i64>()
+            .map_or(i64::MIN, |ts| self.now_unix.saturating_sub(ts));
+        if skew_secs.unsigned_abs() > self.tolerance_secs {
+            return Err(VerifyError::Timestamp { skew_secs });
+        }
+        Ok(())
+    }
+}
+
+fn malformed(header: &HeaderName, why: &str) -> VerifyError {
+    VerifyError::MalformedHeader(format!("{header} ({why})"))
+}
+
+/// Every value of a header, as text. None present is `MissingHeader`; non-UTF-8 is `MalformedHeader`.
+fn header_values<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Result<Vec<&'a str>, VerifyError> {
+    let values = headers
+        .get_all(name)
+        .iter()
+        .map(|v| std::str::from_utf8(v.as_bytes()).map_err(|_| malformed(name, "not UTF-8")))
+        .collect::<Result<Vec<_>, _>>()?;
+    if values.is_empty() {
+        return Err(VerifyError::MissingHeader(name.to_string()));
+    }
+    Ok(values)
+}
+
+/// The first value of a header, as text.
+fn header_first<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Result<&'a str, VerifyError> {
+    let value = headers
+        .get(name)
+        .ok_or_else(|| VerifyError::MissingHeader(name.to_string()))?;
+    std::str::from_utf8(value.as_bytes()).map_err(|_| malformed(name, "not UTF-8"))
+}
+
+/// HMAC of the concatenation of `parts`.
+fn mac(algorithm: Algorithm, key: &Key, parts: &[&[u8]]) -> Vec<u8> {
+    fn run<M: Mac + ::hmac::digest::KeyInit>(key: &[u8], parts: &[&[u8]]) -> Vec<u8> {
+        // HMAC takes keys of any length, so this never fails; an empty tag would simply never match.
+        let Ok(mut mac) = <M as ::hmac::digest::KeyInit>::new_from_slice(key) else {
+            return Vec::new();
+        };
+        for part in parts {
+            mac.update(part);
+        }
+        mac.finalize().into_bytes().to_vec()
+    }
+    match algorithm {
+        Algorithm::Sha1 => run::<Hmac<sha1::Sha1>>(key.expose(), parts),
+        Algorithm::Sha256 => run::<Hmac<sha2::Sha256>>(key.expose(), parts),
+        Algorithm::Sha512 => run::<Hmac<sha2::Sha512>>(key.expose(), parts),
+    }
+}
+
+/// Accepts if the MAC of `parts` under any key equals any candidate. Every pair is compared in constant time,
+/// without stopping at the first match. No decodable candidate at all is a malformed `header`.
+fn verify_mac(
+    algorithm: Algorithm,
+    keys: &[Key],
+    parts: &[&[u8]],
+    candidates: &[Vec<u8>],
+    header: &HeaderName,
+) -> Result<(), VerifyError> {
+    if candidates.is_empty() {
+        return Err(malformed(header, "no usable signature"));
+    }
+    let mut matched = Choice::from(0);
+    for key in keys {
+        let expected = mac(algorithm, key, parts);
+        if expected.is_empty() {
+            continue;
+        }
+        for candidate in candidates {
+            matched |= expected.as_slice().ct_eq(candidate.as_slice());
+        }
+    }
+    if bool::from(matched) {
+        Ok(())
+    } else {
+        Err(VerifyError::Mismatch)
+    }
+}
+
+/// Standard base64 that accepts the padding present or not.
+const BASE64: GeneralPurpose = GeneralPurpose::new(
+    &base64::alphabet::STANDARD,
+    GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
+);
+
+fn encode(encoding: Encoding, bytes: &[u8]) -> String {
+    match encoding {
+        Encoding::Hex => hex::encode(bytes),
+        Encoding::Base64 => base64::engine::general_purpose::STANDARD.encode(bytes),
+    }
+}
+
+/// Decodes one signature; `None` if it is not valid in `encoding` (odd-length hex, bad base64, ...).
+fn decode(encoding: Encoding, text: &str) -> Option<Vec<u8>> {
+    match encoding {
+        Encoding::Hex => hex::decode(text.trim()).ok(),
+        Encoding::Base64 => BASE64.decode(text.trim()).ok(),
+    }
+}
+
+/// Event ids (and types) are at most this long, in bytes.
+const MAX_ID_LEN: usize = 256;
+
+/// Checks an id or type found at `place` ("header x-github-delivery", "json /id").
+fn valid_id(place: &str, value: String) -> Result<String, IdError> {
+    if value.is_empty() {
+        return Err(IdError::Missing(format!("{place} is empty")));
+    }
+    if value.len() > MAX_ID_LEN {
+        return Err(IdError::Invalid(format!(
+            "{place} is longer than {MAX_ID_LEN} bytes"
+        )));
+    }
+    if value.chars().any(char::is_control) {
+        return Err(IdError::Invalid(format!("{place} holds control characters")));
+    }
+    Ok(value)
+}
+
+/// The first value of a header, for ids: `None` if absent.
+fn header_text(headers: &HeaderMap, name: &HeaderName) -> Result<Option<String>, IdError> {
+    match headers.get(name) {
+        None => Ok(None),
+        Some(value) => std::str::from_utf8(value.as_bytes())
+            .map(|s| Some(s.to_owned()))
+            .map_err(|_| IdError::Invalid(format!("header {name} is not UTF-8"))),
+    }
+}
+
+/// Checks an optional type: empty is `None`, anything else must pass as an id would.
+fn valid_type(place: &str, value: String) -> Result<Option<String>, IdError> {
+    if value.is_empty() {
+        return Ok(None);
+    }
+    valid_id(place, value).map(Some)
+}
+
+/// A required id from a header.
+fn id_from_header(headers: &HeaderMap, name: &HeaderName) -> Result<String, IdError> {
+    let place = format!("header {name}");
+    match header_text(headers, name)? {
+        Some(value) => valid_id(&place, value),
+        None => Err(IdError::Missing(place)),
+    }
+}
+
+/// An optional type from a header: absent is `None`, present must be a valid id.
+fn type_from_header(headers: &HeaderMap, name: &HeaderName) -> Result<Option<String>, IdError> {
+    match header_text(headers, name)? {
+        Some(value) => valid_type(&format!("header {name}"), value),
+        None => Ok(None),
+    }
+}
+
+/// The body, parsed as JSON at most once and only if asked.
+struct Body<'a> {
+    raw: &'a [u8],
+    json: OnceCell<Option<serde_json::Value>>,
+}
+
+impl<'a> Body<'a> {
+    fn new(raw: &'a [u8]) -> Self {
+        Body {
+            raw,
+            json: OnceCell::new(),
+        }
+    }
+
+    fn json(&self) -> Result<&serde_json::Value, IdError> {
+        self.json
+            .get_or_init(|| serde_json::from_slice(self.raw).ok())
+            .as_ref()
+            .ok_or(IdError::MalformedBody)
+    }
+
+    /// The text at a JSON pointer: a string, or a number as its decimal text; `None` if absent or another type.
+    fn text_at(&self, pointer: &str) -> Result<Option<String>, IdError> {
+        Ok(match self.json()?.pointer(pointer) {
+            Some(serde_json::Value::String(s)) => Some(s.clone()),
+            Some(serde_json::Value::Number(n)) => Some(n.to_string()),
+            _ => None,
+        })
+    }
+
+    /// A required id at a JSON pointer.
+    fn id_at(&self, pointer: &str) -> Result<String, IdError> {
+        let place = format!("json {pointer}");
+        match self.text_at(pointer)? {
+            Some(value) => valid_id(&place, value),
+            None => Err(IdError::Missing(place)),
+        }
+    }
+
+    /// An optional type at a JSON pointer: absent, or a body that is not JSON, is `None`.
+    fn type_at(&self, pointer: &str) -> Result<Option<String>, IdError> {
+        match self.text_at(pointer) {
+            Ok(Some(value)) => valid_type(&format!("json {pointer}"), value),
+            Ok(None) | Err(_) => Ok(None),
+        }
+    }
+
+    /// Like `type_at`, but only a JSON string counts.
+    fn string_type_at(&self, pointer: &str) -> Result<Option<String>, IdError> {
+        match self.json().map(|json| json.pointer(pointer)) {
+            Ok(Some(serde_json::Value::String(value))) => {
+                valid_type(&format!("json {pointer}"), value.clone())
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// The hex SHA-256 of the raw body.
+    fn sha256_hex(&self) -> String {
+        hex::encode(sha2::Sha256::digest(self.raw))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests;

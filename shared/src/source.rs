@@ -1,0 +1,121 @@
+//! A source ready to receive: its scheme, its keys (secrets resolved), limits, handler and retry policy.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use http::HeaderName;
+
+use crate::config::{Config, ConfigError, RetryPolicy, SecretRef};
+use crate::handlers::{Handler, Registry};
+use crate::model::SourceName;
+use crate::schemes::{Key, Scheme};
+
+pub struct Source {
+    pub name: SourceName,
+    /// Position in [`Sources::names`]: the metrics' index.
+    pub index: usize,
+    pub scheme: Scheme,
+    pub keys: Vec<Key>,
+    pub tolerance_secs: u64,
+    pub max_body_bytes: usize,
+    pub kept_headers: Vec<HeaderName>,
+    pub handler: Arc<dyn Handler>,
+    pub handler_timeout: Duration,
+    pub retry: RetryPolicy,
+}
+
+/// Every configured source, looked up by the name in the URL.
+#[derive(Clone)]
+pub struct Sources {
+    by_name: HashMap<String, Arc<Source>>,
+    names: Vec<SourceName>,
+}
+
+impl Sources {
+    /// Resolves every secret and builds every handler; any failure names the source and field.
+    pub async fn build(
+        config: &Config,
+        secrets: &dyn SecretResolver,
+        handlers: &Registry,
+    ) -> Result<Sources, ConfigError> {
+        let mut by_name = HashMap::new();
+        let mut names = Vec::new();
+        for (index, (name, sc)) in config.sources.iter().enumerate() {
+            let at = format!("sources.{name}");
+            let mut keys = Vec::with_capacity(sc.secrets.len());
+            for (i, reference) in sc.secrets.iter().enumerate() {
+                let field = format!("{at}.secrets[{i}]");
+                let value = secrets
+                    .resolve(reference)
+                    .await
+                    .map_err(|m| ConfigError::new(&field, format!("{reference}: {m}")))?;
+                let key = sc
+                    .scheme
+                    .key_from_secret(value.trim_end_matches(['\r', '\n']))
+                    .map_err(|e| ConfigError::new(&field, format!("{reference}: {e}")))?;
+                keys.push(key);
+            }
+            let source = Source {
+                name: name.clone(),
+                index,
+                scheme: sc.scheme.clone(),
+                keys,
+                tolerance_secs: sc.tolerance.as_secs(),
+                max_body_bytes: sc.max_body_bytes,
+                kept_headers: sc.scheme.kept_headers(),
+                handler: handlers.build(&format!("{at}.handler"), &sc.handler)?,
+                handler_timeout: sc.handler.timeout(),
+                retry: sc.retry,
+            };
+            by_name.insert(name.as_str().to_owned(), Arc::new(source));
+            names.push(name.clone());
+        }
+        Ok(Sources { by_name, names })
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Arc<Source>> {
+        self.by_name.get(name)
+    }
+
+    pub fn names(&self) -> &[SourceName] {
+        &self.names
+    }
+}
+
+/// Reads a secret's value from where its reference points.
+#[async_trait]
+pub trait SecretResolver: Send + Sync {
+    /// The error text says what is wrong with the reference, never a value.
+    async fn resolve(&self, reference: &SecretRef) -> Result<String, String>;
+}
+
+/// `env:` and `file:` references, as the embedded runtime reads them.
+pub struct LocalSecrets;
+
+#[async_trait]
+impl SecretResolver for LocalSecrets {
+    async fn resolve(&self, reference: &SecretRef) -> Result<String, String> {
+        resolve_local(reference)
+    }
+}
+
+/// Resolves `env:` and `file:`; the AWS resolver falls back to it for those.
+pub fn resolve_local(reference: &SecretRef) -> Result<String, String> {
+    let value = match reference {
+        SecretRef::Env(name) => {
+            std::env::var(name).map_err(|_| "the environment variable is not set".to_owned())?
+        }
+        SecretRef::File(path) => {
+            std::fs::read_to_string(path).map_err(|e| format!("cannot read the file: {e}"))?
+        }
+        SecretRef::SecretsManager(_) | SecretRef::Ssm(_) => {
+            return Err("secretsmanager: and ssm: references are read by the AWS runtime only".into())
+        }
+    };
+    if value.trim().is_empty() {
+        return Err("the secret is empty".into());
+    }
+    Ok(value)
+}

@@ -1,1 +1,424 @@
-fn main() {}
+//! `inbox`: runs the embedded runtime (`inbox serve`) and operates on its events (list, show, replay, send).
+#![forbid(unsafe_code)]
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand};
+use inbox_core::adapters::sqlite::SqliteLedger;
+use inbox_core::config::Config;
+use inbox_core::handlers::{http_client, Registry};
+use inbox_core::model::{Event, EventId, EventKey, SourceName, Status};
+use inbox_core::ports::{Ledger, ListFilter, Replay};
+use inbox_core::schemes::Identity;
+use inbox_core::source::{LocalSecrets, Sources};
+use inbox_core::time::{now_ms, rfc3339};
+
+#[derive(Parser)]
+#[command(name = "inbox", version, about = "webhook-inbox: store first, process later")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Receive webhooks and process them, on the embedded store.
+    Serve {
+        #[arg(long)]
+        config: PathBuf,
+        /// Overrides `server.listen`.
+        #[arg(long)]
+        listen: Option<std::net::SocketAddr>,
+        /// Overrides `server.data_dir`.
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+    },
+    /// List or show stored events.
+    Events {
+        #[command(subcommand)]
+        command: EventsCommand,
+    },
+    /// Move dead (or, with --force, completed) events back to RECEIVED so they run again.
+    Replay {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// Which events: dead (default) or completed (needs --force).
+        #[arg(long, default_value = "dead")]
+        status: Status,
+        #[arg(long)]
+        source: Option<SourceName>,
+        /// Only this event (with --source).
+        #[arg(long, requires = "source")]
+        event_id: Option<String>,
+        /// Say what would be replayed, change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Allow replaying completed events (their handler runs again).
+        #[arg(long)]
+        force: bool,
+    },
+    /// Send a signed test webhook to a running server, signed with the source's first secret.
+    Send {
+        #[arg(long)]
+        config: PathBuf,
+        #[arg(long)]
+        source: SourceName,
+        /// The body; by default a small JSON event with a fresh id.
+        #[arg(long)]
+        body: Option<String>,
+        /// The event id, for schemes that carry it in a header; by default a fresh one.
+        #[arg(long)]
+        event_id: Option<String>,
+        #[arg(long)]
+        event_type: Option<String>,
+        /// The server's base URL; by default `server.listen` from the config.
+        #[arg(long)]
+        url: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum EventsCommand {
+    List {
+        #[command(flatten)]
+        store: StoreArgs,
+        #[arg(long)]
+        status: Option<Status>,
+        #[arg(long)]
+        source: Option<SourceName>,
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+    Show {
+        #[command(flatten)]
+        store: StoreArgs,
+        source: SourceName,
+        event_id: String,
+        #[arg(long)]
+        json: bool,
+        /// Print the stored payload too.
+        #[arg(long)]
+        payload: bool,
+    },
+}
+
+/// Where the events are: the data directory named by a config file or given directly.
+#[derive(Args)]
+struct StoreArgs {
+    #[arg(long, conflicts_with = "data_dir")]
+    config: Option<PathBuf>,
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+}
+
+impl StoreArgs {
+    fn open(&self) -> Result<SqliteLedger> {
+        let dir = match (&self.config, &self.data_dir) {
+            (_, Some(dir)) => dir.clone(),
+            (Some(path), None) => load(path)?.server.data_dir,
+            (None, None) => bail!("say where the events are: --config FILE or --data-dir DIR"),
+        };
+        if !dir.join("inbox.db").exists() {
+            bail!("no events stored in {} (no inbox.db there)", dir.display());
+        }
+        Ok(SqliteLedger::open(&dir, 1024, Duration::from_secs(30))?)
+    }
+}
+
+fn load(path: &Path) -> Result<Config> {
+    Ok(Config::load(path)?)
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("INBOX_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(run(cli))
+}
+
+async fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Serve {
+            config,
+            listen,
+            data_dir,
+        } => {
+            let mut config = load(&config)?;
+            if let Some(listen) = listen {
+                config.server.listen = listen;
+            }
+            if let Some(dir) = data_dir {
+                config.server.data_dir = dir;
+            }
+            let on_listen = |addr| println!("inbox: listening on http://{addr}");
+            inbox_core::embedded::serve(config, Registry::new(http_client()), on_listen, shutdown_signal())
+                .await?;
+            Ok(())
+        }
+        Command::Events {
+            command:
+                EventsCommand::List {
+                    store,
+                    status,
+                    source,
+                    limit,
+                    json,
+                },
+        } => {
+            let ledger = store.open()?;
+            let events = ledger
+                .list(&ListFilter {
+                    status,
+                    source,
+                    limit,
+                })
+                .await?;
+            if json {
+                for e in &events {
+                    println!("{}", event_json(e, false));
+                }
+            } else {
+                print_table(&events);
+            }
+            Ok(())
+        }
+        Command::Events {
+            command:
+                EventsCommand::Show {
+                    store,
+                    source,
+                    event_id,
+                    json,
+                    payload,
+                },
+        } => {
+            let ledger = store.open()?;
+            let key = EventKey::new(source, EventId::parse(&event_id)?);
+            let Some(event) = ledger.get(&key).await? else {
+                bail!("no event {key}");
+            };
+            if json {
+                println!("{}", event_json(&event, payload));
+            } else {
+                print_event(&event, payload);
+            }
+            Ok(())
+        }
+        Command::Replay {
+            store,
+            status,
+            source,
+            event_id,
+            dry_run,
+            force,
+        } => replay(store.open()?, status, source, event_id, dry_run, force).await,
+        Command::Send {
+            config,
+            source,
+            body,
+            event_id,
+            event_type,
+            url,
+        } => send(&config, source, body, event_id, event_type, url).await,
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = ctrl_c => {},
+                _ = term.recv() => {},
+            }
+        }
+        Err(_) => {
+            let _ = ctrl_c.await;
+        }
+    }
+}
+
+fn event_json(e: &Event, payload: bool) -> serde_json::Value {
+    let time = |t: Option<i64>| t.map(rfc3339);
+    let mut v = serde_json::json!({
+        "source": e.source,
+        "event_id": e.event_id,
+        "event_type": e.event_type,
+        "status": e.status,
+        "attempts": e.attempts,
+        "replays": e.replays,
+        "received_at": rfc3339(e.received_at),
+        "updated_at": rfc3339(e.updated_at),
+        "next_attempt_at": time(e.next_attempt_at),
+        "completed_at": time(e.completed_at),
+        "expires_at": time(e.expires_at),
+        "last_error": e.last_error,
+        "payload_sha256": e.payload_sha256,
+    });
+    if payload {
+        v["headers"] = serde_json::json!(e.headers);
+        v["payload"] = serde_json::json!(String::from_utf8_lossy(&e.payload));
+    }
+    v
+}
+
+fn print_table(events: &[Event]) {
+    println!(
+        "{:<24}  {:<12}  {:<36}  {:<24}  {:<10}  {:>8}",
+        "RECEIVED_AT", "SOURCE", "EVENT_ID", "TYPE", "STATUS", "ATTEMPTS"
+    );
+    for e in events {
+        println!(
+            "{:<24}  {:<12}  {:<36}  {:<24}  {:<10}  {:>8}",
+            rfc3339(e.received_at),
+            e.source,
+            e.event_id,
+            e.event_type.as_deref().unwrap_or("-"),
+            e.status,
+            e.attempts
+        );
+    }
+}
+
+fn print_event(e: &Event, payload: bool) {
+    let time = |t: Option<i64>| t.map_or_else(|| "-".to_owned(), rfc3339);
+    println!("source:          {}", e.source);
+    println!("event_id:        {}", e.event_id);
+    println!("event_type:      {}", e.event_type.as_deref().unwrap_or("-"));
+    println!("status:          {}", e.status);
+    println!("attempts:        {} (replays: {})", e.attempts, e.replays);
+    println!("last_error:      {}", e.last_error.as_deref().unwrap_or("-"));
+    println!("received_at:     {}", rfc3339(e.received_at));
+    println!("updated_at:      {}", rfc3339(e.updated_at));
+    println!("next_attempt_at: {}", time(e.next_attempt_at));
+    println!("completed_at:    {}", time(e.completed_at));
+    println!("payload_sha256:  {}", e.payload_sha256);
+    if payload {
+        for (name, value) in &e.headers {
+            println!("header:          {name}: {value}");
+        }
+        println!("payload:\n{}", String::from_utf8_lossy(&e.payload));
+    }
+}
+
+async fn replay(
+    ledger: SqliteLedger,
+    status: Status,
+    source: Option<SourceName>,
+    event_id: Option<String>,
+    dry_run: bool,
+    force: bool,
+) -> Result<()> {
+    match status {
+        Status::Dead => {}
+        Status::Completed if force => {}
+        Status::Completed => bail!("replaying completed events runs their handler again: add --force"),
+        other => bail!("only dead or completed events can be replayed, not {other}"),
+    }
+    let keys: Vec<EventKey> = match (&source, event_id) {
+        (Some(source), Some(id)) => vec![EventKey::new(source.clone(), EventId::parse(&id)?)],
+        _ => ledger
+            .list(&ListFilter {
+                status: Some(status),
+                source,
+                limit: usize::MAX,
+            })
+            .await?
+            .iter()
+            .map(Event::key)
+            .collect(),
+    };
+    if dry_run {
+        for key in &keys {
+            println!("would replay {key}");
+        }
+        println!("dry run: {} event(s) would be replayed", keys.len());
+        return Ok(());
+    }
+    let bar = indicatif::ProgressBar::new(keys.len() as u64);
+    if !std::io::stderr().is_terminal() {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    let (mut replayed, mut skipped) = (0usize, 0usize);
+    for key in &keys {
+        match ledger.replay(key, force).await? {
+            Replay::Replayed => replayed += 1,
+            Replay::NotEligible(st) => {
+                skipped += 1;
+                bar.suspend(|| eprintln!("skipped {key}: it is {st}"));
+            }
+            Replay::Missing => {
+                skipped += 1;
+                bar.suspend(|| eprintln!("skipped {key}: no such event"));
+            }
+        }
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    println!("replayed {replayed} event(s), skipped {skipped}; a running `inbox serve` picks them up within seconds");
+    Ok(())
+}
+
+async fn send(
+    config_path: &Path,
+    source: SourceName,
+    body: Option<String>,
+    event_id: Option<String>,
+    event_type: Option<String>,
+    url: Option<String>,
+) -> Result<()> {
+    let config = load(config_path)?;
+    let sources = Sources::build(&config, &LocalSecrets, &Registry::new(http_client())).await?;
+    let src = sources
+        .get(source.as_str())
+        .with_context(|| format!("no source {source} in {}", config_path.display()))?;
+    let key = src.keys.first().context("the source has no secret")?;
+    let now = now_ms();
+    let event_id = event_id.unwrap_or_else(|| format!("evt_{now:x}{:04x}", rand_u16()));
+    let event_type = event_type.unwrap_or_else(|| "inbox.test".to_owned());
+    let body = body.unwrap_or_else(|| {
+        serde_json::json!({"id": event_id, "event_id": event_id, "type": event_type, "created": now / 1000})
+            .to_string()
+    });
+    let identity = Identity {
+        event_id,
+        event_type: Some(event_type),
+    };
+    let headers = src.scheme.sign(key, body.as_bytes(), &identity, now / 1000);
+    let base = url.unwrap_or_else(|| format!("http://{}", config.server.listen));
+    let mut req = http_client()
+        .post(format!("{}/webhooks/{source}", base.trim_end_matches('/')))
+        .header("content-type", "application/json")
+        .body(body);
+    for (name, value) in headers {
+        req = req.header(name, value);
+    }
+    let resp = req.send().await.context("sending")?;
+    let status = resp.status();
+    println!(
+        "HTTP {} {}",
+        status.as_u16(),
+        resp.text().await.unwrap_or_default()
+    );
+    if !status.is_success() {
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
+fn rand_u16() -> u16 {
+    (std::process::id() as u16) ^ (now_ms() as u16).rotate_left(7)
+}

@@ -33,6 +33,13 @@ impl SourceName {
     }
 }
 
+impl std::str::FromStr for SourceName {
+    type Err = InvalidName;
+    fn from_str(s: &str) -> Result<Self, InvalidName> {
+        Self::parse(s)
+    }
+}
+
 impl TryFrom<String> for SourceName {
     type Error = InvalidName;
     fn try_from(s: String) -> Result<Self, InvalidName> {
@@ -48,7 +55,7 @@ impl From<SourceName> for String {
 
 impl fmt::Display for SourceName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.pad(&self.0)
     }
 }
 
@@ -90,7 +97,7 @@ impl From<EventId> for String {
 
 impl fmt::Display for EventId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.pad(&self.0)
     }
 }
 
@@ -173,7 +180,7 @@ impl std::str::FromStr for Status {
 
 impl fmt::Display for Status {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
 

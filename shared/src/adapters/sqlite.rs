@@ -67,6 +67,7 @@ pub struct SqliteLedger {
     path: PathBuf,
     /// How long past its natural time an event waits for its queue message before the sweeper takes it.
     grace: i64,
+    data_version: std::sync::Arc<std::sync::atomic::AtomicI64>,
 }
 
 impl SqliteLedger {
@@ -98,6 +99,7 @@ impl SqliteLedger {
             jobs,
             path,
             grace: ms(grace),
+            data_version: Default::default(),
         })
     }
 
@@ -137,17 +139,27 @@ impl SqliteLedger {
             .map_err(|_| StoreError::Unavailable("the writer thread stopped".into()))?
     }
 
-    /// After a restart, leases held by an earlier process of this data directory (which the serve lock proves
-    /// dead) expire now, so the start-up sweep hands their events out again at once.
-    pub async fn expire_leases_not_owned_by(&self, owner_prefix: &str) -> Result<usize, StoreError> {
+    /// Ends leases now, so their events can be claimed again at once: those *not* held by `owner_prefix` at
+    /// start-up (the serve lock proves their process dead), or those held by it at shutdown (`mine`).
+    pub async fn expire_leases(&self, owner_prefix: &str, mine: bool) -> Result<usize, StoreError> {
         let prefix = owner_prefix.to_owned();
         self.call(true, move |c, now| {
             c.execute(
                 "UPDATE events SET lease_until = ?1, due_at = ?1, updated_at = ?1
                  WHERE status = 'PROCESSING' AND lease_until > ?1
-                   AND (lease_owner IS NULL OR substr(lease_owner, 1, length(?2)) <> ?2)",
-                params![now, prefix],
+                   AND (coalesce(substr(lease_owner, 1, length(?2)) = ?2, 0) = ?3)",
+                params![now, prefix, mine],
             )
+        })
+        .await
+    }
+
+    /// Whether another process (an `inbox replay`) committed since the last call: SQLite's `data_version`.
+    pub async fn changed_elsewhere(&self) -> Result<bool, StoreError> {
+        let seen = self.data_version.clone();
+        self.call(true, move |c, _| {
+            let v: i64 = c.query_row("PRAGMA data_version", [], |r| r.get(0))?;
+            Ok(seen.swap(v, std::sync::atomic::Ordering::Relaxed) != v)
         })
         .await
     }

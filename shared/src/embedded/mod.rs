@@ -1,1 +1,221 @@
+//! `inbox serve`: the receiver, the state machine's workers, the sweeper and the alarm in one process, over the
+//! SQLite ledger and an in-process queue.
 
+mod alarm;
+mod queue;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Semaphore};
+use tokio::task::JoinSet;
+
+pub use alarm::{summary, NotifyUrl};
+pub use queue::{Deliveries, InProcessQueue};
+
+use crate::adapters::sqlite::SqliteLedger;
+use crate::config::{Config, ConfigError};
+use crate::handlers::{http_client, Registry};
+use crate::machine::{Machine, Outcome};
+use crate::metrics::Metrics;
+use crate::ports::{Ledger, Queue, StoreError};
+use crate::receiver::{router, Receiver};
+use crate::source::{LocalSecrets, Sources};
+use crate::time::now_ms;
+
+/// Pointers waiting in memory before enqueue refuses (the sweeper picks refused ones up from the ledger).
+const QUEUE_CAPACITY: usize = 200_000;
+/// How long in-flight handlers get to finish at shutdown before their leases are given back.
+const DRAIN: Duration = Duration::from_secs(20);
+/// How often the server looks for changes made by another process (`inbox replay`).
+const WATCH_EVERY: Duration = Duration::from_secs(1);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{0}")]
+    Io(String),
+}
+
+/// Runs until `shutdown` resolves, then stops accepting, lets in-flight handlers finish (or gives their leases
+/// back) and returns. `on_listen` is told the bound address (the port may have been 0).
+pub async fn serve(
+    config: Config,
+    handlers: Registry,
+    on_listen: impl FnOnce(std::net::SocketAddr),
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    let data_dir = &config.server.data_dir;
+    std::fs::create_dir_all(data_dir)
+        .map_err(|e| ServeError::Io(format!("cannot create {}: {e}", data_dir.display())))?;
+    // One server per data directory: the lock also proves that leases of earlier processes are dead.
+    let lock_path = data_dir.join("serve.lock");
+    let lock = std::fs::File::create(&lock_path)
+        .map_err(|e| ServeError::Io(format!("cannot open {}: {e}", lock_path.display())))?;
+    lock.try_lock().map_err(|_| {
+        ServeError::Io(format!(
+            "another `inbox serve` is using {}; stop it first",
+            data_dir.display()
+        ))
+    })?;
+
+    let sources = Sources::build(&config, &LocalSecrets, &handlers).await?;
+    let ledger = SqliteLedger::open(data_dir, config.server.max_pending_writes, config.sweeper.grace)?;
+    let shared: Arc<dyn Ledger> = Arc::new(ledger.clone());
+    let metrics = Arc::new(Metrics::new(sources.names()));
+    let alarm = Arc::new(NotifyUrl::new(http_client(), config.alarm.notify_url.clone()));
+    let owner = format!("embedded:{}:{}", std::process::id(), now_ms());
+    let machine = Arc::new(Machine::new(
+        shared.clone(),
+        sources.clone(),
+        metrics.clone(),
+        alarm,
+        config.retention,
+        owner.clone(),
+    ));
+    let (queue, deliveries) = InProcessQueue::new(QUEUE_CAPACITY);
+
+    // The restart scan: whatever an earlier process left open is handed out again now.
+    let expired = ledger.expire_leases(&owner, false).await?;
+    let found = machine.sweep(queue.as_ref(), QUEUE_CAPACITY).await?;
+    tracing::info!(
+        expired_leases = expired,
+        requeued = found.enqueued(),
+        "start-up sweep done"
+    );
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let workers = tokio::spawn(run_workers(
+        machine.clone(),
+        queue.clone(),
+        deliveries,
+        config.server.workers,
+        stop_rx.clone(),
+    ));
+    let sweeper = tokio::spawn(run_sweeper(
+        machine.clone(),
+        ledger.clone(),
+        queue.clone(),
+        config.sweeper.interval,
+        stop_rx,
+    ));
+
+    let receiver = Arc::new(Receiver {
+        sources,
+        ledger: shared,
+        queue: queue.clone(),
+        metrics,
+        read_timeout: Duration::from_secs(30),
+    });
+    let listener = TcpListener::bind(config.server.listen)
+        .await
+        .map_err(|e| ServeError::Io(format!("cannot listen on {}: {e}", config.server.listen)))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| ServeError::Io(format!("no local address: {e}")))?;
+    tracing::info!(%addr, data_dir = %data_dir.display(), "inbox serve is listening");
+    on_listen(addr);
+    axum::serve(listener, router(receiver, true))
+        .with_graceful_shutdown(shutdown)
+        .await
+        .map_err(|e| ServeError::Io(format!("server: {e}")))?;
+
+    tracing::info!("shutting down: no new requests; finishing in-flight handlers");
+    let _ = stop_tx.send(true);
+    let _ = sweeper.await;
+    let _ = workers.await;
+    let released = ledger.expire_leases(&owner, true).await?;
+    if released > 0 {
+        tracing::warn!(
+            released,
+            "handlers still running at shutdown: their leases were given back"
+        );
+    }
+    drop(lock);
+    Ok(())
+}
+
+/// Takes pointers off the queue and runs each through the machine, `workers` at a time.
+async fn run_workers(
+    machine: Arc<Machine>,
+    queue: Arc<InProcessQueue>,
+    mut deliveries: Deliveries,
+    workers: usize,
+    mut stop: watch::Receiver<bool>,
+) {
+    let permits = Arc::new(Semaphore::new(workers));
+    let mut running = JoinSet::new();
+    loop {
+        let permit = tokio::select! {
+            p = permits.clone().acquire_owned() => p,
+            _ = stop.changed() => break,
+        };
+        let Ok(permit) = permit else { break };
+        let key = tokio::select! {
+            k = deliveries.next() => k,
+            _ = stop.changed() => break,
+        };
+        let Some(key) = key else { break };
+        let (machine, queue) = (machine.clone(), queue.clone());
+        running.spawn(async move {
+            let _permit = permit;
+            let lease = machine.lease_for(&key);
+            let again = match machine.process(&key, lease).await {
+                Ok(Outcome::Retry(delay) | Outcome::NotDue(delay)) => Some(delay),
+                Ok(_) => None,
+                Err(e) => {
+                    tracing::warn!(source = %key.source, event_id = %key.event_id, error = %e,
+                        "store error while processing; trying again shortly");
+                    Some(Duration::from_secs(1))
+                }
+            };
+            if let Some(delay) = again {
+                if let Err(e) = queue.enqueue(&key, delay).await {
+                    tracing::warn!(error = %e, "not re-queued; the sweeper will pick it up");
+                }
+            }
+        });
+        while running.try_join_next().is_some() {}
+    }
+    let drained = tokio::time::timeout(DRAIN, async { while running.join_next().await.is_some() {} }).await;
+    if drained.is_err() {
+        running.abort_all();
+    }
+}
+
+/// The sweeper on its interval, plus a quick look whenever another process changed the ledger.
+async fn run_sweeper(
+    machine: Arc<Machine>,
+    ledger: SqliteLedger,
+    queue: Arc<InProcessQueue>,
+    interval: Duration,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut full = tokio::time::interval(interval);
+    let mut watch = tokio::time::interval(WATCH_EVERY);
+    full.tick().await; // the start-up sweep has just run
+    loop {
+        let sweep = tokio::select! {
+            _ = full.tick() => {
+                match ledger.purge_expired(10_000).await {
+                    Ok(n) if n > 0 => tracing::info!(purged = n, "completed events past retention deleted"),
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(error = %e, "purge failed"),
+                }
+                true
+            }
+            _ = watch.tick() => ledger.changed_elsewhere().await.unwrap_or(false),
+            _ = stop.changed() => return,
+        };
+        if sweep {
+            if let Err(e) = machine.sweep(queue.as_ref() as &dyn Queue, 10_000).await {
+                tracing::warn!(error = %e, "sweep failed");
+            }
+        }
+    }
+}

@@ -1,0 +1,286 @@
+//! The state machine over the real SQLite ledger, with a scripted handler, a recording alarm and a recording
+//! queue (the fakes are the handler, alarm and queue; the store is real).
+#![allow(clippy::unwrap_used)]
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use inbox_core::adapters::sqlite::SqliteLedger;
+use inbox_core::config::Config;
+use inbox_core::handlers::{http_client, Handler, HandlerError, Registry};
+use inbox_core::machine::{Alarm, Machine, Outcome};
+use inbox_core::metrics::Metrics;
+use inbox_core::model::{Event, EventId, EventKey, NewEvent, SourceName, Status};
+use inbox_core::ports::{Ledger, MarkDead, Queue, QueueError, Settlement};
+use inbox_core::source::{LocalSecrets, Sources};
+
+/// Answers from a script, then Ok; counts runs.
+#[derive(Default)]
+struct Script {
+    answers: Mutex<VecDeque<Result<(), HandlerError>>>,
+    runs: Mutex<Vec<u32>>,
+}
+
+#[async_trait]
+impl Handler for Script {
+    async fn handle(&self, event: &Event) -> Result<(), HandlerError> {
+        self.runs.lock().unwrap().push(event.attempts);
+        self.answers.lock().unwrap().pop_front().unwrap_or(Ok(()))
+    }
+}
+
+#[derive(Default)]
+struct Alarms {
+    sent: Mutex<Vec<String>>,
+    fail: Mutex<bool>,
+}
+
+#[async_trait]
+impl Alarm for Alarms {
+    async fn dead(&self, event: &Event) -> Result<(), String> {
+        if *self.fail.lock().unwrap() {
+            return Err("notify_url down".into());
+        }
+        self.sent.lock().unwrap().push(event.event_id.to_string());
+        Ok(())
+    }
+}
+
+#[derive(Default)]
+struct Recorded(Mutex<Vec<EventKey>>);
+
+#[async_trait]
+impl Queue for Recorded {
+    async fn enqueue(&self, key: &EventKey, _delay: Duration) -> Result<(), QueueError> {
+        self.0.lock().unwrap().push(key.clone());
+        Ok(())
+    }
+}
+
+struct Rig {
+    _dir: tempfile::TempDir,
+    ledger: SqliteLedger,
+    machine: Machine,
+    script: Arc<Script>,
+    alarms: Arc<Alarms>,
+    metrics: Arc<Metrics>,
+}
+
+async fn rig(max_attempts: u32, grace: Duration) -> Rig {
+    std::env::set_var("MACHINE_TEST_SECRET", "s3cret");
+    let config = Config::from_toml(&format!(
+        "[retry]\nbase = \"10ms\"\ncap = \"20ms\"\nmax_attempts = {max_attempts}\n\
+         [sources.src]\nscheme = \"github\"\nsecrets = [\"env:MACHINE_TEST_SECRET\"]\n\
+         handler = {{ kind = \"custom\", name = \"script\", timeout = \"1s\" }}\n"
+    ))
+    .unwrap();
+    let script = Arc::new(Script::default());
+    let registry = Registry::new(http_client()).register("script", script.clone());
+    let sources = Sources::build(&config, &LocalSecrets, &registry).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = SqliteLedger::open(dir.path(), 1024, grace).unwrap();
+    let alarms = Arc::new(Alarms::default());
+    let metrics = Arc::new(Metrics::new(sources.names()));
+    let machine = Machine::new(
+        Arc::new(ledger.clone()),
+        sources,
+        metrics.clone(),
+        alarms.clone(),
+        Duration::from_secs(3600),
+        "test",
+    );
+    Rig {
+        _dir: dir,
+        ledger,
+        machine,
+        script,
+        alarms,
+        metrics,
+    }
+}
+
+fn key(id: &str) -> EventKey {
+    EventKey::new(SourceName::parse("src").unwrap(), EventId::parse(id).unwrap())
+}
+
+async fn received(rig: &Rig, id: &str) -> EventKey {
+    let k = key(id);
+    let e = NewEvent {
+        key: k.clone(),
+        event_type: None,
+        payload: bytes::Bytes::from_static(b"{}"),
+        payload_sha256: "h".into(),
+        headers: vec![],
+    };
+    rig.ledger.create(e).await.unwrap();
+    k
+}
+
+const LEASE: Duration = Duration::from_secs(30);
+
+async fn status(rig: &Rig, k: &EventKey) -> (Status, u32) {
+    let e = rig.ledger.get(k).await.unwrap().unwrap();
+    (e.status, e.attempts)
+}
+
+#[tokio::test]
+async fn success_completes_and_a_second_delivery_runs_nothing() {
+    let rig = rig(5, Duration::from_secs(60)).await;
+    let k = received(&rig, "e1").await;
+    assert_eq!(rig.machine.process(&k, LEASE).await.unwrap(), Outcome::Completed);
+    assert_eq!(
+        rig.machine.process(&k, LEASE).await.unwrap(),
+        Outcome::Dropped("already done")
+    );
+    assert_eq!(*rig.script.runs.lock().unwrap(), [1]);
+    assert_eq!(status(&rig, &k).await, (Status::Completed, 1));
+    assert_eq!(rig.metrics.total("completed"), 1);
+}
+
+#[tokio::test]
+async fn retryable_failures_back_off_then_complete() {
+    let rig = rig(5, Duration::from_secs(60)).await;
+    rig.script.answers.lock().unwrap().extend([
+        Err(HandlerError::Retryable("HTTP 503".into())),
+        Err(HandlerError::Retryable("HTTP 503".into())),
+    ]);
+    let k = received(&rig, "e1").await;
+    let Outcome::Retry(d) = rig.machine.process(&k, LEASE).await.unwrap() else {
+        panic!("no retry")
+    };
+    assert!(d <= Duration::from_millis(10), "attempt 1 backs off at most base");
+    let e = rig.ledger.get(&k).await.unwrap().unwrap();
+    assert_eq!(
+        (e.status, e.last_error.as_deref()),
+        (Status::Failed, Some("HTTP 503"))
+    );
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    assert!(matches!(
+        rig.machine.process(&k, LEASE).await.unwrap(),
+        Outcome::Retry(_)
+    ));
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    assert_eq!(rig.machine.process(&k, LEASE).await.unwrap(), Outcome::Completed);
+    assert_eq!(*rig.script.runs.lock().unwrap(), [1, 2, 3]);
+    assert_eq!(status(&rig, &k).await, (Status::Completed, 3));
+}
+
+#[tokio::test]
+async fn permanent_failure_is_dead_at_once_with_one_alarm() {
+    let rig = rig(5, Duration::from_secs(60)).await;
+    rig.script
+        .answers
+        .lock()
+        .unwrap()
+        .push_back(Err(HandlerError::Permanent("HTTP 400".into())));
+    let k = received(&rig, "e1").await;
+    assert_eq!(rig.machine.process(&k, LEASE).await.unwrap(), Outcome::Dead);
+    assert_eq!(status(&rig, &k).await, (Status::Dead, 1));
+    assert_eq!(*rig.alarms.sent.lock().unwrap(), ["e1"]);
+    assert!(rig.ledger.get(&k).await.unwrap().unwrap().notified_at.is_some());
+    // The DLQ path for the same event: already dead and notified, no second alarm.
+    assert_eq!(
+        rig.machine.bury(&k, "redriven").await.unwrap(),
+        MarkDead::AlreadyDead { notified: true }
+    );
+    assert_eq!(rig.alarms.sent.lock().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn the_retry_budget_ends_in_dead() {
+    let rig = rig(2, Duration::from_secs(60)).await;
+    rig.script.answers.lock().unwrap().extend([
+        Err(HandlerError::Retryable("a".into())),
+        Err(HandlerError::Retryable("b".into())),
+        Err(HandlerError::Retryable("c".into())),
+    ]);
+    let k = received(&rig, "e1").await;
+    assert!(matches!(
+        rig.machine.process(&k, LEASE).await.unwrap(),
+        Outcome::Retry(_)
+    ));
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    assert_eq!(rig.machine.process(&k, LEASE).await.unwrap(), Outcome::Dead);
+    let e = rig.ledger.get(&k).await.unwrap().unwrap();
+    assert_eq!(e.status, Status::Dead);
+    assert!(e
+        .last_error
+        .unwrap()
+        .contains("retry budget spent after 2 attempts: b"));
+}
+
+#[tokio::test]
+async fn a_worker_that_crashed_mid_handler_is_finished_by_the_sweeper() {
+    let rig = rig(5, Duration::ZERO).await;
+    let k = received(&rig, "e1").await;
+    // GIVEN a worker that claimed the event and died (its lease runs out, nothing settles)
+    rig.ledger
+        .claim(&k, "crashed-worker", Duration::from_millis(1))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    // WHEN the sweeper runs THEN it re-sends the event, and processing it completes it.
+    let queue = Recorded::default();
+    let report = rig.machine.sweep(&queue, 100).await.unwrap();
+    assert_eq!(report.expired_leases, 1);
+    assert_eq!(*queue.0.lock().unwrap(), [k.clone()]);
+    assert_eq!(rig.machine.process(&k, LEASE).await.unwrap(), Outcome::Completed);
+    assert_eq!(status(&rig, &k).await, (Status::Completed, 2));
+}
+
+#[tokio::test]
+async fn a_crash_loop_spends_the_budget_without_running_again() {
+    let rig = rig(2, Duration::ZERO).await;
+    let k = received(&rig, "poison").await;
+    for owner in ["w1", "w2"] {
+        rig.ledger.claim(&k, owner, Duration::ZERO).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    assert_eq!(rig.machine.process(&k, LEASE).await.unwrap(), Outcome::Dead);
+    assert!(
+        rig.script.runs.lock().unwrap().is_empty(),
+        "a spent budget runs nothing"
+    );
+}
+
+#[tokio::test]
+async fn lost_enqueues_and_lost_alarms_are_recovered_by_the_sweeper() {
+    let rig = rig(5, Duration::ZERO).await;
+    let k = received(&rig, "never-enqueued").await;
+    let failed = received(&rig, "lost-message").await;
+    rig.ledger.claim(&failed, "w", LEASE).await.unwrap();
+    let settle = Settlement::Failed {
+        error: "x".into(),
+        delay: Duration::ZERO,
+    };
+    rig.ledger.settle(&failed, "w", settle).await.unwrap();
+    *rig.alarms.fail.lock().unwrap() = true;
+    rig.script
+        .answers
+        .lock()
+        .unwrap()
+        .push_back(Err(HandlerError::Permanent("gone".into())));
+    let dead = received(&rig, "alarm-lost").await;
+    assert_eq!(rig.machine.process(&dead, LEASE).await.unwrap(), Outcome::Dead);
+    assert!(rig.alarms.sent.lock().unwrap().is_empty());
+
+    *rig.alarms.fail.lock().unwrap() = false;
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let queue = Recorded::default();
+    let report = rig.machine.sweep(&queue, 100).await.unwrap();
+    assert_eq!((report.received, report.overdue_failed, report.alarms), (1, 1, 1));
+    let mut sent: Vec<_> = queue
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|k| k.event_id.to_string())
+        .collect();
+    sent.sort();
+    assert_eq!(sent, [failed.event_id.to_string(), k.event_id.to_string()]);
+    assert_eq!(*rig.alarms.sent.lock().unwrap(), ["alarm-lost"]);
+    let again = rig.machine.sweep(&Recorded::default(), 100).await.unwrap();
+    assert_eq!(again.alarms, 0, "an alarm goes out once");
+}

@@ -225,7 +225,7 @@ async fn a_worker_that_crashed_mid_handler_is_finished_by_the_sweeper() {
     let queue = Recorded::default();
     let report = rig.machine.sweep(&queue, 100).await.unwrap();
     assert_eq!(report.expired_leases, 1);
-    assert_eq!(*queue.0.lock().unwrap(), [k.clone()]);
+    assert_eq!(*queue.0.lock().unwrap(), std::slice::from_ref(&k));
     assert_eq!(rig.machine.process(&k, LEASE).await.unwrap(), Outcome::Completed);
     assert_eq!(status(&rig, &k).await, (Status::Completed, 2));
 }

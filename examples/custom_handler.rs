@@ -35,12 +35,20 @@ impl Handler for Audit {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let path = std::env::args().nth(1).unwrap_or_else(|| "examples/custom.toml".into());
+    let path = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "examples/custom.toml".into());
     let config = Config::load(path.as_ref())?;
     let handlers = Registry::new(http_client()).register("audit", Arc::new(Audit));
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
     };
-    inbox_core::embedded::serve(config, handlers, |addr| println!("listening on http://{addr}"), shutdown).await?;
+    inbox_core::embedded::serve(
+        config,
+        handlers,
+        |addr| println!("listening on http://{addr}"),
+        shutdown,
+    )
+    .await?;
     Ok(())
 }

@@ -14,7 +14,7 @@ use crate::metrics::Metrics;
 use crate::model::{Event, EventKey, Status};
 use crate::ports::{Claim, Ledger, MarkDead, Queue, Settled, Settlement, StoreError};
 use crate::source::Sources;
-use crate::time::{ms, now_ms};
+use crate::time::{ms, now_ms, rfc3339};
 
 /// Time kept back from a lease so that the settle lands before the lease ends.
 pub const LEASE_MARGIN: Duration = Duration::from_secs(2);
@@ -24,6 +24,21 @@ pub const LEASE_MARGIN: Duration = Duration::from_secs(2);
 #[async_trait]
 pub trait Alarm: Send + Sync + 'static {
     async fn dead(&self, event: &Event) -> Result<(), String>;
+}
+
+/// The summary an alarm carries for a dead event: what an operator needs to act, never the payload.
+pub fn dead_summary(event: &Event) -> serde_json::Value {
+    serde_json::json!({
+        "alarm": "event_dead",
+        "source": event.source,
+        "event_id": event.event_id,
+        "event_type": event.event_type,
+        "status": event.status,
+        "attempts": event.attempts,
+        "last_error": event.last_error,
+        "received_at": rfc3339(event.received_at),
+        "dead_at": rfc3339(event.updated_at),
+    })
 }
 
 /// What became of one message.
@@ -171,7 +186,8 @@ impl Machine {
                 if settled == Settled::LeaseLost {
                     return Ok(self.lease_lost(&event));
                 }
-                self.metrics.completed(source.index, took);
+                self.metrics
+                    .completed(source.index, took, now_ms().saturating_sub(event.received_at));
                 tracing::debug!(source = %key.source, event_id = %key.event_id, "completed");
                 Ok(Outcome::Completed)
             }
@@ -221,6 +237,7 @@ impl Machine {
             return Ok(self.lease_lost(&event));
         }
         event.status = Status::Dead;
+        event.updated_at = now_ms();
         event.last_error = Some(error);
         event.lease_owner = None;
         event.lease_until = None;

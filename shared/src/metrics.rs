@@ -74,6 +74,28 @@ pub struct Metrics {
     names: Vec<String>,
     per: Vec<PerSource>,
     latency: Histogram,
+    /// Time from receipt to completion, summed (ms) and counted.
+    age_sum_ms: AtomicU64,
+    age_count: AtomicU64,
+}
+
+/// One source's counts since the last [`Metrics::drain`] (AWS emits them per invocation).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Empty for requests to unknown sources.
+    pub source: String,
+    pub accepted: u64,
+    pub duplicate: u64,
+    pub rejected: u64,
+    pub completed: u64,
+    pub retried: u64,
+    pub dead: u64,
+}
+
+impl Counts {
+    pub fn is_zero(&self) -> bool {
+        self.accepted + self.duplicate + self.rejected + self.completed + self.retried + self.dead == 0
+    }
 }
 
 /// The counter a metric call goes to: a source's index, or [`Metrics::UNKNOWN`].
@@ -90,6 +112,8 @@ impl Metrics {
             names,
             per,
             latency: Histogram::default(),
+            age_sum_ms: AtomicU64::new(0),
+            age_count: AtomicU64::new(0),
         }
     }
 
@@ -111,9 +135,33 @@ impl Metrics {
         let i = Reject::ALL.iter().position(|r| *r == reason).unwrap_or(0);
         self.slot(s).rejected[i].fetch_add(1, Relaxed);
     }
-    pub fn completed(&self, s: Slot, took: Duration) {
+    /// `age_ms`: from receipt to completion.
+    pub fn completed(&self, s: Slot, took: Duration, age_ms: i64) {
         self.slot(s).completed.fetch_add(1, Relaxed);
         self.observe(took);
+        self.age_sum_ms
+            .fetch_add(u64::try_from(age_ms).unwrap_or(0), Relaxed);
+        self.age_count.fetch_add(1, Relaxed);
+    }
+
+    /// Every source's counts since the last call, and the mean age at completion (ms) — resetting them.
+    pub fn drain(&self) -> (Vec<Counts>, Option<f64>) {
+        let counts = self
+            .names
+            .iter()
+            .zip(&self.per)
+            .map(|(n, p)| Counts {
+                source: n.clone(),
+                accepted: p.accepted.swap(0, Relaxed),
+                duplicate: p.duplicate.swap(0, Relaxed),
+                rejected: p.rejected.iter().map(|r| r.swap(0, Relaxed)).sum(),
+                completed: p.completed.swap(0, Relaxed),
+                retried: p.retried.swap(0, Relaxed),
+                dead: p.dead.swap(0, Relaxed),
+            })
+            .collect();
+        let (sum, n) = (self.age_sum_ms.swap(0, Relaxed), self.age_count.swap(0, Relaxed));
+        (counts, (n > 0).then(|| sum as f64 / n as f64))
     }
     pub fn retried(&self, s: Slot, took: Duration) {
         self.slot(s).retried.fetch_add(1, Relaxed);
@@ -234,7 +282,7 @@ mod tests {
         m.accepted(0);
         m.rejected(0, Reject::Signature);
         m.rejected(Metrics::UNKNOWN, Reject::UnknownSource);
-        m.completed(0, Duration::from_millis(30));
+        m.completed(0, Duration::from_millis(30), 1500);
         let text = m.render();
         assert!(
             text.contains("inbox_accepted_total{source=\"stripe\"} 2"),
@@ -245,5 +293,12 @@ mod tests {
         assert!(text.contains("inbox_processing_seconds_bucket{le=\"0.05\"} 1"));
         assert!(text.contains("inbox_processing_seconds_bucket{le=\"0.025\"} 0"));
         assert_eq!(m.total("rejected"), 2);
+        let (counts, age) = m.drain();
+        assert_eq!(
+            (counts[0].accepted, counts[0].rejected, counts[1].rejected),
+            (2, 1, 1)
+        );
+        assert_eq!(age, Some(1500.0));
+        assert!(m.drain().0.iter().all(Counts::is_zero), "drain resets");
     }
 }

@@ -3,11 +3,9 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde_json::json;
 
-use crate::machine::Alarm;
+use crate::machine::{dead_summary, Alarm};
 use crate::model::Event;
-use crate::time::rfc3339;
 
 pub struct NotifyUrl {
     client: reqwest::Client,
@@ -18,21 +16,6 @@ impl NotifyUrl {
     pub fn new(client: reqwest::Client, url: Option<reqwest::Url>) -> Self {
         Self { client, url }
     }
-}
-
-/// The summary sent for a dead event: what an operator needs to act, never the payload.
-pub fn summary(event: &Event) -> serde_json::Value {
-    json!({
-        "alarm": "event_dead",
-        "source": event.source,
-        "event_id": event.event_id,
-        "event_type": event.event_type,
-        "status": event.status,
-        "attempts": event.attempts,
-        "last_error": event.last_error,
-        "received_at": rfc3339(event.received_at),
-        "dead_at": rfc3339(event.updated_at),
-    })
 }
 
 #[async_trait]
@@ -46,7 +29,7 @@ impl Alarm for NotifyUrl {
             .post(url.clone())
             .timeout(Duration::from_secs(10))
             .header("content-type", "application/json")
-            .body(summary(event).to_string())
+            .body(dead_summary(event).to_string())
             .send()
             .await
             .map_err(|e| format!("notify_url: {}", e.without_url()))?;

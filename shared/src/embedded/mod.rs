@@ -12,7 +12,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 
-pub use alarm::{summary, NotifyUrl};
+pub use alarm::NotifyUrl;
 pub use queue::{Deliveries, InProcessQueue};
 
 use crate::adapters::sqlite::SqliteLedger;

@@ -1,9 +1,40 @@
 #!/usr/bin/env bash
-# Runs every test: formatting, lints, then the whole workspace's tests (unit, vectors, end to end over HTTP
-# against real `inbox serve` processes). Needs only the Rust toolchain.
+# Runs every test: formatting, lints, then the whole workspace's tests — unit, signature vectors, end to end over
+# HTTP against real `inbox serve` processes, and the AWS runtime against a local AWS emulator (moto's server,
+# installed into .venv with pip and started on a free loopback port for the run). Needs the Rust toolchain and
+# Python with pip.
 set -euo pipefail
 cd "$(dirname "$0")"
+
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo build --workspace --all-targets --locked
+
+# The AWS emulator.
+MOTO_VERSION=5.2.5
+if ! .venv/bin/python -c "import moto, sys; sys.exit(moto.__version__ != '$MOTO_VERSION')" 2>/dev/null; then
+  python3 -m venv .venv
+  .venv/bin/pip install --quiet --disable-pip-version-check "moto[server]==$MOTO_VERSION"
+fi
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+mkdir -p target
+# One request at a time: moto's threaded server checks a DynamoDB condition and applies the write without a
+# lock in between, so concurrent conditional writes could both win there (never on DynamoDB itself).
+.venv/bin/python -c '
+import sys
+from werkzeug.serving import run_simple
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+run_simple("127.0.0.1", int(sys.argv[1]), DomainDispatcherApplication(create_backend_app),
+           threaded=False, request_handler=MotoRequestHandler)
+' "$port" > target/moto.log 2>&1 &
+moto_pid=$!
+trap 'kill "$moto_pid" 2>/dev/null || true' EXIT
+for _ in $(seq 1 100); do
+  curl -sf "http://127.0.0.1:$port/moto-api/" > /dev/null 2>&1 && break
+  kill -0 "$moto_pid" 2>/dev/null || { cat target/moto.log; exit 1; }
+  sleep 0.2
+done
+export AWS_ENDPOINT_URL="http://127.0.0.1:$port" AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test
+export AWS_REGION=us-east-1 INBOX_REQUIRE_AWS=1
+
 cargo test --workspace --locked

@@ -7,11 +7,18 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
+use std::sync::Arc;
+
+use inbox_core::adapters::dynamodb::DynamoLedger;
+use inbox_core::adapters::s3::S3Payloads;
 use inbox_core::adapters::sqlite::SqliteLedger;
+use inbox_core::adapters::sqs::SqsQueue;
+use inbox_core::aws::init::{create_stack, QueueSettings};
+use inbox_core::aws::Resources;
 use inbox_core::config::Config;
 use inbox_core::handlers::{http_client, Registry};
 use inbox_core::model::{Event, EventId, EventKey, SourceName, Status};
-use inbox_core::ports::{Ledger, ListFilter, Replay};
+use inbox_core::ports::{Ledger, ListFilter, Queue, Replay};
 use inbox_core::schemes::Identity;
 use inbox_core::source::{LocalSecrets, Sources};
 use inbox_core::time::{now_ms, rfc3339};
@@ -60,6 +67,11 @@ enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// The AWS runtime's resources.
+    Aws {
+        #[command(subcommand)]
+        command: AwsCommand,
+    },
     /// Send a signed test webhook to a running server, signed with the source's first secret.
     Send {
         #[arg(long)]
@@ -77,6 +89,18 @@ enum Command {
         /// The server's base URL; by default `server.listen` from the config.
         #[arg(long)]
         url: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum AwsCommand {
+    /// Create the table, queues, bucket and topic wherever the SDK points (AWS_ENDPOINT_URL: the emulator,
+    /// LocalStack, a sandbox account) as the template defines them, and print the functions' environment.
+    Init {
+        #[arg(long)]
+        prefix: String,
+        #[arg(long, default_value_t = 15)]
+        max_receive_count: u32,
     },
 }
 
@@ -108,26 +132,61 @@ enum EventsCommand {
     },
 }
 
-/// Where the events are: the data directory named by a config file or given directly.
+/// Where the events are: the data directory named by a config file or given directly, or, with `--aws`, the
+/// stack named by `INBOX_TABLE`, `INBOX_QUEUE_URL` and `INBOX_BUCKET` (default credential chain).
 #[derive(Args)]
 struct StoreArgs {
-    #[arg(long, conflicts_with = "data_dir")]
+    #[arg(long, conflicts_with_all = ["data_dir", "aws"])]
     config: Option<PathBuf>,
-    #[arg(long)]
+    #[arg(long, conflicts_with = "aws")]
     data_dir: Option<PathBuf>,
+    /// Work on the AWS stack instead of a local data directory.
+    #[arg(long)]
+    aws: bool,
+}
+
+/// An opened ledger, and the queue to re-send replayed events to (AWS; a running `inbox serve` notices by itself).
+struct Store {
+    ledger: Arc<dyn Ledger>,
+    queue: Option<Arc<dyn Queue>>,
 }
 
 impl StoreArgs {
-    fn open(&self) -> Result<SqliteLedger> {
+    async fn open(&self) -> Result<Store> {
+        if self.aws {
+            let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
+                .load()
+                .await;
+            let res = Resources::from_env()?;
+            let payloads = res
+                .bucket
+                .as_ref()
+                .map(|b| S3Payloads::new(aws_sdk_s3::Client::new(&sdk), b.clone()));
+            let ledger = DynamoLedger::new(
+                aws_sdk_dynamodb::Client::new(&sdk),
+                res.table.clone(),
+                payloads,
+                Duration::from_secs(30),
+            );
+            let queue = SqsQueue::new(aws_sdk_sqs::Client::new(&sdk), res.queue_url.clone());
+            return Ok(Store {
+                ledger: Arc::new(ledger),
+                queue: Some(Arc::new(queue)),
+            });
+        }
         let dir = match (&self.config, &self.data_dir) {
             (_, Some(dir)) => dir.clone(),
             (Some(path), None) => load(path)?.server.data_dir,
-            (None, None) => bail!("say where the events are: --config FILE or --data-dir DIR"),
+            (None, None) => bail!("say where the events are: --config FILE, --data-dir DIR or --aws"),
         };
         if !dir.join("inbox.db").exists() {
             bail!("no events stored in {} (no inbox.db there)", dir.display());
         }
-        Ok(SqliteLedger::open(&dir, 1024, Duration::from_secs(30))?)
+        let ledger = SqliteLedger::open(&dir, 1024, Duration::from_secs(30))?;
+        Ok(Store {
+            ledger: Arc::new(ledger),
+            queue: None,
+        })
     }
 }
 
@@ -178,7 +237,7 @@ async fn run(cli: Cli) -> Result<()> {
                     json,
                 },
         } => {
-            let ledger = store.open()?;
+            let ledger = store.open().await?.ledger;
             let events = ledger
                 .list(&ListFilter {
                     status,
@@ -205,7 +264,7 @@ async fn run(cli: Cli) -> Result<()> {
                     payload,
                 },
         } => {
-            let ledger = store.open()?;
+            let ledger = store.open().await?.ledger;
             let key = EventKey::new(source, EventId::parse(&event_id)?);
             let Some(event) = ledger.get(&key).await? else {
                 bail!("no event {key}");
@@ -224,7 +283,29 @@ async fn run(cli: Cli) -> Result<()> {
             event_id,
             dry_run,
             force,
-        } => replay(store.open()?, status, source, event_id, dry_run, force).await,
+        } => replay(store.open().await?, status, source, event_id, dry_run, force).await,
+        Command::Aws {
+            command:
+                AwsCommand::Init {
+                    prefix,
+                    max_receive_count,
+                },
+        } => {
+            let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
+                .load()
+                .await;
+            let settings = QueueSettings {
+                max_receive_count,
+                ..QueueSettings::default()
+            };
+            let resources = create_stack(&sdk, &prefix, settings)
+                .await
+                .map_err(anyhow::Error::msg)?;
+            for line in resources.env_lines() {
+                println!("{line}");
+            }
+            Ok(())
+        }
         Command::Send {
             config,
             source,
@@ -315,7 +396,7 @@ fn print_event(e: &Event, payload: bool) {
 }
 
 async fn replay(
-    ledger: SqliteLedger,
+    store: Store,
     status: Status,
     source: Option<SourceName>,
     event_id: Option<String>,
@@ -328,6 +409,7 @@ async fn replay(
         Status::Completed => bail!("replaying completed events runs their handler again: add --force"),
         other => bail!("only dead or completed events can be replayed, not {other}"),
     }
+    let ledger = store.ledger;
     let keys: Vec<EventKey> = match (&source, event_id) {
         (Some(source), Some(id)) => vec![EventKey::new(source.clone(), EventId::parse(&id)?)],
         _ => ledger
@@ -355,7 +437,16 @@ async fn replay(
     let (mut replayed, mut skipped) = (0usize, 0usize);
     for key in &keys {
         match ledger.replay(key, force).await? {
-            Replay::Replayed => replayed += 1,
+            Replay::Replayed => {
+                replayed += 1;
+                if let Some(queue) = &store.queue {
+                    if let Err(e) = queue.enqueue(key, Duration::ZERO).await {
+                        bar.suspend(|| {
+                            eprintln!("{key}: replayed, not enqueued ({e}); the sweeper will send it")
+                        });
+                    }
+                }
+            }
             Replay::NotEligible(st) => {
                 skipped += 1;
                 bar.suspend(|| eprintln!("skipped {key}: it is {st}"));
@@ -368,7 +459,11 @@ async fn replay(
         bar.inc(1);
     }
     bar.finish_and_clear();
-    println!("replayed {replayed} event(s), skipped {skipped}; a running `inbox serve` picks them up within seconds");
+    if store.queue.is_some() {
+        println!("replayed {replayed} event(s), skipped {skipped}");
+    } else {
+        println!("replayed {replayed} event(s), skipped {skipped}; a running `inbox serve` picks them up within seconds");
+    }
     Ok(())
 }
 

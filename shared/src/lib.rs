@@ -4,6 +4,8 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
 
 pub mod adapters;
+#[cfg(feature = "aws")]
+pub mod aws;
 pub mod config;
 #[cfg(feature = "embedded")]
 pub mod embedded;

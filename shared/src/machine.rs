@@ -173,18 +173,13 @@ impl Machine {
         let took = started.elapsed();
         match result {
             Ok(()) => {
-                let settled = self
-                    .ledger
-                    .settle(
-                        key,
-                        &token,
-                        Settlement::Completed {
-                            retention: self.retention,
-                        },
-                    )
-                    .await?;
-                if settled == Settled::LeaseLost {
-                    return Ok(self.lease_lost(&event));
+                if !source.handler.settles_on_success() {
+                    let completed = Settlement::Completed {
+                        retention: self.retention,
+                    };
+                    if self.ledger.settle(key, &token, completed).await? == Settled::LeaseLost {
+                        return Ok(self.lease_lost(&event));
+                    }
                 }
                 self.metrics
                     .completed(source.index, took, now_ms().saturating_sub(event.received_at));

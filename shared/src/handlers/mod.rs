@@ -19,8 +19,15 @@ pub use log::Log;
 /// settle), so it must be idempotent on [`Event::key`] — `forward` sends `Idempotency-Key: {source}:{event_id}`.
 #[async_trait]
 pub trait Handler: Send + Sync + 'static {
-    /// `event.attempts` is this attempt's number, from 1.
+    /// `event.attempts` is this attempt's number, from 1; `event.lease_owner` is this attempt's lease token.
     async fn handle(&self, event: &Event) -> Result<(), HandlerError>;
+
+    /// True for handlers that commit their effect in the same transaction as the event's COMPLETED settle
+    /// (conditional on `event.lease_owner`), for an exactly-once effect: the machine then does not settle again
+    /// after `Ok`. See `aws::wallet`.
+    fn settles_on_success(&self) -> bool {
+        false
+    }
 }
 
 /// How a handler failed decides what happens next.

@@ -1,0 +1,961 @@
+//! The DynamoDB ledger: one item per event, keyed `pk = "{source}#{event_id}"`, and every transition one
+//! conditional `PutItem`/`UpdateItem` on the state it leaves. A failed condition returns the item as it stands
+//! (`ReturnValuesOnConditionCheckFailure = ALL_OLD`), so classifying a lost race costs no second read.
+//!
+//! Bodies are stored zstd-compressed (`payload_encoding = "zstd"`): DynamoDB bills every write by the whole item,
+//! so the compressed body is what each status flip pays for. A body whose compressed size is over the inline limit
+//! goes to S3 first and the item keeps `payload_s3_key`.
+//!
+//! The sparse index `open_index` holds only open and dead events: partition `gsi1pk` = `open#{shard}` or
+//! `dead#{shard}`, sort `gsi1sk` = the due time, with the semantics of the SQLite ledger's `due_at` column. A dead
+//! event whose alarm went out stays in `dead#` with `gsi1sk = i64::MAX`, so dead events are listed without a scan
+//! but never come due again. Completed events carry neither key.
+//!
+//! Times are milliseconds on the writing caller's clock, except `expires_at`, the TTL attribute, in epoch seconds
+//! (rounded down, so an event never outlives its retention).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::operation::put_item::PutItemError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::primitives::Blob;
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, AttributeValue, BillingMode, GlobalSecondaryIndex, IndexStatus, KeySchemaElement,
+    KeyType, Projection, ProjectionType, ReturnValue, ReturnValuesOnConditionCheckFailure,
+    ScalarAttributeType, TableStatus, TimeToLiveSpecification, TimeToLiveStatus,
+};
+use aws_sdk_dynamodb::Client;
+use bytes::Bytes;
+use sha2::{Digest, Sha256};
+use tokio::task::JoinSet;
+
+use super::s3::S3Payloads;
+use crate::model::{Event, EventId, EventKey, NewEvent, SourceName, Status};
+use crate::ports::{Claim, Created, Ledger, ListFilter, MarkDead, Replay, Settled, Settlement, StoreError};
+use crate::time::{ms, now_ms};
+
+/// The sparse index of open and dead events.
+pub const INDEX: &str = "open_index";
+/// Partitions of the sparse index per kind (`open#0..7`, `dead#0..7`), so that a burst of open events spreads
+/// over several index partitions instead of one hot key.
+pub const SHARDS: u32 = 8;
+/// Compressed bodies up to this size stay in the item (DynamoDB's item limit is 400 KB, keys and state included).
+pub const DEFAULT_INLINE_LIMIT: usize = 256 * 1024;
+/// zstd level: fast, and JSON still shrinks several times.
+const ZSTD_LEVEL: i32 = 3;
+/// A FAILED event may be claimed this much before its `next_attempt_at` (clock slop between writers), as embedded.
+const DUE_SLACK_MS: i64 = 250;
+/// The due time of a dead event whose alarm went out: in the index for listing, never due.
+const NEVER_DUE: i64 = i64::MAX;
+
+// Conditions: the SQLite ledger's WHERE clauses, translated.
+/// Create: absent, or completed and past retention (TTL deletes late, so the expiry is compared here).
+const CREATE_IF_ABSENT: &str =
+    "attribute_not_exists(pk) OR (#status = :completed AND expires_at <= :now_secs)";
+/// Claim: RECEIVED, FAILED and due, or PROCESSING with an expired lease.
+const CLAIMABLE: &str = "#status = :received \
+    OR (#status = :failed AND next_attempt_at <= :due_by) \
+    OR (#status = :processing AND lease_until <= :now)";
+/// Settle and release: still PROCESSING under this owner's lease.
+const OWNED: &str = "#status = :processing AND lease_owner = :owner";
+/// Dead-letter: any open state, never over COMPLETED.
+const OPEN: &str = "#status IN (:received, :processing, :failed)";
+/// The alarm is recorded once.
+const DEAD_UNNOTIFIED: &str = "#status = :dead AND attribute_not_exists(notified_at)";
+const REPLAYABLE: &str = "#status = :dead";
+const REPLAYABLE_FORCED: &str = "#status = :dead OR (#status = :completed AND expires_at > :now_secs)";
+
+// Updates.
+const CLAIM: &str = "SET #status = :processing, lease_owner = :owner, lease_until = :until, \
+    gsi1pk = :open, gsi1sk = :until, attempts = attempts + :one, updated_at = :now";
+const COMPLETE: &str = "SET #status = :completed, completed_at = :now, expires_at = :expires_secs, \
+    updated_at = :now REMOVE lease_owner, lease_until, next_attempt_at, gsi1pk, gsi1sk";
+const FAIL: &str = "SET #status = :failed, last_error = :error, next_attempt_at = :next, \
+    gsi1pk = :open, gsi1sk = :due, updated_at = :now REMOVE lease_owner, lease_until";
+const KILL: &str = "SET #status = :dead, last_error = :error, updated_at = :now, gsi1pk = :dead_shard, \
+    gsi1sk = :due REMOVE notified_at, lease_owner, lease_until, next_attempt_at";
+const RELEASE: &str = "SET lease_until = :now, gsi1sk = :now, updated_at = :now";
+const NOTIFIED: &str = "SET notified_at = :now, gsi1sk = :never";
+const REPLAY: &str =
+    "SET #status = :received, attempts = :zero, replays = replays + :one, updated_at = :now, \
+    gsi1pk = :open, gsi1sk = :now \
+    REMOVE lease_owner, lease_until, next_attempt_at, completed_at, expires_at, notified_at";
+
+/// What `list` and `due` read: everything but the body.
+const META: [&str; 19] = [
+    "pk",
+    "source",
+    "event_id",
+    "event_type",
+    "status",
+    "payload_sha256",
+    "headers",
+    "received_at",
+    "updated_at",
+    "attempts",
+    "replays",
+    "lease_owner",
+    "lease_until",
+    "next_attempt_at",
+    "last_error",
+    "completed_at",
+    "expires_at",
+    "notified_at",
+    "gsi1sk",
+];
+
+type Item = HashMap<String, AttributeValue>;
+
+/// The DynamoDB ledger. Cheap to clone (the SDK client is shared).
+#[derive(Clone, Debug)]
+pub struct DynamoLedger {
+    client: Client,
+    table: String,
+    payloads: Option<S3Payloads>,
+    /// How long past its natural time an event waits for its queue message before the sweeper takes it (ms).
+    grace: i64,
+    inline_limit: usize,
+}
+
+impl DynamoLedger {
+    /// A ledger over `table`. Without `payloads` every body stays in its item, and a body DynamoDB refuses (item
+    /// over 400 KB) fails the create with [`StoreError::Unavailable`].
+    pub fn new(
+        client: Client,
+        table: impl Into<String>,
+        payloads: Option<S3Payloads>,
+        grace: Duration,
+    ) -> Self {
+        Self {
+            client,
+            table: table.into(),
+            payloads,
+            grace: ms(grace),
+            inline_limit: DEFAULT_INLINE_LIMIT,
+        }
+    }
+
+    /// Bodies whose compressed size is over `bytes` go to S3 (when a bucket is configured).
+    pub fn with_inline_limit(mut self, bytes: usize) -> Self {
+        self.inline_limit = bytes;
+        self
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// One conditional `UpdateItem` on `key`: `Applied` with the new item when `new`, or `Refused` with the item
+    /// as it stands (`None`: there is no such item).
+    async fn update(
+        &self,
+        key: &EventKey,
+        update: &str,
+        condition: &str,
+        values: Values,
+        new: bool,
+    ) -> Result<Write, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("pk", AttributeValue::S(key.pk()))
+            .update_expression(update)
+            .condition_expression(condition)
+            .expression_attribute_names("#status", "status")
+            .set_expression_attribute_values(Some(values.0))
+            .return_values(if new {
+                ReturnValue::AllNew
+            } else {
+                ReturnValue::None
+            })
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match result {
+            Ok(out) => Ok(Write::Applied(out.attributes)),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(UpdateItemError::is_conditional_check_failed_exception) =>
+            {
+                match e.into_service_error() {
+                    UpdateItemError::ConditionalCheckFailedException(c) => Ok(Write::Refused(c.item)),
+                    _ => Ok(Write::Refused(None)),
+                }
+            }
+            Err(e) => Err(sdk_error(e)),
+        }
+    }
+
+    /// The conditional create; `Err(None)` is a failed condition that did not say what stands in the way.
+    async fn put_new(&self, item: Item, now: i64) -> Result<Result<(), Option<Item>>, StoreError> {
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression(CREATE_IF_ABSENT)
+            .expression_attribute_names("#status", "status")
+            .set_expression_attribute_values(Some(
+                Values::default()
+                    .status(":completed", Status::Completed)
+                    .n(":now_secs", secs(now))
+                    .0,
+            ))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(Ok(())),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(PutItemError::is_conditional_check_failed_exception) =>
+            {
+                match e.into_service_error() {
+                    PutItemError::ConditionalCheckFailedException(c) => Ok(Err(c.item)),
+                    _ => Ok(Err(None)),
+                }
+            }
+            Err(e) => Err(sdk_error(e)),
+        }
+    }
+
+    async fn read(&self, key: &EventKey) -> Result<Option<Item>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("pk", AttributeValue::S(key.pk()))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(sdk_error)?;
+        Ok(out.item)
+    }
+
+    /// The body of a full item: inline, or from S3; decompressed.
+    async fn payload(&self, item: &Item) -> Result<Bytes, StoreError> {
+        let f = Fields(item);
+        let offloaded;
+        let stored: &[u8] = match (item.get("payload"), f.opt_s("payload_s3_key")?) {
+            (Some(AttributeValue::B(blob)), _) => blob.as_ref(),
+            (Some(_), _) => return Err(f.corrupt("payload", "is not binary")),
+            (None, Some(key)) => {
+                let Some(s3) = &self.payloads else {
+                    return Err(StoreError::Unavailable(format!(
+                        "the payload of {} is in S3 but no bucket is configured",
+                        f.pk()
+                    )));
+                };
+                offloaded = s3.get(key).await?;
+                &offloaded
+            }
+            (None, None) => return Err(f.corrupt("payload", "is missing")),
+        };
+        match f.opt_s("payload_encoding")? {
+            None => Ok(Bytes::copy_from_slice(stored)),
+            Some("zstd") => zstd::stream::decode_all(stored)
+                .map(Bytes::from)
+                .map_err(|_| f.corrupt("payload", "does not decompress")),
+            Some(_) => Err(f.corrupt("payload_encoding", "is unknown")),
+        }
+    }
+
+    /// Reads every partition of the sparse index under `prefixes` at once and returns what they hold.
+    async fn query_index(&self, prefixes: &[&str], query: IndexQuery) -> Result<Vec<Item>, StoreError> {
+        let mut tasks = JoinSet::new();
+        for prefix in prefixes {
+            for shard in 0..SHARDS {
+                let (client, table, query) = (self.client.clone(), self.table.clone(), query.clone());
+                let partition = format!("{prefix}#{shard}");
+                tasks.spawn(async move { query_partition(&client, &table, partition, query).await });
+            }
+        }
+        let mut items = Vec::new();
+        while let Some(joined) = tasks.join_next().await {
+            let found =
+                joined.map_err(|e| StoreError::Unavailable(format!("an index query stopped: {e}")))??;
+            items.extend(found);
+        }
+        Ok(items)
+    }
+
+    /// A full scan of the table (paginated), with `filter`.
+    async fn scan(&self, filter: String, values: Values) -> Result<Vec<Item>, StoreError> {
+        let mut items = Vec::new();
+        let mut start = None;
+        loop {
+            let out = self
+                .client
+                .scan()
+                .table_name(&self.table)
+                // An operator listing right after a change sees it.
+                .consistent_read(true)
+                .filter_expression(&filter)
+                .projection_expression(projection())
+                .set_expression_attribute_names(Some(meta_names()))
+                .set_expression_attribute_values(Some(values.0.clone()))
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(sdk_error)?;
+            items.extend(out.items.unwrap_or_default());
+            match out.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => return Ok(items),
+            }
+        }
+    }
+}
+
+/// What one conditional update did.
+enum Write {
+    Applied(Option<Item>),
+    /// The condition failed; the item as it stands, or `None` when there is none.
+    Refused(Option<Item>),
+}
+
+/// A query of one sparse-index partition, optionally only up to a due time, filtered, and cut after a count.
+#[derive(Clone, Default)]
+struct IndexQuery {
+    due_before: Option<i64>,
+    filter: Option<String>,
+    values: Values,
+    stop_after: Option<usize>,
+}
+
+async fn query_partition(
+    client: &Client,
+    table: &str,
+    partition: String,
+    query: IndexQuery,
+) -> Result<Vec<Item>, StoreError> {
+    let mut values = query.values.s(":partition", partition);
+    let key_condition = match query.due_before {
+        Some(before) => {
+            values = values.n(":before", before);
+            "gsi1pk = :partition AND gsi1sk <= :before"
+        }
+        None => "gsi1pk = :partition",
+    };
+    let page = query
+        .stop_after
+        .map(|n| i32::try_from(n.clamp(1, 1000)).unwrap_or(1000));
+    let mut items = Vec::new();
+    let mut start = None;
+    loop {
+        let out = client
+            .query()
+            .table_name(table)
+            .index_name(INDEX)
+            .key_condition_expression(key_condition)
+            .set_filter_expression(query.filter.clone())
+            .projection_expression(projection())
+            .set_expression_attribute_names(Some(meta_names()))
+            .set_expression_attribute_values(Some(values.0.clone()))
+            .scan_index_forward(true)
+            .set_limit(page)
+            .set_exclusive_start_key(start.take())
+            .send()
+            .await
+            .map_err(sdk_error)?;
+        items.extend(out.items.unwrap_or_default());
+        if let Some(n) = query.stop_after {
+            if items.len() >= n {
+                items.truncate(n);
+                return Ok(items);
+            }
+        }
+        match out.last_evaluated_key {
+            Some(k) if !k.is_empty() => start = Some(k),
+            _ => return Ok(items),
+        }
+    }
+}
+
+#[async_trait]
+impl Ledger for DynamoLedger {
+    async fn create(&self, event: NewEvent) -> Result<Created, StoreError> {
+        let now = now_ms();
+        let pk = event.key.pk();
+        let compressed = zstd::bulk::compress(&event.payload, ZSTD_LEVEL)
+            .map_err(|e| StoreError::Unavailable(format!("cannot compress the payload of {pk}: {e}")))?;
+        let headers = serde_json::to_string(&event.headers)
+            .map_err(|e| StoreError::Unavailable(format!("cannot encode the headers of {pk}: {e}")))?;
+        let mut item = Item::from([
+            ("pk".to_owned(), AttributeValue::S(pk.clone())),
+            ("source".to_owned(), s(event.key.source.as_str())),
+            ("event_id".to_owned(), s(event.key.event_id.as_str())),
+            ("status".to_owned(), s(Status::Received.as_str())),
+            ("payload_sha256".to_owned(), s(&event.payload_sha256)),
+            ("headers".to_owned(), s(headers)),
+            ("received_at".to_owned(), n(now)),
+            ("updated_at".to_owned(), n(now)),
+            ("attempts".to_owned(), n(0)),
+            ("replays".to_owned(), n(0)),
+            ("gsi1pk".to_owned(), s(partition("open", &pk))),
+            ("gsi1sk".to_owned(), n(now.saturating_add(self.grace))),
+            ("payload_encoding".to_owned(), s("zstd")),
+        ]);
+        if let Some(t) = &event.event_type {
+            item.insert("event_type".to_owned(), s(t));
+        }
+        match &self.payloads {
+            Some(s3) if compressed.len() > self.inline_limit => {
+                // Body first, so no crash leaves an item without its body. Named by its own hash, so a retry
+                // (or a duplicate with the same body) rewrites the same object.
+                let key = format!(
+                    "payloads/{}/{}",
+                    event.key.source,
+                    hex::encode(Sha256::digest(&event.payload))
+                );
+                s3.put(&key, Bytes::from(compressed)).await?;
+                item.insert("payload_s3_key".to_owned(), s(key));
+            }
+            _ => {
+                item.insert("payload".to_owned(), AttributeValue::B(Blob::new(compressed)));
+            }
+        }
+        // A refused create returns the item in the way; the read below only serves a store that does not.
+        for _ in 0..3 {
+            let existing = match self.put_new(item.clone(), now).await? {
+                Ok(()) => return Ok(Created::New),
+                Err(Some(old)) => old,
+                Err(None) => match self.read(&event.key).await? {
+                    Some(old) => old,
+                    None => continue,
+                },
+            };
+            let f = Fields(&existing);
+            return Ok(Created::Duplicate {
+                status: f.status()?,
+                payload_sha256: f.s("payload_sha256")?.to_owned(),
+            });
+        }
+        Err(StoreError::Unavailable(format!(
+            "the create of {pk} was refused but no item stands in the way"
+        )))
+    }
+
+    async fn claim(&self, key: &EventKey, owner: &str, lease: Duration) -> Result<Claim, StoreError> {
+        let now = now_ms();
+        let until = now.saturating_add(ms(lease));
+        let values = Values::default()
+            .status(":received", Status::Received)
+            .status(":failed", Status::Failed)
+            .status(":processing", Status::Processing)
+            .s(":owner", owner)
+            .n(":until", until)
+            .s(":open", partition("open", &key.pk()))
+            .n(":one", 1)
+            .n(":now", now)
+            .n(":due_by", now.saturating_add(DUE_SLACK_MS));
+        match self.update(key, CLAIM, CLAIMABLE, values, true).await? {
+            Write::Applied(Some(item)) => {
+                let mut event = event_of(&item)?;
+                event.payload = self.payload(&item).await?;
+                Ok(Claim::Claimed(Box::new(event)))
+            }
+            Write::Applied(None) => Err(no_attributes(key)),
+            Write::Refused(None) => Ok(Claim::Missing),
+            Write::Refused(Some(old)) => {
+                let f = Fields(&old);
+                Ok(match f.status()? {
+                    st @ (Status::Completed | Status::Dead) => Claim::Done(st),
+                    Status::Failed => Claim::NotDue(f.opt_n("next_attempt_at")?.unwrap_or(now)),
+                    Status::Received | Status::Processing => Claim::OwnedElsewhere,
+                })
+            }
+        }
+    }
+
+    async fn settle(
+        &self,
+        key: &EventKey,
+        owner: &str,
+        settlement: Settlement,
+    ) -> Result<Settled, StoreError> {
+        let now = now_ms();
+        let owned = Values::default()
+            .status(":processing", Status::Processing)
+            .s(":owner", owner)
+            .n(":now", now);
+        let (update, values) = match settlement {
+            Settlement::Completed { retention } => (
+                COMPLETE,
+                owned
+                    .status(":completed", Status::Completed)
+                    .n(":expires_secs", secs(now.saturating_add(ms(retention)))),
+            ),
+            Settlement::Failed { error, delay } => {
+                let next = now.saturating_add(ms(delay));
+                (
+                    FAIL,
+                    owned
+                        .status(":failed", Status::Failed)
+                        .s(":error", error)
+                        .n(":next", next)
+                        .s(":open", partition("open", &key.pk()))
+                        .n(":due", next.saturating_add(self.grace)),
+                )
+            }
+            Settlement::Dead { error } => (
+                KILL,
+                owned
+                    .status(":dead", Status::Dead)
+                    .s(":error", error)
+                    .s(":dead_shard", partition("dead", &key.pk()))
+                    .n(":due", now.saturating_add(self.grace)),
+            ),
+        };
+        Ok(match self.update(key, update, OWNED, values, false).await? {
+            Write::Applied(_) => Settled::Done,
+            Write::Refused(_) => Settled::LeaseLost,
+        })
+    }
+
+    async fn release(&self, key: &EventKey, owner: &str) -> Result<Settled, StoreError> {
+        let values = Values::default()
+            .status(":processing", Status::Processing)
+            .s(":owner", owner)
+            .n(":now", now_ms());
+        Ok(match self.update(key, RELEASE, OWNED, values, false).await? {
+            Write::Applied(_) => Settled::Done,
+            Write::Refused(_) => Settled::LeaseLost,
+        })
+    }
+
+    async fn mark_dead(&self, key: &EventKey, reason: &str) -> Result<MarkDead, StoreError> {
+        let now = now_ms();
+        let values = Values::default()
+            .status(":dead", Status::Dead)
+            .s(":error", reason)
+            .n(":now", now)
+            .s(":dead_shard", partition("dead", &key.pk()))
+            .n(":due", now.saturating_add(self.grace))
+            .status(":received", Status::Received)
+            .status(":processing", Status::Processing)
+            .status(":failed", Status::Failed);
+        match self.update(key, KILL, OPEN, values, true).await? {
+            Write::Applied(Some(item)) => Ok(MarkDead::NewlyDead(Box::new(event_of(&item)?))),
+            Write::Applied(None) => Err(no_attributes(key)),
+            Write::Refused(None) => Ok(MarkDead::Missing),
+            Write::Refused(Some(old)) => {
+                let f = Fields(&old);
+                Ok(match f.status()? {
+                    Status::Dead => MarkDead::AlreadyDead {
+                        notified: f.opt_n("notified_at")?.is_some(),
+                    },
+                    _ => MarkDead::Completed,
+                })
+            }
+        }
+    }
+
+    async fn mark_notified(&self, key: &EventKey) -> Result<(), StoreError> {
+        let values = Values::default()
+            .status(":dead", Status::Dead)
+            .n(":now", now_ms())
+            .n(":never", NEVER_DUE);
+        // Refused: not dead, already notified, or gone; as embedded, nothing to do then.
+        self.update(key, NOTIFIED, DEAD_UNNOTIFIED, values, false).await?;
+        Ok(())
+    }
+
+    async fn replay(&self, key: &EventKey, force: bool) -> Result<Replay, StoreError> {
+        let now = now_ms();
+        let mut values = Values::default()
+            .status(":received", Status::Received)
+            .n(":zero", 0)
+            .n(":one", 1)
+            .n(":now", now)
+            .s(":open", partition("open", &key.pk()))
+            .status(":dead", Status::Dead);
+        let condition = if force {
+            values = values
+                .status(":completed", Status::Completed)
+                .n(":now_secs", secs(now));
+            REPLAYABLE_FORCED
+        } else {
+            REPLAYABLE
+        };
+        Ok(match self.update(key, REPLAY, condition, values, false).await? {
+            Write::Applied(_) => Replay::Replayed,
+            Write::Refused(None) => Replay::Missing,
+            Write::Refused(Some(old)) => Replay::NotEligible(Fields(&old).status()?),
+        })
+    }
+
+    async fn get(&self, key: &EventKey) -> Result<Option<Event>, StoreError> {
+        let now = now_ms();
+        let Some(item) = self.read(key).await? else {
+            return Ok(None);
+        };
+        let mut event = event_of(&item)?;
+        if event.is_expired(now) {
+            return Ok(None);
+        }
+        event.payload = self.payload(&item).await?;
+        Ok(Some(event))
+    }
+
+    /// Open and dead events are listed from the sparse index (every shard read whole, since the order is by
+    /// `received_at`, not by due time). A list of COMPLETED events, or of every status, scans the table: an
+    /// operator's occasional question, paid in read units for the whole table.
+    async fn list(&self, filter: &ListFilter) -> Result<Vec<Event>, StoreError> {
+        if filter.limit == 0 {
+            return Ok(Vec::new());
+        }
+        let now = now_ms();
+        let mut values = Values::default();
+        let mut conditions = Vec::new();
+        if let Some(source) = &filter.source {
+            conditions.push("#source = :source");
+            values = values.s(":source", source.as_str());
+        }
+        let items = match filter.status {
+            Some(Status::Dead) => {
+                let query = IndexQuery {
+                    filter: (!conditions.is_empty()).then(|| conditions.join(" AND ")),
+                    values,
+                    ..Default::default()
+                };
+                self.query_index(&["dead"], query).await?
+            }
+            Some(st) if st.is_open() => {
+                conditions.push("#status = :status");
+                let query = IndexQuery {
+                    filter: Some(conditions.join(" AND ")),
+                    values: values.status(":status", st),
+                    ..Default::default()
+                };
+                self.query_index(&["open"], query).await?
+            }
+            status => {
+                if let Some(st) = status {
+                    conditions.push("#status = :status");
+                    values = values.status(":status", st);
+                }
+                conditions.push("NOT (#status = :completed AND #expires_at <= :now_secs)");
+                values = values
+                    .status(":completed", Status::Completed)
+                    .n(":now_secs", secs(now));
+                self.scan(conditions.join(" AND "), values).await?
+            }
+        };
+        let mut events = items.iter().map(event_of).collect::<Result<Vec<_>, _>>()?;
+        events.sort_by(|a, b| {
+            (b.received_at, &b.source, &b.event_id).cmp(&(a.received_at, &a.source, &a.event_id))
+        });
+        events.truncate(filter.limit);
+        Ok(events)
+    }
+
+    async fn due(&self, due_before: i64, limit: usize) -> Result<Vec<Event>, StoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let query = IndexQuery {
+            // Notified dead events sit at NEVER_DUE: listed, but never due.
+            due_before: Some(due_before.min(NEVER_DUE - 1)),
+            stop_after: Some(limit),
+            ..Default::default()
+        };
+        let items = self.query_index(&["open", "dead"], query).await?;
+        let mut due = items
+            .iter()
+            .map(|item| Ok((Fields(item).n("gsi1sk")?, event_of(item)?)))
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        due.sort_by(|(a, ea), (b, eb)| (a, &ea.source, &ea.event_id).cmp(&(b, &eb.source, &eb.event_id)));
+        due.truncate(limit);
+        Ok(due.into_iter().map(|(_, e)| e).collect())
+    }
+}
+
+/// Creates the ledger table as the template does: on demand, `pk` (S) hash key, the sparse index `open_index`
+/// (`gsi1pk` S, `gsi1sk` N, all attributes projected) and TTL on `expires_at`; waits until it and its index are
+/// ACTIVE. A table that exists already is left as it is (its TTL is still switched on).
+pub async fn create_table(client: &Client, table: &str) -> Result<(), StoreError> {
+    let built = |e: aws_sdk_dynamodb::error::BuildError| StoreError::Unavailable(e.to_string());
+    let attribute = |name: &str, kind: ScalarAttributeType| {
+        AttributeDefinition::builder()
+            .attribute_name(name)
+            .attribute_type(kind)
+            .build()
+            .map_err(built)
+    };
+    let key = |name: &str, kind: KeyType| {
+        KeySchemaElement::builder()
+            .attribute_name(name)
+            .key_type(kind)
+            .build()
+            .map_err(built)
+    };
+    let index = GlobalSecondaryIndex::builder()
+        .index_name(INDEX)
+        .key_schema(key("gsi1pk", KeyType::Hash)?)
+        .key_schema(key("gsi1sk", KeyType::Range)?)
+        .projection(Projection::builder().projection_type(ProjectionType::All).build())
+        .build()
+        .map_err(built)?;
+    let created = client
+        .create_table()
+        .table_name(table)
+        .billing_mode(BillingMode::PayPerRequest)
+        .attribute_definitions(attribute("pk", ScalarAttributeType::S)?)
+        .attribute_definitions(attribute("gsi1pk", ScalarAttributeType::S)?)
+        .attribute_definitions(attribute("gsi1sk", ScalarAttributeType::N)?)
+        .key_schema(key("pk", KeyType::Hash)?)
+        .global_secondary_indexes(index)
+        .send()
+        .await;
+    match created {
+        Ok(_) => {}
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|s| s.is_resource_in_use_exception()) => {}
+        Err(e) => return Err(sdk_error(e)),
+    }
+
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(600);
+    let mut pause = Duration::from_millis(100);
+    loop {
+        let out = client
+            .describe_table()
+            .table_name(table)
+            .send()
+            .await
+            .map_err(sdk_error)?;
+        let ready = out.table.as_ref().is_some_and(|t| {
+            t.table_status() == Some(&TableStatus::Active)
+                && t.global_secondary_indexes()
+                    .iter()
+                    .all(|i| i.index_status() == Some(&IndexStatus::Active))
+        });
+        if ready {
+            break;
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(StoreError::Unavailable(format!(
+                "table {table} is not ACTIVE after 10 minutes"
+            )));
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_secs(5));
+    }
+
+    let ttl = client
+        .describe_time_to_live()
+        .table_name(table)
+        .send()
+        .await
+        .map_err(sdk_error)?;
+    let on = ttl
+        .time_to_live_description()
+        .and_then(|d| d.time_to_live_status())
+        .is_some_and(|st| matches!(st, TimeToLiveStatus::Enabled | TimeToLiveStatus::Enabling));
+    if !on {
+        client
+            .update_time_to_live()
+            .table_name(table)
+            .time_to_live_specification(
+                TimeToLiveSpecification::builder()
+                    .attribute_name("expires_at")
+                    .enabled(true)
+                    .build()
+                    .map_err(built)?,
+            )
+            .send()
+            .await
+            .map_err(sdk_error)?;
+    }
+    Ok(())
+}
+
+/// The sparse-index shard of an event: FNV-1a (32 bit) of its `pk`, modulo [`SHARDS`]. Stable across processes
+/// and releases, since items written by one version are queried by the next.
+pub fn shard_of(pk: &str) -> u32 {
+    let mut hash: u32 = 0x811c_9dc5;
+    for byte in pk.bytes() {
+        hash ^= u32::from(byte);
+        hash = hash.wrapping_mul(0x0100_0193);
+    }
+    hash % SHARDS
+}
+
+/// `open#{shard}` or `dead#{shard}` for an event's `pk`.
+fn partition(kind: &str, pk: &str) -> String {
+    format!("{kind}#{}", shard_of(pk))
+}
+
+/// A store error from any AWS SDK call: throttling is [`StoreError::Busy`] (answer 503 and let the sender retry),
+/// anything else [`StoreError::Unavailable`] with the error's cause chain (requests never carry a body back).
+pub(crate) fn sdk_error<E, R>(e: SdkError<E, R>) -> StoreError
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+    R: std::fmt::Debug,
+{
+    match e.code() {
+        Some(
+            "ProvisionedThroughputExceededException"
+            | "ThrottlingException"
+            | "RequestLimitExceeded"
+            | "SlowDown",
+        ) => StoreError::Busy,
+        _ => StoreError::Unavailable(DisplayErrorContext(&e).to_string()),
+    }
+}
+
+fn no_attributes(key: &EventKey) -> StoreError {
+    StoreError::Unavailable(format!("the update of {key} returned no attributes"))
+}
+
+fn s(v: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(v.into())
+}
+
+fn n(v: i64) -> AttributeValue {
+    AttributeValue::N(v.to_string())
+}
+
+/// Milliseconds to the epoch seconds of the TTL attribute, rounded down.
+fn secs(ms: i64) -> i64 {
+    ms.div_euclid(1000)
+}
+
+fn projection() -> String {
+    META.map(|a| format!("#{a}")).join(", ")
+}
+
+fn meta_names() -> HashMap<String, String> {
+    META.iter().map(|a| (format!("#{a}"), (*a).to_owned())).collect()
+}
+
+/// Expression attribute values, built per call: DynamoDB refuses a value that its expressions do not use.
+#[derive(Clone, Default)]
+struct Values(Item);
+
+impl Values {
+    fn s(mut self, name: &str, v: impl Into<String>) -> Self {
+        self.0.insert(name.to_owned(), s(v));
+        self
+    }
+    fn n(mut self, name: &str, v: i64) -> Self {
+        self.0.insert(name.to_owned(), n(v));
+        self
+    }
+    fn status(self, name: &str, st: Status) -> Self {
+        self.s(name, st.as_str())
+    }
+}
+
+/// Typed reads of an item's attributes; anything unexpected is [`StoreError::Corrupt`], naming the item.
+struct Fields<'a>(&'a Item);
+
+impl Fields<'_> {
+    fn pk(&self) -> &str {
+        match self.0.get("pk") {
+            Some(AttributeValue::S(pk)) => pk,
+            _ => "(an item without pk)",
+        }
+    }
+
+    fn corrupt(&self, name: &str, what: &str) -> StoreError {
+        StoreError::Corrupt(format!("item {}: {name} {what}", self.pk()))
+    }
+
+    fn opt_s(&self, name: &str) -> Result<Option<&str>, StoreError> {
+        match self.0.get(name) {
+            None | Some(AttributeValue::Null(_)) => Ok(None),
+            Some(AttributeValue::S(v)) => Ok(Some(v)),
+            Some(_) => Err(self.corrupt(name, "is not a string")),
+        }
+    }
+
+    fn s(&self, name: &str) -> Result<&str, StoreError> {
+        self.opt_s(name)?.ok_or_else(|| self.corrupt(name, "is missing"))
+    }
+
+    fn opt_n(&self, name: &str) -> Result<Option<i64>, StoreError> {
+        match self.0.get(name) {
+            None | Some(AttributeValue::Null(_)) => Ok(None),
+            Some(AttributeValue::N(v)) => v
+                .parse()
+                .map(Some)
+                .map_err(|_| self.corrupt(name, "is not a whole number")),
+            Some(_) => Err(self.corrupt(name, "is not a number")),
+        }
+    }
+
+    fn n(&self, name: &str) -> Result<i64, StoreError> {
+        self.opt_n(name)?.ok_or_else(|| self.corrupt(name, "is missing"))
+    }
+
+    fn count(&self, name: &str) -> Result<u32, StoreError> {
+        u32::try_from(self.opt_n(name)?.unwrap_or(0)).map_err(|_| self.corrupt(name, "is out of range"))
+    }
+
+    fn status(&self) -> Result<Status, StoreError> {
+        self.s("status")?
+            .parse()
+            .map_err(|_| self.corrupt("status", "is not a status"))
+    }
+}
+
+/// The record of an item, without its body.
+fn event_of(item: &Item) -> Result<Event, StoreError> {
+    let f = Fields(item);
+    let headers = match f.opt_s("headers")? {
+        Some(text) => {
+            serde_json::from_str(text).map_err(|_| f.corrupt("headers", "is not a JSON list of pairs"))?
+        }
+        None => Vec::new(),
+    };
+    Ok(Event {
+        source: SourceName::parse(f.s("source")?).map_err(|_| f.corrupt("source", "is not a source name"))?,
+        event_id: EventId::parse(f.s("event_id")?)
+            .map_err(|_| f.corrupt("event_id", "is not an event id"))?,
+        event_type: f.opt_s("event_type")?.map(str::to_owned),
+        status: f.status()?,
+        payload: Bytes::new(),
+        payload_sha256: f.s("payload_sha256")?.to_owned(),
+        headers,
+        received_at: f.n("received_at")?,
+        updated_at: f.n("updated_at")?,
+        attempts: f.count("attempts")?,
+        replays: f.count("replays")?,
+        lease_owner: f.opt_s("lease_owner")?.map(str::to_owned),
+        lease_until: f.opt_n("lease_until")?,
+        next_attempt_at: f.opt_n("next_attempt_at")?,
+        last_error: f.opt_s("last_error")?.map(str::to_owned),
+        completed_at: f.opt_n("completed_at")?,
+        expires_at: f.opt_n("expires_at")?.map(|secs| secs.saturating_mul(1000)),
+        notified_at: f.opt_n("notified_at")?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shard_hash_is_fnv1a() {
+        // FNV-1a 32 of "" is the offset basis, of "a" the published 0xe40c292c.
+        assert_eq!(shard_of(""), 0x811c_9dc5 % SHARDS);
+        assert_eq!(shard_of("a"), 0xe40c_292c % SHARDS);
+    }
+
+    #[test]
+    fn ttl_seconds_round_down() {
+        assert_eq!(secs(1_999), 1);
+        assert_eq!(secs(2_000), 2);
+        assert_eq!(secs(-1), -1);
+    }
+}

@@ -1,0 +1,94 @@
+//! The SQS work queue: each message is a small pointer `{"source":…,"event_id":…}`, never the payload.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_sdk_sqs::Client;
+
+use crate::model::EventKey;
+use crate::ports::{Queue, QueueError};
+
+/// SQS delays a message by at most 15 minutes; a longer backoff is delivered early and answered `NotDue`.
+pub const MAX_DELAY: Duration = Duration::from_secs(900);
+
+pub struct SqsQueue {
+    client: Client,
+    url: String,
+}
+
+impl SqsQueue {
+    pub fn new(client: Client, url: impl Into<String>) -> Self {
+        Self {
+            client,
+            url: url.into(),
+        }
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+}
+
+/// The message body for an event.
+pub fn pointer(key: &EventKey) -> String {
+    serde_json::json!({"source": key.source, "event_id": key.event_id}).to_string()
+}
+
+/// The event a message body points at; `None` for a body that is not one of ours.
+pub fn parse_pointer(body: &str) -> Option<EventKey> {
+    serde_json::from_str(body).ok()
+}
+
+/// Whole seconds for SQS (`DelaySeconds`, visibility timeouts), rounded up and capped at 15 minutes.
+pub fn sqs_seconds(d: Duration) -> i32 {
+    let secs = d.min(MAX_DELAY).as_millis().div_ceil(1000);
+    i32::try_from(secs).unwrap_or(900)
+}
+
+#[async_trait]
+impl Queue for SqsQueue {
+    async fn enqueue(&self, key: &EventKey, delay: Duration) -> Result<(), QueueError> {
+        self.client
+            .send_message()
+            .queue_url(&self.url)
+            .message_body(pointer(key))
+            .delay_seconds(sqs_seconds(delay))
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| QueueError(aws_sdk_sqs::error::DisplayErrorContext(e).to_string()))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::model::{EventId, SourceName};
+
+    #[test]
+    fn pointers_round_trip_and_reject_strangers() {
+        let key = EventKey::new(
+            SourceName::parse("stripe").unwrap(),
+            EventId::parse("evt_1\"x").unwrap(),
+        );
+        assert_eq!(parse_pointer(&pointer(&key)), Some(key));
+        assert_eq!(
+            parse_pointer("{\"source\":\"Bad/Name\",\"event_id\":\"x\"}"),
+            None
+        );
+        assert_eq!(parse_pointer("not json"), None);
+    }
+
+    #[test]
+    fn delays_round_up_to_whole_seconds_within_sqs_limits() {
+        assert_eq!(sqs_seconds(Duration::ZERO), 0);
+        assert_eq!(sqs_seconds(Duration::from_millis(1)), 1);
+        assert_eq!(sqs_seconds(Duration::from_millis(2500)), 3);
+        assert_eq!(sqs_seconds(Duration::from_secs(3600)), 900);
+    }
+}

@@ -1,0 +1,114 @@
+//! Metrics on AWS as CloudWatch Embedded Metric Format log lines: no client, no extra call. One line per source
+//! with counts since the last flush (dimension `Source`), and one without dimensions for the totals.
+
+use serde_json::{json, Map, Value};
+
+use crate::metrics::{Counts, Metrics};
+use crate::time::now_ms;
+
+pub const NAMESPACE: &str = "WebhookInbox";
+
+fn line(dimensions: Value, values: &[(&str, f64, &str)], extra: Map<String, Value>) -> Value {
+    let metrics: Vec<Value> = values
+        .iter()
+        .map(|(n, _, unit)| json!({"Name": n, "Unit": unit}))
+        .collect();
+    let mut root = extra;
+    root.insert(
+        "_aws".into(),
+        json!({
+            "Timestamp": now_ms(),
+            "CloudWatchMetrics": [{"Namespace": NAMESPACE, "Dimensions": dimensions, "Metrics": metrics}],
+        }),
+    );
+    for (name, value, _) in values {
+        root.insert((*name).into(), json!(value));
+    }
+    Value::Object(root)
+}
+
+fn values(c: &Counts) -> Vec<(&'static str, f64, &'static str)> {
+    [
+        ("Accepted", c.accepted),
+        ("Duplicate", c.duplicate),
+        ("Rejected", c.rejected),
+        ("Completed", c.completed),
+        ("Retried", c.retried),
+        ("DeadEvents", c.dead),
+    ]
+    .into_iter()
+    .filter(|(_, v)| *v > 0)
+    .map(|(n, v)| (n, v as f64, "Count"))
+    .collect()
+}
+
+/// The EMF lines for what happened since the last call (none when nothing did).
+pub fn lines(metrics: &Metrics) -> Vec<String> {
+    let (counts, age) = metrics.drain();
+    let mut out = Vec::new();
+    let mut total = Counts::default();
+    for c in counts.iter().filter(|c| !c.is_zero()) {
+        total.accepted += c.accepted;
+        total.duplicate += c.duplicate;
+        total.rejected += c.rejected;
+        total.completed += c.completed;
+        total.retried += c.retried;
+        total.dead += c.dead;
+        if !c.source.is_empty() {
+            let mut extra = Map::new();
+            extra.insert("Source".into(), json!(c.source));
+            out.push(line(json!([["Source"]]), &values(c), extra).to_string());
+        }
+    }
+    let mut totals = values(&total);
+    if let Some(age) = age {
+        totals.push(("AgeAtCompletion", age, "Milliseconds"));
+    }
+    if !totals.is_empty() {
+        out.push(line(json!([[]]), &totals, Map::new()).to_string());
+    }
+    out
+}
+
+/// Writes the lines to stdout, where Lambda sends them to CloudWatch Logs.
+pub fn flush(metrics: &Metrics) {
+    for l in lines(metrics) {
+        println!("{l}");
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::model::SourceName;
+
+    #[test]
+    fn lines_follow_the_embedded_metric_format() {
+        let m = Metrics::new(&[SourceName::parse("stripe").unwrap()]);
+        assert!(lines(&m).is_empty(), "nothing happened, nothing is emitted");
+        m.accepted(0);
+        m.dead(0);
+        let out = lines(&m);
+        assert_eq!(out.len(), 2);
+        let per: Value = serde_json::from_str(&out[0]).unwrap();
+        assert_eq!(per["Source"], "stripe");
+        assert_eq!(per["Accepted"], 1.0);
+        assert_eq!(per["_aws"]["CloudWatchMetrics"][0]["Namespace"], NAMESPACE);
+        assert_eq!(
+            per["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
+            json!([["Source"]])
+        );
+        let names: Vec<_> = per["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["Name"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(names, ["Accepted", "DeadEvents"]);
+        let total: Value = serde_json::from_str(&out[1]).unwrap();
+        assert_eq!(total["DeadEvents"], 1.0);
+        assert_eq!(total["_aws"]["CloudWatchMetrics"][0]["Dimensions"], json!([[]]));
+        assert!(lines(&m).is_empty(), "counts are per flush");
+    }
+}

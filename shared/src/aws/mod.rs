@@ -1,0 +1,229 @@
+//! The serverless runtime: how the Lambda functions find their resources, configuration and secrets, and the
+//! handlers each function runs ([`functions`]). The functions' `main`s only call into here.
+
+pub mod emf;
+pub mod functions;
+pub mod init;
+mod secrets;
+pub mod sns;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_config::SdkConfig;
+
+pub use secrets::AwsSecrets;
+
+use crate::adapters::dynamodb::DynamoLedger;
+use crate::adapters::s3::S3Payloads;
+use crate::adapters::sqs::SqsQueue;
+use crate::config::{Config, ConfigError};
+use crate::handlers::Registry;
+use crate::machine::Machine;
+use crate::metrics::Metrics;
+use crate::ports::Ledger;
+use crate::receiver::Receiver;
+use crate::source::{SecretResolver, Sources};
+
+/// The resources a function works on, from the environment the template sets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resources {
+    pub table: String,
+    pub queue_url: String,
+    pub dlq_url: Option<String>,
+    pub bucket: Option<String>,
+    pub topic_arn: Option<String>,
+}
+
+impl Resources {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let required = |name: &str| {
+            std::env::var(name)
+                .ok()
+                .filter(|v| !v.is_empty())
+                .ok_or_else(|| ConfigError::new(name, "environment variable not set"))
+        };
+        let optional = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        Ok(Self {
+            table: required("INBOX_TABLE")?,
+            queue_url: required("INBOX_QUEUE_URL")?,
+            dlq_url: optional("INBOX_DLQ_URL"),
+            bucket: optional("INBOX_BUCKET"),
+            topic_arn: optional("INBOX_ALARM_TOPIC_ARN"),
+        })
+    }
+
+    /// `export NAME=value` lines for a shell, as `inbox aws init` prints them.
+    pub fn env_lines(&self) -> Vec<String> {
+        let mut lines = vec![
+            format!("export INBOX_TABLE={}", self.table),
+            format!("export INBOX_QUEUE_URL={}", self.queue_url),
+        ];
+        let optional = [
+            ("INBOX_DLQ_URL", &self.dlq_url),
+            ("INBOX_BUCKET", &self.bucket),
+            ("INBOX_ALARM_TOPIC_ARN", &self.topic_arn),
+        ];
+        for (name, value) in optional {
+            if let Some(v) = value {
+                lines.push(format!("export {name}={v}"));
+            }
+        }
+        lines
+    }
+}
+
+/// The sources config: `INBOX_CONFIG` (the TOML inline, for local runs and tests) or `INBOX_CONFIG_PARAMETER`
+/// (an SSM parameter holding it, so a config change needs no code deployment).
+pub async fn load_config(sdk: &SdkConfig) -> Result<Config, ConfigError> {
+    if let Ok(text) = std::env::var("INBOX_CONFIG") {
+        return Config::from_toml(&text);
+    }
+    let Ok(name) = std::env::var("INBOX_CONFIG_PARAMETER") else {
+        return Err(ConfigError::new(
+            "INBOX_CONFIG_PARAMETER",
+            "set it (an SSM parameter holding the config) or INBOX_CONFIG (the config inline)",
+        ));
+    };
+    let out = aws_sdk_ssm::Client::new(sdk)
+        .get_parameter()
+        .name(&name)
+        .with_decryption(true)
+        .send()
+        .await
+        .map_err(|e| {
+            ConfigError::new(
+                "INBOX_CONFIG_PARAMETER",
+                format!(
+                    "cannot read {name}: {}",
+                    aws_sdk_ssm::error::DisplayErrorContext(e)
+                ),
+            )
+        })?;
+    let text = out
+        .parameter()
+        .and_then(|p| p.value())
+        .ok_or_else(|| ConfigError::new("INBOX_CONFIG_PARAMETER", format!("{name} has no value")))?;
+    Config::from_toml(text)
+}
+
+/// The SDK clients, built once. Tests build them with interceptors to count calls.
+#[derive(Clone, Debug)]
+pub struct Clients {
+    pub dynamodb: aws_sdk_dynamodb::Client,
+    pub s3: aws_sdk_s3::Client,
+    pub sqs: aws_sdk_sqs::Client,
+    pub sns: aws_sdk_sns::Client,
+}
+
+impl Clients {
+    pub fn new(sdk: &SdkConfig) -> Self {
+        Self {
+            dynamodb: aws_sdk_dynamodb::Client::new(sdk),
+            // An emulator at a custom endpoint (moto, LocalStack) addresses buckets by path.
+            s3: aws_sdk_s3::Client::from_conf(
+                aws_sdk_s3::config::Builder::from(sdk)
+                    .force_path_style(std::env::var_os("AWS_ENDPOINT_URL").is_some())
+                    .build(),
+            ),
+            sqs: aws_sdk_sqs::Client::new(sdk),
+            sns: aws_sdk_sns::Client::new(sdk),
+        }
+    }
+}
+
+/// Everything a function needs, built once per cold start.
+pub struct Runtime {
+    pub config: Config,
+    pub resources: Resources,
+    pub clients: Clients,
+    pub ledger: Arc<DynamoLedger>,
+    pub queue: Arc<SqsQueue>,
+    pub machine: Arc<Machine>,
+    pub metrics: Arc<Metrics>,
+    pub sources: Sources,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+}
+
+impl Runtime {
+    /// Reads the environment, the config and every secret once; fails naming what is missing.
+    pub async fn from_env(handlers: Registry) -> Result<Self, RuntimeError> {
+        let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .load()
+            .await;
+        let resources = Resources::from_env()?;
+        let config = load_config(&sdk).await?;
+        Self::new(
+            Clients::new(&sdk),
+            &AwsSecrets::new(&sdk),
+            resources,
+            config,
+            handlers,
+        )
+        .await
+    }
+
+    pub async fn new(
+        clients: Clients,
+        secrets: &dyn SecretResolver,
+        resources: Resources,
+        config: Config,
+        handlers: Registry,
+    ) -> Result<Self, RuntimeError> {
+        let sources = Sources::build(&config, secrets, &handlers).await?;
+        let metrics = Arc::new(Metrics::new(sources.names()));
+        let payloads = resources
+            .bucket
+            .as_ref()
+            .map(|b| S3Payloads::new(clients.s3.clone(), b.clone()));
+        let ledger = Arc::new(DynamoLedger::new(
+            clients.dynamodb.clone(),
+            resources.table.clone(),
+            payloads,
+            config.sweeper.grace,
+        ));
+        let queue = Arc::new(SqsQueue::new(clients.sqs.clone(), resources.queue_url.clone()));
+        let alarm = Arc::new(sns::SnsAlarm::new(
+            clients.sns.clone(),
+            resources.topic_arn.clone(),
+        ));
+        // A worker name per container; each claim adds its own random token.
+        let owner = format!("lambda:{:08x}", rand::random::<u32>());
+        let shared: Arc<dyn Ledger> = ledger.clone();
+        let machine = Arc::new(Machine::new(
+            shared,
+            sources.clone(),
+            metrics.clone(),
+            alarm,
+            config.retention,
+            owner,
+        ));
+        Ok(Self {
+            config,
+            resources,
+            clients,
+            ledger,
+            queue,
+            machine,
+            metrics,
+            sources,
+        })
+    }
+
+    /// The receiver for `lambda_http`: the same router `inbox serve` runs, without `/metrics` (metrics go to
+    /// CloudWatch as EMF lines here).
+    pub fn receiver(&self) -> Arc<Receiver> {
+        Arc::new(Receiver {
+            sources: self.sources.clone(),
+            ledger: self.ledger.clone(),
+            queue: self.queue.clone(),
+            metrics: self.metrics.clone(),
+            read_timeout: Duration::from_secs(25),
+        })
+    }
+}

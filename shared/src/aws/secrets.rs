@@ -1,0 +1,62 @@
+//! Secrets on AWS: `secretsmanager:NAME` and `ssm:NAME` (SecureString), read once at cold start; `env:` and
+//! `file:` as embedded.
+
+use async_trait::async_trait;
+use aws_config::SdkConfig;
+
+use crate::config::SecretRef;
+use crate::source::{resolve_local, SecretResolver};
+
+pub struct AwsSecrets {
+    ssm: aws_sdk_ssm::Client,
+    secrets: aws_sdk_secretsmanager::Client,
+}
+
+impl AwsSecrets {
+    pub fn new(sdk: &SdkConfig) -> Self {
+        Self {
+            ssm: aws_sdk_ssm::Client::new(sdk),
+            secrets: aws_sdk_secretsmanager::Client::new(sdk),
+        }
+    }
+}
+
+#[async_trait]
+impl SecretResolver for AwsSecrets {
+    async fn resolve(&self, reference: &SecretRef) -> Result<String, String> {
+        let value = match reference {
+            SecretRef::SecretsManager(name) => self
+                .secrets
+                .get_secret_value()
+                .secret_id(name)
+                .send()
+                .await
+                .map_err(|e| {
+                    format!(
+                        "cannot read it: {}",
+                        aws_sdk_secretsmanager::error::DisplayErrorContext(e)
+                    )
+                })?
+                .secret_string()
+                .map(str::to_owned)
+                .ok_or("the secret has no string value")?,
+            SecretRef::Ssm(name) => self
+                .ssm
+                .get_parameter()
+                .name(name)
+                .with_decryption(true)
+                .send()
+                .await
+                .map_err(|e| format!("cannot read it: {}", aws_sdk_ssm::error::DisplayErrorContext(e)))?
+                .parameter()
+                .and_then(|p| p.value())
+                .map(str::to_owned)
+                .ok_or("the parameter has no value")?,
+            local => return resolve_local(local),
+        };
+        if value.trim().is_empty() {
+            return Err("the secret is empty".into());
+        }
+        Ok(value)
+    }
+}

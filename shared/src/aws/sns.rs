@@ -1,0 +1,37 @@
+//! The AWS alarm: one SNS notification per newly dead event (the error log line is the machine's).
+
+use async_trait::async_trait;
+
+use crate::machine::{dead_summary, Alarm};
+use crate::model::Event;
+
+pub struct SnsAlarm {
+    client: aws_sdk_sns::Client,
+    topic_arn: Option<String>,
+}
+
+impl SnsAlarm {
+    /// Without a topic, dead events are only logged and counted.
+    pub fn new(client: aws_sdk_sns::Client, topic_arn: Option<String>) -> Self {
+        Self { client, topic_arn }
+    }
+}
+
+#[async_trait]
+impl Alarm for SnsAlarm {
+    async fn dead(&self, event: &Event) -> Result<(), String> {
+        let Some(topic) = &self.topic_arn else {
+            return Ok(());
+        };
+        let subject = format!("webhook-inbox: {} event is DEAD", event.source);
+        self.client
+            .publish()
+            .topic_arn(topic)
+            .subject(subject)
+            .message(dead_summary(event).to_string())
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("SNS publish: {}", aws_sdk_sns::error::DisplayErrorContext(e)))
+    }
+}

@@ -289,8 +289,20 @@ impl Machine {
     /// The restart scan: re-sends what lost its message (RECEIVED or FAILED past the grace, PROCESSING with an
     /// expired lease) and the alarms that did not go out. Budgets are enforced by the claim that follows.
     pub async fn sweep(&self, queue: &dyn Queue, limit: usize) -> Result<SweepReport, StoreError> {
+        self.sweep_due_before(queue, now_ms(), limit).await
+    }
+
+    /// The sweep, for everything due before `due_before`: at start-up, when the process that held the in-memory
+    /// queue is known dead, everything open is handed out at once (a FAILED event that is not due yet comes back
+    /// `NotDue` and waits for its time).
+    pub async fn sweep_due_before(
+        &self,
+        queue: &dyn Queue,
+        due_before: i64,
+        limit: usize,
+    ) -> Result<SweepReport, StoreError> {
         let mut report = SweepReport::default();
-        for event in self.ledger.due(now_ms(), limit).await? {
+        for event in self.ledger.due(due_before, limit).await? {
             let found = match event.status {
                 Status::Received => &mut report.received,
                 Status::Processing => &mut report.expired_leases,

@@ -64,7 +64,7 @@ pub async fn serve(
         ))
     })?;
 
-    let sources = Sources::build(&config, &LocalSecrets, &handlers).await?;
+    let sources = Sources::build(&config, Some(&LocalSecrets), &handlers).await?;
     let ledger = SqliteLedger::open(data_dir, config.server.max_pending_writes, config.sweeper.grace)?;
     let shared: Arc<dyn Ledger> = Arc::new(ledger.clone());
     let metrics = Arc::new(Metrics::new(sources.names()));
@@ -82,7 +82,13 @@ pub async fn serve(
 
     // The restart scan: whatever an earlier process left open is handed out again now.
     let expired = ledger.expire_leases(&owner, false).await?;
-    let found = machine.sweep(queue.as_ref(), QUEUE_CAPACITY).await?;
+    // The earlier process's in-memory queue died with it, so nothing open can be waiting for its message.
+    let everything = now_ms()
+        .saturating_add(crate::time::ms(config.sweeper.grace))
+        .saturating_add(1);
+    let found = machine
+        .sweep_due_before(queue.as_ref(), everything, QUEUE_CAPACITY)
+        .await?;
     tracing::info!(
         expired_leases = expired,
         requeued = found.enqueued(),

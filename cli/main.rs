@@ -99,7 +99,7 @@ enum AwsCommand {
     Init {
         #[arg(long)]
         prefix: String,
-        #[arg(long, default_value_t = 15)]
+        #[arg(long, default_value_t = 25)]
         max_receive_count: u32,
     },
 }
@@ -476,7 +476,7 @@ async fn send(
     url: Option<String>,
 ) -> Result<()> {
     let config = load(config_path)?;
-    let sources = Sources::build(&config, &LocalSecrets, &Registry::new(http_client())).await?;
+    let sources = Sources::build(&config, Some(&LocalSecrets), &Registry::new(http_client())).await?;
     let src = sources
         .get(source.as_str())
         .with_context(|| format!("no source {source} in {}", config_path.display()))?;

@@ -130,6 +130,18 @@ fn prefix() -> String {
 /// A fresh stack (table, queues, bucket, topic) under a random prefix, and a runtime over it whose DynamoDB and
 /// SQS clients count their calls.
 async fn stack(sdk: &aws_config::SdkConfig, settings: QueueSettings, retry: &str) -> Stack {
+    stack_with(sdk, settings, retry, "switch", |registry, _, _, _| registry).await
+}
+
+/// [`stack`] whose source runs the custom handler `handler`, which `register` adds to the registry (given the
+/// runtime's clients, resources and config); `switch` is always registered.
+async fn stack_with(
+    sdk: &aws_config::SdkConfig,
+    settings: QueueSettings,
+    retry: &str,
+    handler: &str,
+    register: impl FnOnce(Registry, &Clients, &Resources, &Config) -> Registry,
+) -> Stack {
     let resources = create_stack(sdk, &prefix(), settings).await.unwrap();
     let counter = CallCounter::default();
     let clients = Clients {
@@ -149,12 +161,13 @@ async fn stack(sdk: &aws_config::SdkConfig, settings: QueueSettings, retry: &str
     let config = Config::from_toml(&format!(
         "[retry]\n{retry}\n[sweeper]\ngrace = \"0\"\n\
          [sources.stripe]\nscheme = \"stripe\"\nsecrets = [\"env:AWS_TEST_SOURCE_SECRET\"]\n\
-         handler = {{ kind = \"custom\", name = \"switch\", timeout = \"5s\" }}\n"
+         handler = {{ kind = \"custom\", name = \"{handler}\", timeout = \"5s\" }}\n"
     ))
     .unwrap();
     let switch = Arc::new(Switch::default());
     let registry = Registry::new(http_client()).register("switch", switch.clone());
-    let rt = Runtime::new(clients, &LocalSecrets, resources, config, registry)
+    let registry = register(registry, &clients, &resources, &config);
+    let rt = Runtime::new(clients, Some(&LocalSecrets), resources, config, registry)
         .await
         .unwrap();
     let sqs = aws_sdk_sqs::Client::new(sdk);

@@ -34,10 +34,11 @@ pub struct Sources {
 }
 
 impl Sources {
-    /// Resolves every secret and builds every handler; any failure names the source and field.
+    /// Resolves every secret and builds every handler; any failure names the source and field. Without a
+    /// resolver no secret is read and no key is held: for workers that never verify a signature (least privilege).
     pub async fn build(
         config: &Config,
-        secrets: &dyn SecretResolver,
+        secrets: Option<&dyn SecretResolver>,
         handlers: &Registry,
     ) -> Result<Sources, ConfigError> {
         let mut by_name = HashMap::new();
@@ -45,7 +46,13 @@ impl Sources {
         for (index, (name, sc)) in config.sources.iter().enumerate() {
             let at = format!("sources.{name}");
             let mut keys = Vec::with_capacity(sc.secrets.len());
-            for (i, reference) in sc.secrets.iter().enumerate() {
+            let references = if secrets.is_some() {
+                sc.secrets.as_slice()
+            } else {
+                &[]
+            };
+            for (i, reference) in references.iter().enumerate() {
+                let Some(secrets) = secrets else { break };
                 let field = format!("{at}.secrets[{i}]");
                 let value = secrets
                     .resolve(reference)

@@ -78,7 +78,9 @@ async fn rig(max_attempts: u32, grace: Duration) -> Rig {
     .unwrap();
     let script = Arc::new(Script::default());
     let registry = Registry::new(http_client()).register("script", script.clone());
-    let sources = Sources::build(&config, &LocalSecrets, &registry).await.unwrap();
+    let sources = Sources::build(&config, Some(&LocalSecrets), &registry)
+        .await
+        .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let ledger = SqliteLedger::open(dir.path(), 1024, grace).unwrap();
     let alarms = Arc::new(Alarms::default());

@@ -25,7 +25,7 @@ use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, BillingMode, GlobalSecondaryIndex, IndexStatus, KeySchemaElement,
     KeyType, Projection, ProjectionType, ReturnValue, ReturnValuesOnConditionCheckFailure,
-    ScalarAttributeType, TableStatus, TimeToLiveSpecification, TimeToLiveStatus,
+    ScalarAttributeType, TableStatus, TimeToLiveSpecification, TimeToLiveStatus, Update,
 };
 use aws_sdk_dynamodb::Client;
 use bytes::Bytes;
@@ -483,17 +483,9 @@ impl Ledger for DynamoLedger {
         settlement: Settlement,
     ) -> Result<Settled, StoreError> {
         let now = now_ms();
-        let owned = Values::default()
-            .status(":processing", Status::Processing)
-            .s(":owner", owner)
-            .n(":now", now);
+        let owned = owned_values(owner, now);
         let (update, values) = match settlement {
-            Settlement::Completed { retention } => (
-                COMPLETE,
-                owned
-                    .status(":completed", Status::Completed)
-                    .n(":expires_secs", secs(now.saturating_add(ms(retention)))),
-            ),
+            Settlement::Completed { retention } => (COMPLETE, completed_values(owner, retention, now)),
             Settlement::Failed { error, delay } => {
                 let next = now.saturating_add(ms(delay));
                 (
@@ -702,7 +694,19 @@ pub async fn create_table(client: &Client, table: &str) -> Result<(), StoreError
         .index_name(INDEX)
         .key_schema(key("gsi1pk", KeyType::Hash)?)
         .key_schema(key("gsi1sk", KeyType::Range)?)
-        .projection(Projection::builder().projection_type(ProjectionType::All).build())
+        // Everything but the body: every transition rewrites the index entry, so a body there would be paid for
+        // again on each one, and nothing that reads the index needs it.
+        .projection(
+            Projection::builder()
+                .projection_type(ProjectionType::Include)
+                .set_non_key_attributes(Some(
+                    META.iter()
+                        .filter(|a| !matches!(**a, "pk" | "gsi1sk"))
+                        .map(|a| (*a).to_owned())
+                        .collect(),
+                ))
+                .build(),
+        )
         .build()
         .map_err(built)?;
     let created = client
@@ -777,6 +781,44 @@ pub async fn create_table(client: &Client, table: &str) -> Result<(), StoreError
             .map_err(sdk_error)?;
     }
     Ok(())
+}
+
+/// The COMPLETED settle of `key` under `owner`'s lease, as one `Update` of a `TransactWriteItems`: the same
+/// update, condition and values as [`DynamoLedger`]'s own settle, so that a handler committing its effect in the
+/// same transaction (see `aws::wallet`) settles exactly as the ledger would. A failed condition (the lease was lost)
+/// returns the item as it stands in the cancellation reason.
+pub fn completed_update(
+    table: &str,
+    key: &EventKey,
+    owner: &str,
+    retention: Duration,
+    now: i64,
+) -> Result<Update, StoreError> {
+    Update::builder()
+        .table_name(table)
+        .key("pk", AttributeValue::S(key.pk()))
+        .update_expression(COMPLETE)
+        .condition_expression(OWNED)
+        .expression_attribute_names("#status", "status")
+        .set_expression_attribute_values(Some(completed_values(owner, retention, now).0))
+        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+        .build()
+        .map_err(|e| StoreError::Unavailable(format!("cannot build the settle of {key}: {e}")))
+}
+
+/// The values of [`OWNED`].
+fn owned_values(owner: &str, now: i64) -> Values {
+    Values::default()
+        .status(":processing", Status::Processing)
+        .s(":owner", owner)
+        .n(":now", now)
+}
+
+/// The values of [`COMPLETE`] under [`OWNED`].
+fn completed_values(owner: &str, retention: Duration, now: i64) -> Values {
+    owned_values(owner, now)
+        .status(":completed", Status::Completed)
+        .n(":expires_secs", secs(now.saturating_add(ms(retention))))
 }
 
 /// The sparse-index shard of an event: FNV-1a (32 bit) of its `pk`, modulo [`SHARDS`]. Stable across processes

@@ -19,10 +19,12 @@ pub struct QueueSettings {
 }
 
 impl Default for QueueSettings {
+    /// The template's defaults: 25 receives (above the retry budget's 12 attempts, so the budget decides and the
+    /// DLQ catches crash loops), and six times the processor's 60 s timeout.
     fn default() -> Self {
         Self {
-            max_receive_count: 15,
-            visibility_timeout: 180,
+            max_receive_count: 25,
+            visibility_timeout: 360,
         }
     }
 }
@@ -48,6 +50,9 @@ pub async fn create_stack(
         .create_queue()
         .queue_name(format!("{prefix}-dlq"))
         .attributes(QueueAttributeName::MessageRetentionPeriod, "1209600")
+        .attributes(QueueAttributeName::VisibilityTimeout, "180")
+        .attributes(QueueAttributeName::MaximumMessageSize, "16384")
+        .attributes(QueueAttributeName::ReceiveMessageWaitTimeSeconds, "20")
         .attributes(QueueAttributeName::SqsManagedSseEnabled, "true")
         .send()
         .await
@@ -76,6 +81,8 @@ pub async fn create_stack(
             settings.visibility_timeout.to_string(),
         )
         .attributes(QueueAttributeName::MessageRetentionPeriod, "345600")
+        .attributes(QueueAttributeName::MaximumMessageSize, "16384")
+        .attributes(QueueAttributeName::ReceiveMessageWaitTimeSeconds, "20")
         .attributes(QueueAttributeName::SqsManagedSseEnabled, "true")
         .send()
         .await

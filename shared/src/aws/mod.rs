@@ -6,6 +6,7 @@ pub mod functions;
 pub mod init;
 mod secrets;
 pub mod sns;
+pub mod wallet;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -107,6 +108,15 @@ pub async fn load_config(sdk: &SdkConfig) -> Result<Config, ConfigError> {
     Config::from_toml(text)
 }
 
+/// Which Lambda function a runtime serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Function {
+    Receiver,
+    Processor,
+    Alarm,
+    Sweeper,
+}
+
 /// The SDK clients, built once. Tests build them with interceptors to count calls.
 #[derive(Clone, Debug)]
 pub struct Clients {
@@ -151,26 +161,22 @@ pub enum RuntimeError {
 }
 
 impl Runtime {
-    /// Reads the environment, the config and every secret once; fails naming what is missing.
-    pub async fn from_env(handlers: Registry) -> Result<Self, RuntimeError> {
+    /// Reads the environment and the config once (and, for the receiver alone, every secret: the other functions
+    /// never verify a signature, so they are not allowed to read secrets); fails naming what is missing.
+    pub async fn from_env(function: Function, handlers: Registry) -> Result<Self, RuntimeError> {
         let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
             .load()
             .await;
         let resources = Resources::from_env()?;
         let config = load_config(&sdk).await?;
-        Self::new(
-            Clients::new(&sdk),
-            &AwsSecrets::new(&sdk),
-            resources,
-            config,
-            handlers,
-        )
-        .await
+        let secrets = AwsSecrets::new(&sdk);
+        let secrets: Option<&dyn SecretResolver> = (function == Function::Receiver).then_some(&secrets);
+        Self::new(Clients::new(&sdk), secrets, resources, config, handlers).await
     }
 
     pub async fn new(
         clients: Clients,
-        secrets: &dyn SecretResolver,
+        secrets: Option<&dyn SecretResolver>,
         resources: Resources,
         config: Config,
         handlers: Registry,

@@ -37,6 +37,8 @@ pub struct ServerConfig {
     pub workers: usize,
     /// Writes waiting for the store before new requests get 503 + Retry-After.
     pub max_pending_writes: usize,
+    /// How long a client may take to send its body before it gets 408 (default 30 s).
+    pub read_timeout: Duration,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -214,6 +216,7 @@ struct RawServer {
     data_dir: Option<PathBuf>,
     workers: Option<usize>,
     max_pending_writes: Option<usize>,
+    read_timeout: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -342,6 +345,14 @@ impl RawConfig {
                 .unwrap_or_else(|| PathBuf::from("./data")),
             workers,
             max_pending_writes,
+            read_timeout: positive(
+                "server.read_timeout",
+                duration(
+                    "server.read_timeout",
+                    self.server.read_timeout.as_ref(),
+                    Duration::from_secs(30),
+                )?,
+            )?,
         };
         let alarm = AlarmConfig {
             notify_url: self

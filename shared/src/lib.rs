@@ -9,6 +9,8 @@ pub mod aws;
 pub mod config;
 #[cfg(feature = "embedded")]
 pub mod embedded;
+#[doc(hidden)]
+pub mod failpoint;
 pub mod handlers;
 pub mod machine;
 pub mod metrics;

@@ -139,6 +139,7 @@ impl Machine {
                 return Ok(Outcome::NotDue(Duration::from_millis(wait)));
             }
         };
+        crate::failpoint!("after_claim");
         let Some(source) = self.sources.get(key.source.as_str()).cloned() else {
             let error = "the source is no longer configured".to_owned();
             return self.settle_dead(event, &token, error).await;
@@ -171,6 +172,7 @@ impl Machine {
             ))),
         };
         let took = started.elapsed();
+        crate::failpoint!("after_handler_before_settle");
         match result {
             Ok(()) => {
                 if !source.handler.settles_on_success() {
@@ -181,6 +183,7 @@ impl Machine {
                         return Ok(self.lease_lost(&event));
                     }
                 }
+                crate::failpoint!("after_settle");
                 self.metrics
                     .completed(source.index, took, now_ms().saturating_sub(event.received_at));
                 tracing::debug!(source = %key.source, event_id = %key.event_id, "completed");

@@ -207,6 +207,7 @@ async fn accept(
         };
         return Err(Rejection::Signature(reason));
     }
+    crate::failpoint!("after_verify");
     if let Some(answer) = source.scheme.handshake(&body) {
         tracing::info!("answered a handshake; nothing stored");
         return Ok((StatusCode::OK, Json(answer)).into_response());
@@ -243,7 +244,9 @@ async fn accept(
     match created {
         Created::New => {
             r.metrics.accepted(source.index);
+            crate::failpoint!("after_write_before_enqueue");
             enqueue(r, &key).await;
+            crate::failpoint!("after_enqueue_before_answer");
             tracing::debug!("accepted");
             Ok(Json(json!({"status": "accepted", "event_id": key.event_id})).into_response())
         }

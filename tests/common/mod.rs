@@ -107,6 +107,27 @@ impl App {
         self.child.as_ref().expect("the server is not running").id()
     }
 
+    /// Sets (or, with `None`, removes) a variable of the server's environment for its next start.
+    pub fn set_env(&mut self, name: &str, value: Option<&str>) {
+        self.env.retain(|(k, _)| k != name);
+        if let Some(value) = value {
+            self.env.push((name.to_owned(), value.to_owned()));
+        }
+    }
+
+    /// Whether the server process has exited on its own (a crash): then it is reaped and forgotten, ready for
+    /// [`App::restart`].
+    pub fn has_exited(&mut self) -> bool {
+        let exited = self
+            .child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(Some(_))));
+        if exited {
+            self.child = None;
+        }
+        exited
+    }
+
     /// Everything the server processes of this app wrote on stderr so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log_path).unwrap_or_default()

@@ -116,7 +116,7 @@ pub async fn serve(
         ledger: shared,
         queue: queue.clone(),
         metrics,
-        read_timeout: Duration::from_secs(30),
+        read_timeout: config.server.read_timeout,
     });
     let listener = TcpListener::bind(config.server.listen)
         .await

@@ -38,3 +38,16 @@ export AWS_ENDPOINT_URL="http://127.0.0.1:$port" AWS_ACCESS_KEY_ID=test AWS_SECR
 export AWS_REGION=us-east-1 INBOX_REQUIRE_AWS=1
 
 cargo test --workspace --locked
+
+# The deployment: the template linted (cfn-lint, checkov, sam validate), and the four functions built as the
+# Lambda zips that deploy (cargo-lambda from pip; release, x86_64).
+bash infra/lint.sh
+CARGO_LAMBDA_VERSION=1.9.2
+if [ "$(.venv/bin/pip show cargo-lambda 2>/dev/null | sed -n 's/^Version: //p')" != "$CARGO_LAMBDA_VERSION" ]; then
+  .venv/bin/pip install --quiet --disable-pip-version-check "cargo-lambda==$CARGO_LAMBDA_VERSION"
+fi
+PATH="$PWD/.venv/bin:$PATH" cargo lambda build --release --locked --output-format zip \
+  -p receiver -p processor -p alarm -p sweeper
+for f in receiver processor alarm sweeper; do
+  printf 'lambda zip %-10s %s bytes\n' "$f" "$(stat -c %s "target/lambda/$f/bootstrap.zip")"
+done

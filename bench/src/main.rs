@@ -1,0 +1,453 @@
+//! `cargo run --release -p bench -- [--quick]`: the benchmark suite (issue 6). Measures, in one run on this
+//! machine, a bare axum ceiling, `inbox serve` accepting signed distinct events, end to end through `forward` to
+//! a local sink, the duplicate path, and the AWS path's calls, write units, zip sizes, cold starts and cost.
+//! Every load loop is bounded in count and time and talks to 127.0.0.1 only. See BENCHMARKS.md.
+
+mod aws;
+mod load;
+mod proc;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use axum::http::StatusCode;
+use axum::routing::post;
+use axum::Router;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::net::TcpListener;
+use tokio::process::{Child, Command};
+
+use load::{EventGen, Stats};
+
+/// The secret the bench's Stripe source verifies with (never a real one).
+pub const SECRET: &str = "whsec_bench_secret";
+/// Connections of the closed-loop load (keep-alive).
+const CONNS: usize = 64;
+
+pub struct Opts {
+    pub quick: bool,
+    pub rounds: usize,
+    pub round_secs: f64,
+    pub e2e_events: u64,
+    pub root: PathBuf,
+    /// Where this binary is: the release `inbox`, `bench-hello` and the functions' binaries are looked up here
+    /// first (the same target directory), then in `target/release`.
+    pub bin_dir: PathBuf,
+}
+
+impl Opts {
+    pub fn binary(&self, name: &str) -> PathBuf {
+        let here = self.bin_dir.join(name);
+        if here.exists() {
+            here
+        } else {
+            self.root.join("target/release").join(name)
+        }
+    }
+}
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--ceiling-server") {
+        return ceiling_server();
+    }
+    let quick = args.iter().any(|a| a == "--quick");
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .context("bench/ has a parent")?
+        .to_path_buf();
+    let opts = Opts {
+        quick,
+        rounds: if quick { 2 } else { 5 },
+        round_secs: if quick { 1.5 } else { 4.0 },
+        e2e_events: if quick { 3_000 } else { 20_000 },
+        root,
+        bin_dir: std::env::current_exe()?
+            .parent()
+            .context("the binary's directory")?
+            .to_path_buf(),
+    };
+    // The AWS emulator's address goes into the environment before any thread starts, as ./test.sh exports it.
+    let moto_port = aws::prepare_env();
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    rt.block_on(run(opts, moto_port))
+}
+
+/// The ceiling: a bare axum HTTP/1 server answering 200 to a POST, in its own process like `inbox serve`.
+fn ceiling_server() -> Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    rt.block_on(async {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        println!("listening on http://{}", listener.local_addr()?);
+        let app = Router::new().route("/webhooks/{source}", post(|| async { StatusCode::OK }));
+        axum::serve(listener, app).await?;
+        Ok(())
+    })
+}
+
+/// One row of the printed table.
+pub struct Row {
+    pub name: String,
+    pub value: String,
+    pub goal: String,
+}
+
+fn row(rows: &mut Vec<Row>, name: &str, value: String, goal: &str) {
+    println!("  {name:<44} {value}");
+    rows.push(Row {
+        name: name.to_owned(),
+        value,
+        goal: goal.to_owned(),
+    });
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+async fn run(opts: Opts, moto_port: Option<u16>) -> Result<()> {
+    let started = Instant::now();
+    let mut rows = Vec::new();
+    println!(
+        "# webhook-inbox benchmarks ({})",
+        if opts.quick { "--quick" } else { "full" }
+    );
+    println!("{}", proc::machine());
+    println!(
+        "rounds: {} (medians shown), closed loop {} s a round at {CONNS} keep-alive connections",
+        opts.rounds, opts.round_secs
+    );
+
+    let inbox = opts.binary("inbox");
+    println!("inbox binary: {}", inbox.display());
+    if !inbox.exists() {
+        bail!(
+            "{} is missing: run `cargo build --release -p webhook-inbox` first",
+            inbox.display()
+        );
+    }
+    let round = Duration::from_secs_f64(opts.round_secs);
+
+    // 1. Ceiling.
+    let ceiling = {
+        let exe = std::env::current_exe()?;
+        let mut child = Command::new(exe)
+            .arg("--ceiling-server")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()?;
+        let addr = listening(&mut child, "listening on http://").await?;
+        let gen = Arc::new(EventGen::new("ceil"));
+        let mut rates = Vec::new();
+        for _ in 0..opts.rounds {
+            let s = load::closed_loop(addr, CONNS, round, u64::MAX, gen.clone().fresh()).await;
+            rates.push(s.rate());
+        }
+        let _ = child.start_kill();
+        median(rates)
+    };
+    println!("\n## 1. ceiling (bare axum HTTP/1, 200 to a POST)");
+    row(&mut rows, "ceiling: requests/s", format!("{ceiling:.0}"), "-");
+
+    // 2. Accept.
+    println!("\n## 2. accept (`inbox serve`, handler log, every 200 durable: SQLite WAL synchronous=FULL, committed before the answer)");
+    let accept = {
+        let server = InboxServer::start(&inbox, "{ kind = \"log\" }").await?;
+        let gen = Arc::new(EventGen::new("acc"));
+        let (mut rates, mut p50, mut p99, mut cpu, mut non200) = (vec![], vec![], vec![], vec![], 0u64);
+        for _ in 0..opts.rounds {
+            let c0 = proc::cpu_seconds(server.pid)?;
+            let s = load::closed_loop(server.addr, CONNS, round, u64::MAX, gen.clone().fresh()).await;
+            let c1 = proc::cpu_seconds(server.pid)?;
+            non200 += s.non200();
+            rates.push(s.rate());
+            p50.push(s.percentile_ms(50.0));
+            p99.push(s.percentile_ms(99.0));
+            cpu.push((c1 - c0) / s.ok.max(1) as f64 * 1e6);
+        }
+        let rate = median(rates);
+        // Let the workers drain what was accepted before reading the peak memory.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let hwm = proc::vm_hwm_mib(server.pid)?;
+        server.stop().await;
+        // p99 at half the measured max rate, open loop (latency from each request's scheduled time), on a fresh
+        // server so that no backlog of the closed-loop rounds is still being processed meanwhile.
+        let server = InboxServer::start(&inbox, "{ kind = \"log\" }").await?;
+        let mut half_p99 = Vec::new();
+        let mut half_rate = Vec::new();
+        for _ in 0..opts.rounds {
+            let s = load::open_loop(server.addr, CONNS, rate / 2.0, round, gen.clone().fresh()).await;
+            non200 += s.non200();
+            half_p99.push(s.percentile_ms(99.0));
+            half_rate.push(s.rate());
+        }
+        server.stop().await;
+        let (p50, p99, cpu, half_p99, half_rate) = (
+            median(p50),
+            median(p99),
+            median(cpu),
+            median(half_p99),
+            median(half_rate),
+        );
+        row(
+            &mut rows,
+            "accept: events/s",
+            format!("{rate:.0} ({:.0}% of ceiling)", rate / ceiling * 100.0),
+            ">= 25% of ceiling",
+        );
+        row(
+            &mut rows,
+            "accept: p50 / p99 latency (closed loop)",
+            format!("{p50:.2} ms / {p99:.2} ms"),
+            "-",
+        );
+        row(
+            &mut rows,
+            "accept: p99 at half max rate (open loop)",
+            format!("{half_p99:.2} ms at {half_rate:.0}/s"),
+            "< 10 ms",
+        );
+        row(
+            &mut rows,
+            "accept: server CPU per event",
+            format!("{cpu:.0} us"),
+            "-",
+        );
+        row(
+            &mut rows,
+            "accept: peak memory (VmHWM)",
+            format!("{hwm:.1} MiB"),
+            "< 64 MiB",
+        );
+        row(
+            &mut rows,
+            "accept: answers other than 200",
+            format!("{non200}"),
+            "0",
+        );
+        (rate, p99, half_p99, hwm)
+    };
+    let _ = accept;
+
+    // 3 and 4. End to end, then the duplicate path.
+    println!("\n## 3. end to end (accepted, forwarded to a local sink, COMPLETED) and 4. duplicates");
+    {
+        let sink = Sink::start().await?;
+        let handler = format!(
+            "{{ kind = \"forward\", url = \"http://{}/sink\", timeout = \"10s\" }}",
+            sink.addr
+        );
+        let server = InboxServer::start(&inbox, &handler).await?;
+        let (mut e2e, mut accept_rates, mut dup, mut non200) = (vec![], vec![], vec![], 0u64);
+        let mut spans = Vec::new();
+        let limit = Duration::from_secs(180);
+        for r in 0..opts.rounds {
+            let gen = Arc::new(EventGen::new(&format!("e2e{r}")));
+            let before = sink.count();
+            let t0 = Instant::now();
+            let s = load::closed_loop(server.addr, CONNS, limit, opts.e2e_events, gen.clone()).await;
+            non200 += s.non200();
+            accept_rates.push(s.rate());
+            let target = before + s.ok;
+            let done = loop {
+                if sink.count() >= target {
+                    break Some(t0.elapsed());
+                }
+                if t0.elapsed() > limit {
+                    break None;
+                }
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            };
+            let Some(done) = done else {
+                println!(
+                    "  round {r}: not all completed within {limit:?} ({} of {})",
+                    sink.count() - before,
+                    s.ok
+                );
+                continue;
+            };
+            e2e.push(s.ok as f64 / done.as_secs_f64());
+            spans.push(done.as_secs_f64());
+            // 4. The same events again (re-signed now): every answer is a duplicate of a COMPLETED event.
+            let d = load::closed_loop(server.addr, CONNS, limit, opts.e2e_events, gen.clone()).await;
+            non200 += d.non200();
+            dup.push(d.rate());
+        }
+        let hwm = proc::vm_hwm_mib(server.pid)?;
+        server.stop().await;
+        row(
+            &mut rows,
+            &format!("end to end: events/s ({} events)", opts.e2e_events),
+            format!("{:.0}", median(e2e)),
+            ">= 10,000/s",
+        );
+        row(
+            &mut rows,
+            "end to end: first request to last COMPLETED",
+            format!(
+                "{:.2} s (accepting alone: {:.0}/s)",
+                median(spans),
+                median(accept_rates)
+            ),
+            "-",
+        );
+        row(
+            &mut rows,
+            "duplicates: answers/s",
+            format!("{:.0}", median(dup)),
+            "-",
+        );
+        row(
+            &mut rows,
+            "end to end: peak memory (VmHWM)",
+            format!("{hwm:.1} MiB"),
+            "< 64 MiB",
+        );
+        row(
+            &mut rows,
+            "end to end + duplicates: answers other than 200",
+            format!("{non200}"),
+            "0",
+        );
+    }
+
+    // 5 and 6. The AWS path and its cost.
+    println!("\n## 5. AWS path");
+    aws::run(&opts, moto_port, &mut rows).await;
+
+    println!("\n## summary");
+    println!("| figure | value | goal |");
+    println!("| --- | --- | --- |");
+    for r in &rows {
+        println!("| {} | {} | {} |", r.name, r.value.replace('|', "/"), r.goal);
+    }
+    println!("\nbench took {:.0} s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// Reads the child's stdout until a line starting with `prefix` names the address.
+async fn listening(child: &mut Child, prefix: &str) -> Result<SocketAddr> {
+    let stdout = child.stdout.take().context("stdout piped")?;
+    let mut lines = BufReader::new(stdout).lines();
+    let line = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(line) = lines.next_line().await? {
+            if let Some(rest) = line.find(prefix).map(|i| &line[i + prefix.len()..]) {
+                return Ok::<_, anyhow::Error>(rest.trim().to_owned());
+            }
+        }
+        bail!("the server exited before listening")
+    })
+    .await
+    .context("the server did not listen within 30 s")??;
+    // Keep draining stdout so the child never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    Ok(line.parse()?)
+}
+
+/// A real `inbox serve` in a temporary data directory, one Stripe source.
+struct InboxServer {
+    child: Child,
+    addr: SocketAddr,
+    pid: u32,
+    _dir: tempfile::TempDir,
+}
+
+impl InboxServer {
+    async fn start(bin: &Path, handler: &str) -> Result<Self> {
+        let dir = tempfile::TempDir::new()?;
+        let config = dir.path().join("inbox.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[server]\nlisten = \"127.0.0.1:0\"\ndata_dir = \"{}\"\n\n\
+                 [sources.stripe]\nscheme = \"stripe\"\nsecrets = [\"env:BENCH_STRIPE_SECRET\"]\nhandler = {handler}\n",
+                dir.path().join("data").display()
+            ),
+        )?;
+        let mut child = Command::new(bin)
+            .arg("serve")
+            .arg("--config")
+            .arg(&config)
+            .env("BENCH_STRIPE_SECRET", SECRET)
+            .env("INBOX_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()?;
+        let pid = child.id().context("pid")?;
+        let addr = listening(&mut child, "inbox: listening on http://").await?;
+        Ok(Self {
+            child,
+            addr,
+            pid,
+            _dir: dir,
+        })
+    }
+
+    async fn stop(mut self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &self.pid.to_string()])
+            .status();
+        if tokio::time::timeout(Duration::from_secs(25), self.child.wait())
+            .await
+            .is_err()
+        {
+            let _ = self.child.start_kill();
+        }
+    }
+}
+
+/// The `forward` handler's destination: counts POSTs, answers 200.
+struct Sink {
+    addr: SocketAddr,
+    count: Arc<AtomicU64>,
+}
+
+impl Sink {
+    async fn start() -> Result<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let count = Arc::new(AtomicU64::new(0));
+        let c = count.clone();
+        let app = Router::new().route(
+            "/sink",
+            post(move |_body: bytes::Bytes| {
+                let c = c.clone();
+                async move {
+                    c.fetch_add(1, Ordering::Relaxed);
+                    StatusCode::OK
+                }
+            }),
+        );
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok(Self { addr, count })
+    }
+
+    fn count(&self) -> u64 {
+        self.count.load(Ordering::Relaxed)
+    }
+}
+
+impl Stats {
+    fn non200(&self) -> u64 {
+        self.errors
+            + self
+                .statuses
+                .iter()
+                .filter(|(s, _)| **s != 200)
+                .map(|(_, n)| n)
+                .sum::<u64>()
+    }
+}

@@ -5,8 +5,7 @@
 mod common;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -18,55 +17,6 @@ const EVENTS: usize = 2_000;
 const CONCURRENCY: usize = 32;
 /// The server is killed when the client has this many acknowledgements.
 const KILL_AT: [usize; 2] = [500, 1_300];
-
-struct Client {
-    ids: Vec<String>,
-    base: RwLock<String>,
-    signer: Signer,
-    next: AtomicUsize,
-    acked: AtomicUsize,
-    errors: AtomicUsize,
-    refused: AtomicUsize,
-    given_up: AtomicUsize,
-}
-
-/// One of the client's workers: takes the next event and sends it until some answer is a 2xx, across connection
-/// errors, refusals and restarts (as a webhook sender's retries do).
-async fn send_all(client: Arc<Client>, give_up_at: Instant) {
-    let http = reqwest::Client::builder()
-        .no_proxy()
-        .timeout(Duration::from_secs(5))
-        .build()
-        .expect("client");
-    loop {
-        let i = client.next.fetch_add(1, Ordering::SeqCst);
-        let Some(id) = client.ids.get(i) else { return };
-        let body = json!({"id": id, "n": i, "action": "opened"}).to_string();
-        loop {
-            let url = format!("{}/webhooks/{SOURCE}", client.base.read().expect("lock"));
-            let mut req = http
-                .post(url)
-                .header("content-type", "application/json")
-                .body(body.clone());
-            for (name, value) in client.signer.headers(body.as_bytes(), id, Some("push")) {
-                req = req.header(name, value);
-            }
-            match req.send().await {
-                Ok(resp) if resp.status().is_success() => {
-                    client.acked.fetch_add(1, Ordering::SeqCst);
-                    break;
-                }
-                Ok(_) => client.refused.fetch_add(1, Ordering::SeqCst),
-                Err(_) => client.errors.fetch_add(1, Ordering::SeqCst),
-            };
-            if Instant::now() > give_up_at {
-                client.given_up.fetch_add(1, Ordering::SeqCst);
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-}
 
 /// GIVEN a server forwarding to a counting sink, and a client sending 2,000 distinct events 32 at a time
 /// WHEN the server is SIGKILLed twice mid-stream and restarted on the same data dir each time
@@ -86,19 +36,15 @@ async fn sigkill_while_receiving_loses_nothing_and_stores_nothing_twice() {
     );
     let mut app = spawn_app(&config, &[("CRASH_SECRET", &secret)]);
     let run = rand_id("crash");
-    let client = Arc::new(Client {
-        ids: (0..EVENTS).map(|i| format!("{run}-{i:04}")).collect(),
-        base: RwLock::new(app.url()),
-        signer: Signer::new(Scheme::Github, &secret),
-        next: AtomicUsize::new(0),
-        acked: AtomicUsize::new(0),
-        errors: AtomicUsize::new(0),
-        refused: AtomicUsize::new(0),
-        given_up: AtomicUsize::new(0),
-    });
+    let client = Resender::new(
+        (0..EVENTS).map(|i| format!("{run}-{i:04}")).collect(),
+        app.url(),
+        SOURCE,
+        Signer::new(Scheme::Github, &secret),
+    );
     let give_up_at = Instant::now() + Duration::from_secs(40);
     let workers: Vec<_> = (0..CONCURRENCY)
-        .map(|_| tokio::spawn(send_all(client.clone(), give_up_at)))
+        .map(|_| tokio::spawn(client.clone().send_all(give_up_at)))
         .collect();
 
     // Kill mid-stream, restart on the same data dir (and port, if still free), twice.

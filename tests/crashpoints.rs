@@ -7,67 +7,15 @@
 mod common;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use common::*;
 use inbox_core::schemes::Scheme;
-use serde_json::json;
 
 const SOURCE: &str = "points";
 const EVENTS: usize = 200;
 const CONCURRENCY: usize = 8;
-
-struct Client {
-    ids: Vec<String>,
-    base: RwLock<String>,
-    signer: Signer,
-    next: AtomicUsize,
-    acked: AtomicUsize,
-    /// Sends that got no answer or a non-2xx one (each was sent again).
-    resent: AtomicUsize,
-    given_up: AtomicUsize,
-    done: AtomicUsize,
-}
-
-/// One of the client's workers: takes the next event and sends it until some answer is a 2xx, across connection
-/// errors and restarts (as a webhook sender's retries do).
-async fn send_all(client: Arc<Client>, give_up_at: Instant) {
-    let http = reqwest::Client::builder()
-        .no_proxy()
-        .timeout(Duration::from_secs(5))
-        .build()
-        .expect("client");
-    loop {
-        let i = client.next.fetch_add(1, Ordering::SeqCst);
-        let Some(id) = client.ids.get(i) else { break };
-        let body = json!({"id": id, "n": i, "action": "opened"}).to_string();
-        loop {
-            let url = format!("{}/webhooks/{SOURCE}", client.base.read().expect("lock"));
-            let mut req = http
-                .post(url)
-                .header("content-type", "application/json")
-                .body(body.clone());
-            for (name, value) in client.signer.headers(body.as_bytes(), id, Some("push")) {
-                req = req.header(name, value);
-            }
-            match req.send().await {
-                Ok(resp) if resp.status().is_success() => {
-                    client.acked.fetch_add(1, Ordering::SeqCst);
-                    break;
-                }
-                _ => client.resent.fetch_add(1, Ordering::SeqCst),
-            };
-            if Instant::now() > give_up_at {
-                client.given_up.fetch_add(1, Ordering::SeqCst);
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-    client.done.fetch_add(1, Ordering::SeqCst);
-}
 
 /// GIVEN a server forwarding to a counting sink that aborts at `point` on its `at`th pass
 /// WHEN a client sends 200 distinct events 8 at a time, and the server is restarted (without the fail point)
@@ -92,19 +40,15 @@ async fn crash_at(point: &str, at: u32) {
     // Only the first process is armed: every restart runs without the fail point.
     app.set_env("INBOX_FAILPOINT", None);
     let run = rand_id(point);
-    let client = Arc::new(Client {
-        ids: (0..EVENTS).map(|i| format!("{run}-{i:03}")).collect(),
-        base: RwLock::new(app.url()),
-        signer: Signer::new(Scheme::Github, &secret),
-        next: AtomicUsize::new(0),
-        acked: AtomicUsize::new(0),
-        resent: AtomicUsize::new(0),
-        given_up: AtomicUsize::new(0),
-        done: AtomicUsize::new(0),
-    });
+    let client = Resender::new(
+        (0..EVENTS).map(|i| format!("{run}-{i:03}")).collect(),
+        app.url(),
+        SOURCE,
+        Signer::new(Scheme::Github, &secret),
+    );
     let give_up_at = Instant::now() + Duration::from_secs(40);
     let workers: Vec<_> = (0..CONCURRENCY)
-        .map(|_| tokio::spawn(send_all(client.clone(), give_up_at)))
+        .map(|_| tokio::spawn(client.clone().send_all(give_up_at)))
         .collect();
 
     // Watch the server: when it dies, restart it on the same data dir (and port, if still free). Processing
@@ -186,7 +130,7 @@ async fn crash_at(point: &str, at: u32) {
     eprintln!(
         "crashpoint {armed}: {EVENTS} events, {crashes} crash(es), {} resends, {doubled} delivered twice, \
          0 lost, 0 stored twice; {:?}",
-        client.resent.load(Ordering::SeqCst),
+        client.resent(),
         started.elapsed()
     );
 }

@@ -708,3 +708,83 @@ async fn record(
         "sink",
     )
 }
+
+// ---------------------------------------------------------------------------------------------------------
+// A sender that retries: each event until some answer is a 2xx, across connection errors, refusals and restarts.
+
+/// Sends distinct signed GitHub-style events to `/webhooks/{source}`, `workers` at a time, each until a 2xx (as a
+/// webhook sender's retries do). `base` may be changed while it runs (a restarted server on a new port).
+pub struct Resender {
+    pub ids: Vec<String>,
+    pub base: std::sync::RwLock<String>,
+    source: String,
+    signer: Signer,
+    next: std::sync::atomic::AtomicUsize,
+    pub acked: std::sync::atomic::AtomicUsize,
+    pub errors: std::sync::atomic::AtomicUsize,
+    pub refused: std::sync::atomic::AtomicUsize,
+    pub given_up: std::sync::atomic::AtomicUsize,
+    pub done: std::sync::atomic::AtomicUsize,
+}
+
+impl Resender {
+    pub fn new(ids: Vec<String>, base: String, source: &str, signer: Signer) -> std::sync::Arc<Self> {
+        std::sync::Arc::new(Self {
+            ids,
+            base: std::sync::RwLock::new(base),
+            source: source.to_owned(),
+            signer,
+            next: Default::default(),
+            acked: Default::default(),
+            errors: Default::default(),
+            refused: Default::default(),
+            given_up: Default::default(),
+            done: Default::default(),
+        })
+    }
+
+    /// Sends that got no answer or a non-2xx one (each was sent again).
+    pub fn resent(&self) -> usize {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.errors.load(SeqCst) + self.refused.load(SeqCst)
+    }
+
+    /// One worker: takes the next event and sends it until some answer is a 2xx, or `give_up_at` passes.
+    pub async fn send_all(self: std::sync::Arc<Self>, give_up_at: Instant) {
+        use std::sync::atomic::Ordering::SeqCst;
+        let http = reqwest::Client::builder()
+            .no_proxy()
+            .timeout(Duration::from_secs(5))
+            .build()
+            .expect("client");
+        loop {
+            let i = self.next.fetch_add(1, SeqCst);
+            let Some(id) = self.ids.get(i) else { break };
+            let body = serde_json::json!({"id": id, "n": i, "action": "opened"}).to_string();
+            loop {
+                let url = format!("{}/webhooks/{}", self.base.read().expect("lock"), self.source);
+                let mut req = http
+                    .post(url)
+                    .header("content-type", "application/json")
+                    .body(body.clone());
+                for (name, value) in self.signer.headers(body.as_bytes(), id, Some("push")) {
+                    req = req.header(name, value);
+                }
+                match req.send().await {
+                    Ok(resp) if resp.status().is_success() => {
+                        self.acked.fetch_add(1, SeqCst);
+                        break;
+                    }
+                    Ok(_) => self.refused.fetch_add(1, SeqCst),
+                    Err(_) => self.errors.fetch_add(1, SeqCst),
+                };
+                if Instant::now() > give_up_at {
+                    self.given_up.fetch_add(1, SeqCst);
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        self.done.fetch_add(1, SeqCst);
+    }
+}

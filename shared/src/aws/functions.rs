@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use futures_util::future::join_all;
+use tracing::Instrument;
 
 use super::{emf, Runtime};
 use crate::adapters::sqs::{parse_pointer, sqs_seconds};
@@ -28,14 +29,19 @@ pub fn remaining(deadline_ms: u64) -> Duration {
 /// as failed, so SQS delivers it again then; the lease is the invocation's remaining time.
 pub async fn processor(rt: &Runtime, event: SqsEvent, deadline_ms: u64) -> SqsBatchResponse {
     let lease = remaining(deadline_ms);
-    let results = join_all(event.records.iter().map(|r| process_record(rt, r, lease))).await;
+    let handled = join_all(event.records.iter().map(|r| process_record(rt, r, lease))).await;
+    emf::flush(&rt.metrics);
+    partial_failures(&event.records, handled)
+}
+
+/// The batch answer: the records not handled are reported, so SQS redelivers those alone.
+fn partial_failures(records: &[SqsMessage], handled: Vec<bool>) -> SqsBatchResponse {
     let mut response = SqsBatchResponse::default();
-    for (record, ok) in event.records.iter().zip(results) {
+    for (record, ok) in records.iter().zip(handled) {
         if !ok {
             response.add_failure(record.message_id.clone().unwrap_or_default());
         }
     }
-    emf::flush(&rt.metrics);
     response
 }
 
@@ -48,8 +54,7 @@ async fn process_record(rt: &Runtime, record: &SqsMessage, lease: Duration) -> b
         return true;
     };
     let span = tracing::info_span!("process", source = %key.source, event_id = %key.event_id);
-    let _entered = span.enter();
-    let again = match rt.machine.process(&key, lease).await {
+    let again = match rt.machine.process(&key, lease).instrument(span).await {
         Ok(Outcome::Completed | Outcome::Dead | Outcome::Dropped(_)) => return true,
         Ok(Outcome::Retry(delay) | Outcome::NotDue(delay)) => delay,
         Err(e) => {
@@ -78,15 +83,9 @@ async fn process_record(rt: &Runtime, record: &SqsMessage, lease: Duration) -> b
 /// The alarm function (event source: the DLQ): each redriven event is marked DEAD (never over COMPLETED) and
 /// announced once.
 pub async fn dead_letters(rt: &Runtime, event: SqsEvent) -> SqsBatchResponse {
-    let results = join_all(event.records.iter().map(|r| bury_record(rt, r))).await;
-    let mut response = SqsBatchResponse::default();
-    for (record, ok) in event.records.iter().zip(results) {
-        if !ok {
-            response.add_failure(record.message_id.clone().unwrap_or_default());
-        }
-    }
+    let handled = join_all(event.records.iter().map(|r| bury_record(rt, r))).await;
     emf::flush(&rt.metrics);
-    response
+    partial_failures(&event.records, handled)
 }
 
 async fn bury_record(rt: &Runtime, record: &SqsMessage) -> bool {

@@ -12,6 +12,16 @@ use inbox_core::schemes::{Algorithm, Encoding, HmacParams, Identity, Key, Locato
 use inbox_core::time::parse_duration;
 use proptest::prelude::*;
 
+/// Cases per property in the suite, times `INBOX_PROPTEST_SCALE` (default 1): the longer documented run is
+/// `INBOX_PROPTEST_SCALE=100 cargo test --release -p inbox-core --test properties`.
+fn cases(base: u32) -> u32 {
+    let scale: u32 = std::env::var("INBOX_PROPTEST_SCALE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    base.saturating_mul(scale.max(1))
+}
+
 const CASES_RANDOM_REQUESTS: u32 = 3_000;
 const CASES_BYTE_FLIPS: u32 = 2_000;
 const CASES_DURATIONS: u32 = 3_000;
@@ -113,7 +123,7 @@ fn headers(pairs: &[(usize, Vec<u8>)]) -> HeaderMap {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(CASES_RANDOM_REQUESTS))]
+    #![proptest_config(ProptestConfig::with_cases(cases(CASES_RANDOM_REQUESTS)))]
 
     /// Random (and repeated) headers and bodies never panic `verify`, `identify` or `handshake`, under any key
     /// set (none, one, several), clock and tolerance; and random junk never verifies.
@@ -140,7 +150,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(CASES_BYTE_FLIPS))]
+    #![proptest_config(ProptestConfig::with_cases(cases(CASES_BYTE_FLIPS)))]
 
     /// A signature made by the scheme verifies, and the same request with any single body byte changed (any bit
     /// pattern) never does, for every scheme.
@@ -177,7 +187,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(CASES_DURATIONS))]
+    #![proptest_config(ProptestConfig::with_cases(cases(CASES_DURATIONS)))]
 
     /// Any text: `parse_duration` answers (never panics, never overflows).
     #[test]
@@ -221,7 +231,7 @@ fn tomlish() -> impl Strategy<Value = String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(CASES_CONFIGS))]
+    #![proptest_config(ProptestConfig::with_cases(cases(CASES_CONFIGS)))]
 
     /// Any TOML-ish text: `Config::from_toml` accepts it or names what is wrong; it never panics.
     #[test]
@@ -233,7 +243,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(CASES_EVENT_IDS))]
+    #![proptest_config(ProptestConfig::with_cases(cases(CASES_EVENT_IDS)))]
 
     /// `EventId::parse` takes exactly 1–256 bytes without control characters, and keeps them unchanged.
     #[test]

@@ -289,16 +289,21 @@ async fn poll_once(stack: &Stack, wait: i32) -> usize {
         .iter()
         .filter(|r| !failed.contains(r.message_id.as_ref().unwrap()))
     {
-        stack
-            .sqs
-            .delete_message()
-            .queue_url(&stack.rt.resources.queue_url)
-            .receipt_handle(r.receipt_handle.clone().unwrap())
-            .send()
-            .await
-            .unwrap();
+        delete(stack, r).await;
     }
     n
+}
+
+/// Deletes a received message from the work queue, as the event source mapping does after a success.
+async fn delete(stack: &Stack, record: &SqsMessage) {
+    stack
+        .sqs
+        .delete_message()
+        .queue_url(&stack.rt.resources.queue_url)
+        .receipt_handle(record.receipt_handle.clone().unwrap())
+        .send()
+        .await
+        .unwrap();
 }
 
 async fn status_of(stack: &Stack, id: &str) -> Option<(Status, u32)> {
@@ -721,14 +726,7 @@ async fn poll_twice(stack: &Stack) -> usize {
             .any(|f| Some(&f.item_identifier) == r.message_id.as_ref())
     };
     for r in records.iter().filter(|r| !(failed(r, &a) && failed(r, &b))) {
-        stack
-            .sqs
-            .delete_message()
-            .queue_url(&stack.rt.resources.queue_url)
-            .receipt_handle(r.receipt_handle.clone().unwrap())
-            .send()
-            .await
-            .unwrap();
+        delete(stack, r).await;
     }
     records.len()
 }
@@ -1173,14 +1171,7 @@ async fn crash_after_claim_is_finished_by_the_sweeper() {
     let stack = crash_stack(&sdk, &crasher).await;
     let records = crash_one(&stack, &crasher, "evt_crash_claim").await;
     for r in &records {
-        stack
-            .sqs
-            .delete_message()
-            .queue_url(&stack.rt.resources.queue_url)
-            .receipt_handle(r.receipt_handle.clone().unwrap())
-            .send()
-            .await
-            .unwrap();
+        delete(&stack, r).await;
     }
     // While the lease holds, the sweeper leaves it alone.
     assert_eq!(functions::sweeper(&stack.rt).await.unwrap().enqueued(), 0);

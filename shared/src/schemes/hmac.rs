@@ -22,7 +22,14 @@ pub(super) fn verify(
 }
 
 pub(super) fn identify(params: &HmacParams, headers: &HeaderMap, body: &[u8]) -> Result<Identity, IdError> {
-    let body = Body::new(body);
+    let pointers: Vec<&str> = [Some(&params.id), params.event_type.as_ref()]
+        .into_iter()
+        .filter_map(|locator| match locator {
+            Some(Locator::Json(pointer)) => Some(pointer.as_str()),
+            _ => None,
+        })
+        .collect();
+    let body = Body::new(body, &pointers);
     let event_id = match &params.id {
         Locator::Header(name) => match header_text(headers, name)? {
             Some(value) => valid_id(&format!("header {name}"), value)?,

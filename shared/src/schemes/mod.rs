@@ -6,6 +6,7 @@
 
 mod github;
 mod hmac;
+mod json;
 mod shopify;
 mod slack;
 mod standard;
@@ -500,32 +501,42 @@ fn type_from_header(headers: &HeaderMap, name: &HeaderName) -> Result<Option<Str
     }
 }
 
-/// The body, parsed as JSON at most once and only if asked.
+/// The body, read as JSON at most once and only if asked, for the pointers named up front.
 struct Body<'a> {
     raw: &'a [u8],
-    json: OnceCell<Option<serde_json::Value>>,
+    pointers: &'a [&'a str],
+    found: OnceCell<Option<Vec<Option<json::Leaf>>>>,
 }
 
 impl<'a> Body<'a> {
-    fn new(raw: &'a [u8]) -> Self {
+    /// `pointers`: every JSON pointer the caller may ask for, so that one pass over the body finds them all.
+    fn new(raw: &'a [u8], pointers: &'a [&'a str]) -> Self {
         Body {
             raw,
-            json: OnceCell::new(),
+            pointers,
+            found: OnceCell::new(),
         }
     }
 
-    fn json(&self) -> Result<&serde_json::Value, IdError> {
-        self.json
-            .get_or_init(|| serde_json::from_slice(self.raw).ok())
+    /// What `pointer` finds; `Err` if the body is not JSON.
+    fn leaf(&self, pointer: &str) -> Result<Option<json::Leaf>, IdError> {
+        let Some(i) = self.pointers.iter().position(|p| *p == pointer) else {
+            // Not named up front: a pass of its own.
+            let mut found = json::at_pointers(self.raw, &[pointer]).map_err(|_| IdError::MalformedBody)?;
+            return Ok(found.pop().flatten());
+        };
+        let found = self
+            .found
+            .get_or_init(|| json::at_pointers(self.raw, self.pointers).ok())
             .as_ref()
-            .ok_or(IdError::MalformedBody)
+            .ok_or(IdError::MalformedBody)?;
+        Ok(found.get(i).cloned().flatten())
     }
 
     /// The text at a JSON pointer: a string, or a number as its decimal text; `None` if absent or another type.
     fn text_at(&self, pointer: &str) -> Result<Option<String>, IdError> {
-        Ok(match self.json()?.pointer(pointer) {
-            Some(serde_json::Value::String(s)) => Some(s.clone()),
-            Some(serde_json::Value::Number(n)) => Some(n.to_string()),
+        Ok(match self.leaf(pointer)? {
+            Some(json::Leaf::String(s) | json::Leaf::Number(s)) => Some(s),
             _ => None,
         })
     }
@@ -549,10 +560,8 @@ impl<'a> Body<'a> {
 
     /// Like `type_at`, but only a JSON string counts.
     fn string_type_at(&self, pointer: &str) -> Result<Option<String>, IdError> {
-        match self.json().map(|json| json.pointer(pointer)) {
-            Ok(Some(serde_json::Value::String(value))) => {
-                valid_type(&format!("json {pointer}"), value.clone())
-            }
+        match self.leaf(pointer) {
+            Ok(Some(json::Leaf::String(value))) => valid_type(&format!("json {pointer}"), value),
             _ => Ok(None),
         }
     }

@@ -3,6 +3,7 @@
 
 use http::{HeaderMap, HeaderName};
 
+use super::json::Leaf;
 use super::{
     decode, header_first, header_values, mac, verify_mac, Algorithm, Body, Clock, Encoding, IdError,
     Identity, Key, VerifyError,
@@ -35,7 +36,7 @@ pub(super) fn verify(
 }
 
 pub(super) fn identify(body: &[u8]) -> Result<Identity, IdError> {
-    let body = Body::new(body);
+    let body = Body::new(body, &["/event_id", "/type"]);
     Ok(Identity {
         event_id: body.id_at("/event_id")?,
         event_type: body.type_at("/type")?,
@@ -44,11 +45,13 @@ pub(super) fn identify(body: &[u8]) -> Result<Identity, IdError> {
 
 /// `{"type":"url_verification","challenge":C}` -> `{"challenge":C}`.
 pub(super) fn handshake(body: &[u8]) -> Option<serde_json::Value> {
-    let json: serde_json::Value = serde_json::from_slice(body).ok()?;
-    if json.get("type")?.as_str()? != "url_verification" {
+    let found = super::json::at_pointers(body, &["/type", "/challenge"]).ok()?;
+    let [Some(Leaf::String(kind)), Some(Leaf::String(challenge))] = found.as_slice() else {
+        return None;
+    };
+    if kind != "url_verification" {
         return None;
     }
-    let challenge = json.get("challenge")?.as_str()?;
     Some(serde_json::json!({ "challenge": challenge }))
 }
 

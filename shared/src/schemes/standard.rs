@@ -67,7 +67,7 @@ pub(super) fn verify(
 pub(super) fn identify(names: &Names, headers: &HeaderMap, body: &[u8]) -> Result<Identity, IdError> {
     Ok(Identity {
         event_id: id_from_header(headers, &names.id)?,
-        event_type: Body::new(body).string_type_at("/type")?,
+        event_type: Body::new(body, &["/type"]).string_type_at("/type")?,
     })
 }
 

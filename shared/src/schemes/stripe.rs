@@ -46,7 +46,7 @@ pub(super) fn verify(
 }
 
 pub(super) fn identify(body: &[u8]) -> Result<Identity, IdError> {
-    let body = Body::new(body);
+    let body = Body::new(body, &["/id", "/type"]);
     Ok(Identity {
         event_id: body.id_at("/id")?,
         event_type: body.type_at("/type")?,

@@ -540,6 +540,28 @@ async fn list_filters_by_status_and_source(store: &dyn Store) {
 
 // SQLite only: what the embedded runtime does beyond the port.
 
+/// Commits only append to the WAL; the checkpointer thread, not the writer, copies them into the database file
+/// soon after (the writer's own checkpoint waits for thousands of pages, far more than this test writes).
+#[tokio::test]
+async fn sqlite_checkpoints_in_the_background() {
+    let dir = tempfile::tempdir().unwrap();
+    let l = open_sqlite(&dir, LONG);
+    let db = dir.path().join("inbox.db");
+    let before = std::fs::metadata(&db).unwrap().len();
+    for i in 0..100 {
+        l.create(new_event(&format!("e{i}"), &"x".repeat(2000)))
+            .await
+            .unwrap();
+    }
+    let grown = eventually(
+        || async { std::fs::metadata(&db).unwrap().len() },
+        |len| *len > before + 100 * 2000,
+    )
+    .await;
+    assert!(grown > before + 100 * 2000, "{before} -> {grown}");
+    assert_eq!(l.list(&all(1000)).await.unwrap().len(), 100);
+}
+
 #[tokio::test]
 async fn sqlite_purges_completed_events_past_retention() {
     let dir = tempfile::tempdir().unwrap();

@@ -16,6 +16,11 @@ use crate::time::{ms, now_ms};
 
 /// Operations committed together at most.
 const MAX_BATCH: usize = 512;
+/// How often, at most, the checkpointer thread copies committed WAL frames into the database file.
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(5);
+/// WAL pages past which the writer checkpoints inline (SQLite's autocheckpoint), should the checkpointer thread
+/// fall behind; below it the writer never does.
+const INLINE_CHECKPOINT_PAGES: u32 = 8192;
 /// A FAILED event may be claimed this much before its `next_attempt_at` (clock slop between writers).
 const DUE_SLACK_MS: i64 = 250;
 
@@ -90,10 +95,25 @@ impl SqliteLedger {
         }
         conn.execute_batch("PRAGMA synchronous=FULL;").map_err(sql)?;
         conn.execute_batch(SCHEMA).map_err(sql)?;
+        conn.pragma_update(None, "wal_autocheckpoint", INLINE_CHECKPOINT_PAGES)
+            .map_err(sql)?;
+        // Checkpoints (copying the WAL into the database file, and its fsync) run on a thread and connection of
+        // their own, so commits, and the answers waiting on them, do not stall behind them.
+        let checkpoints = Connection::open(&path).map_err(sql)?;
+        checkpoints.busy_timeout(Duration::from_secs(10)).map_err(sql)?;
+        // FULL: the database file is fsynced before the WAL frames it took are counted as copied (and reused).
+        checkpoints
+            .execute_batch("PRAGMA synchronous=FULL;")
+            .map_err(sql)?;
+        let (committed, ticks) = std::sync::mpsc::sync_channel::<()>(1);
+        std::thread::Builder::new()
+            .name("inbox-sqlite-checkpoint".into())
+            .spawn(move || checkpointer(checkpoints, ticks))
+            .map_err(|e| StoreError::Unavailable(format!("cannot start the checkpoint thread: {e}")))?;
         let (jobs, rx) = mpsc::channel(max_pending.max(1));
         std::thread::Builder::new()
             .name("inbox-sqlite-writer".into())
-            .spawn(move || writer(conn, rx))
+            .spawn(move || writer(conn, rx, committed))
             .map_err(|e| StoreError::Unavailable(format!("cannot start the writer thread: {e}")))?;
         Ok(Self {
             jobs,
@@ -206,7 +226,7 @@ fn sql(e: rusqlite::Error) -> StoreError {
 }
 
 /// The writer: take what is waiting (up to a batch), run it in one transaction, commit (fsync), then answer.
-fn writer(conn: Connection, mut rx: mpsc::Receiver<Job>) {
+fn writer(conn: Connection, mut rx: mpsc::Receiver<Job>, committed: std::sync::mpsc::SyncSender<()>) {
     let mut batch: Vec<Job> = Vec::with_capacity(MAX_BATCH);
     let mut replies: Vec<Reply> = Vec::with_capacity(MAX_BATCH);
     while let Some(first) = rx.blocking_recv() {
@@ -229,22 +249,41 @@ fn writer(conn: Connection, mut rx: mpsc::Receiver<Job>) {
         }
         for job in batch.drain(..) {
             // A savepoint per operation: one failing operation leaves the others of the batch intact.
-            let _ = conn.execute_batch("SAVEPOINT op");
+            let _ = run(&conn, "SAVEPOINT op");
             let (ok, reply) = job(&conn, now);
             if !ok {
-                let _ = conn.execute_batch("ROLLBACK TO op");
+                let _ = run(&conn, "ROLLBACK TO op");
             }
-            let _ = conn.execute_batch("RELEASE op");
+            let _ = run(&conn, "RELEASE op");
             replies.push(reply);
         }
-        let committed = conn.execute_batch("COMMIT").map_err(sql);
-        if committed.is_err() {
+        let done = conn.execute_batch("COMMIT").map_err(sql);
+        if done.is_err() {
             let _ = conn.execute_batch("ROLLBACK");
         }
         for reply in replies.drain(..) {
-            reply(committed.as_ref().map(|_| ()).map_err(clone_err));
+            reply(done.as_ref().map(|_| ()).map_err(clone_err));
+        }
+        // Full means a tick is already waiting: the checkpointer will see this commit too.
+        let _ = committed.try_send(());
+    }
+}
+
+/// Copies committed WAL frames into the database file at most every [`CHECKPOINT_EVERY`] while commits come in;
+/// ends with the writer. PASSIVE: it never blocks the writer; a WAL wholly copied is written again from its start
+/// by the writer's next transaction.
+fn checkpointer(conn: Connection, ticks: std::sync::mpsc::Receiver<()>) {
+    while ticks.recv().is_ok() {
+        std::thread::sleep(CHECKPOINT_EVERY);
+        if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+            tracing::warn!(error = %e, "checkpoint failed; the next one will try again");
         }
     }
+}
+
+/// A statement without parameters or rows, prepared once.
+fn run(conn: &Connection, sql: &str) -> rusqlite::Result<usize> {
+    conn.prepare_cached(sql)?.execute([])
 }
 
 fn clone_err(e: &StoreError) -> StoreError {

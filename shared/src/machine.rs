@@ -128,6 +128,18 @@ impl Machine {
 
     /// Claims, runs and settles one event. `lease` is how long this worker may still run.
     pub async fn process(&self, key: &EventKey, lease: Duration) -> Result<Outcome, StoreError> {
+        self.process_then(key, lease, || {}).await
+    }
+
+    /// [`Machine::process`], calling `handler_done` once the handler has returned, before its outcome is
+    /// written (or dropping it uncalled where no handler runs). `inbox serve` frees the handler's worker slot
+    /// there, so the next handler starts while this event's settle waits for its commit.
+    pub async fn process_then(
+        &self,
+        key: &EventKey,
+        lease: Duration,
+        handler_done: impl FnOnce() + Send,
+    ) -> Result<Outcome, StoreError> {
         let token = format!("{}:{:016x}", self.owner, rand::random::<u64>());
         let event = match self.ledger.claim(key, &token, lease).await? {
             Claim::Claimed(event) => *event,
@@ -172,6 +184,7 @@ impl Machine {
             ))),
         };
         let took = started.elapsed();
+        handler_done();
         crate::failpoint!("after_handler_before_settle");
         match result {
             Ok(()) => {

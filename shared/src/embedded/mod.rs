@@ -146,7 +146,7 @@ pub async fn serve(
     Ok(())
 }
 
-/// Takes pointers off the queue and runs each through the machine, `workers` at a time.
+/// Takes pointers off the queue and runs each through the machine, at most `workers` handlers at a time.
 async fn run_workers(
     machine: Arc<Machine>,
     queue: Arc<InProcessQueue>,
@@ -169,9 +169,10 @@ async fn run_workers(
         let Some(key) = key else { break };
         let (machine, queue) = (machine.clone(), queue.clone());
         running.spawn(async move {
-            let _permit = permit;
             let lease = machine.lease_for(&key);
-            let again = match machine.process(&key, lease).await {
+            // The slot is free again as soon as the handler returns (or if none runs): the settle's commit
+            // need not hold it.
+            let again = match machine.process_then(&key, lease, move || drop(permit)).await {
                 Ok(Outcome::Retry(delay) | Outcome::NotDue(delay)) => Some(delay),
                 Ok(_) => None,
                 Err(e) => {

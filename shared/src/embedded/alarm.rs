@@ -4,16 +4,17 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::handlers::HttpClient;
 use crate::machine::{dead_summary, Alarm};
 use crate::model::Event;
 
 pub struct NotifyUrl {
-    client: reqwest::Client,
+    client: HttpClient,
     url: Option<reqwest::Url>,
 }
 
 impl NotifyUrl {
-    pub fn new(client: reqwest::Client, url: Option<reqwest::Url>) -> Self {
+    pub fn new(client: HttpClient, url: Option<reqwest::Url>) -> Self {
         Self { client, url }
     }
 }
@@ -26,6 +27,7 @@ impl Alarm for NotifyUrl {
         };
         let resp = self
             .client
+            .get()
             .post(url.clone())
             .timeout(Duration::from_secs(10))
             .header("content-type", "application/json")

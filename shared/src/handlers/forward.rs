@@ -3,19 +3,19 @@ use std::time::Duration;
 use async_trait::async_trait;
 use reqwest::StatusCode;
 
-use super::{Handler, HandlerError};
+use super::{Handler, HandlerError, HttpClient};
 use crate::model::Event;
 
 /// POSTs the original body and content type to a URL. 2xx is done; 408, 425, 429, 5xx, connection errors and
 /// timeouts are retryable; any other status is permanent.
 pub struct Forward {
-    client: reqwest::Client,
+    client: HttpClient,
     url: reqwest::Url,
     timeout: Duration,
 }
 
 impl Forward {
-    pub fn new(client: reqwest::Client, url: reqwest::Url, timeout: Duration) -> Self {
+    pub fn new(client: HttpClient, url: reqwest::Url, timeout: Duration) -> Self {
         Self { client, url, timeout }
     }
 }
@@ -35,6 +35,7 @@ impl Handler for Forward {
             .map_or("application/octet-stream", |(_, v)| v.as_str());
         let result = self
             .client
+            .get()
             .post(self.url.clone())
             .timeout(self.timeout)
             .header("content-type", content_type)

@@ -2,7 +2,7 @@
 //! [`Handler`] and are registered by name.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 
@@ -44,12 +44,12 @@ pub enum HandlerError {
 /// Builds each source's handler from its config; custom handlers are looked up by name.
 #[derive(Clone)]
 pub struct Registry {
-    client: reqwest::Client,
+    client: HttpClient,
     custom: HashMap<String, Arc<dyn Handler>>,
 }
 
 impl Registry {
-    pub fn new(client: reqwest::Client) -> Self {
+    pub fn new(client: HttpClient) -> Self {
         Self {
             client,
             custom: HashMap::new(),
@@ -79,12 +79,25 @@ impl Registry {
 }
 
 /// The HTTP client handlers and alarms share: no redirects (a webhook is not a page), no proxy from the
-/// environment, rustls.
-pub fn http_client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .no_proxy()
-        .pool_max_idle_per_host(64)
-        .build()
-        .unwrap_or_else(|_| reqwest::Client::new())
+/// environment, rustls. Built on first use: building it loads the platform's TLS roots (milliseconds of file
+/// reads and parsing), which a process that never sends, like the receiver Lambda, should not pay at start.
+/// Clones share one client and its connection pool.
+#[derive(Clone, Default)]
+pub struct HttpClient(Arc<OnceLock<reqwest::Client>>);
+
+impl HttpClient {
+    pub fn get(&self) -> &reqwest::Client {
+        self.0.get_or_init(|| {
+            reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .no_proxy()
+                .pool_max_idle_per_host(64)
+                .build()
+                .unwrap_or_else(|_| reqwest::Client::new())
+        })
+    }
+}
+
+pub fn http_client() -> HttpClient {
+    HttpClient::default()
 }

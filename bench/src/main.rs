@@ -1,5 +1,5 @@
-//! `cargo run --release -p bench -- [--quick]`: the benchmark suite (issue 6). Measures, in one run on this
-//! machine, a bare axum ceiling, `inbox serve` accepting signed distinct events, end to end through `forward` to
+//! `cargo run --release -p bench -- [--quick] [--only=ceiling,accept,e2e,aws] [--workers=N]`: the benchmark suite
+//! (issue 6). Measures, in one run on this machine, a bare axum ceiling, `inbox serve` accepting signed distinct events, end to end through `forward` to
 //! a local sink, the duplicate path, and the AWS path's calls, write units, zip sizes, cold starts and cost.
 //! Every load loop is bounded in count and time and talks to 127.0.0.1 only. See BENCHMARKS.md.
 
@@ -26,8 +26,13 @@ use load::{EventGen, Stats};
 
 /// The secret the bench's Stripe source verifies with (never a real one).
 pub const SECRET: &str = "whsec_bench_secret";
+/// What `--only=` may name.
+const PARTS: [&str; 4] = ["ceiling", "accept", "e2e", "aws"];
 /// Connections of the closed-loop load (keep-alive).
 const CONNS: usize = 64;
+/// Handlers at a time in the end-to-end server (`server.workers`; the default is 16): `forward` waits on the
+/// network, so more of them keep the 2 cores busy. `--workers=N` sets it.
+const E2E_WORKERS: usize = 64;
 
 pub struct Opts {
     pub quick: bool,
@@ -35,12 +40,20 @@ pub struct Opts {
     pub round_secs: f64,
     pub e2e_events: u64,
     pub root: PathBuf,
+    /// `server.workers` of the end-to-end server.
+    pub e2e_workers: usize,
+    /// The parts to run (`--only ceiling,accept,e2e,aws`); all when empty.
+    pub only: Vec<String>,
     /// Where this binary is: the release `inbox`, `bench-hello` and the functions' binaries are looked up here
     /// first (the same target directory), then in `target/release`.
     pub bin_dir: PathBuf,
 }
 
 impl Opts {
+    pub fn runs(&self, part: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|p| p == part)
+    }
+
     pub fn binary(&self, name: &str) -> PathBuf {
         let here = self.bin_dir.join(name);
         if here.exists() {
@@ -57,6 +70,15 @@ fn main() -> Result<()> {
         return ceiling_server();
     }
     let quick = args.iter().any(|a| a == "--quick");
+    let only: Vec<String> = args
+        .iter()
+        .filter_map(|a| a.strip_prefix("--only="))
+        .flat_map(|list| list.split(','))
+        .map(str::to_owned)
+        .collect();
+    if let Some(bad) = only.iter().find(|p| !PARTS.contains(&p.as_str())) {
+        bail!("--only: unknown part {bad:?}; the parts are {}", PARTS.join(","));
+    }
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .context("bench/ has a parent")?
@@ -67,6 +89,13 @@ fn main() -> Result<()> {
         round_secs: if quick { 1.5 } else { 4.0 },
         e2e_events: if quick { 3_000 } else { 20_000 },
         root,
+        only,
+        e2e_workers: args
+            .iter()
+            .find_map(|a| a.strip_prefix("--workers="))
+            .map(|n| n.parse().context("--workers=N"))
+            .transpose()?
+            .unwrap_or(E2E_WORKERS),
         bin_dir: std::env::current_exe()?
             .parent()
             .context("the binary's directory")?
@@ -138,7 +167,9 @@ async fn run(opts: Opts, moto_port: Option<u16>) -> Result<()> {
     let round = Duration::from_secs_f64(opts.round_secs);
 
     // 1. Ceiling.
-    let ceiling = {
+    let ceiling = if !opts.runs("ceiling") {
+        f64::NAN
+    } else {
         let exe = std::env::current_exe()?;
         let mut child = Command::new(exe)
             .arg("--ceiling-server")
@@ -154,15 +185,16 @@ async fn run(opts: Opts, moto_port: Option<u16>) -> Result<()> {
             rates.push(s.rate());
         }
         let _ = child.start_kill();
-        median(rates)
+        let rate = median(rates);
+        println!("\n## 1. ceiling (bare axum HTTP/1, 200 to a POST)");
+        row(&mut rows, "ceiling: requests/s", format!("{rate:.0}"), "-");
+        rate
     };
-    println!("\n## 1. ceiling (bare axum HTTP/1, 200 to a POST)");
-    row(&mut rows, "ceiling: requests/s", format!("{ceiling:.0}"), "-");
 
     // 2. Accept.
-    println!("\n## 2. accept (`inbox serve`, handler log, every 200 durable: SQLite WAL synchronous=FULL, committed before the answer)");
-    let accept = {
-        let server = InboxServer::start(&inbox, "{ kind = \"log\" }").await?;
+    if opts.runs("accept") {
+        println!("\n## 2. accept (`inbox serve`, handler log, every 200 durable: SQLite WAL synchronous=FULL, committed before the answer)");
+        let server = InboxServer::start(&inbox, "{ kind = \"log\" }", "").await?;
         let gen = Arc::new(EventGen::new("acc"));
         let (mut rates, mut p50, mut p99, mut cpu, mut non200) = (vec![], vec![], vec![], vec![], 0u64);
         for _ in 0..opts.rounds {
@@ -182,7 +214,7 @@ async fn run(opts: Opts, moto_port: Option<u16>) -> Result<()> {
         server.stop().await;
         // p99 at half the measured max rate, open loop (latency from each request's scheduled time), on a fresh
         // server so that no backlog of the closed-loop rounds is still being processed meanwhile.
-        let server = InboxServer::start(&inbox, "{ kind = \"log\" }").await?;
+        let server = InboxServer::start(&inbox, "{ kind = \"log\" }", "").await?;
         let mut half_p99 = Vec::new();
         let mut half_rate = Vec::new();
         for _ in 0..opts.rounds {
@@ -235,19 +267,20 @@ async fn run(opts: Opts, moto_port: Option<u16>) -> Result<()> {
             format!("{non200}"),
             "0",
         );
-        (rate, p99, half_p99, hwm)
-    };
-    let _ = accept;
+    }
 
     // 3 and 4. End to end, then the duplicate path.
-    println!("\n## 3. end to end (accepted, forwarded to a local sink, COMPLETED) and 4. duplicates");
-    {
+    if opts.runs("e2e") {
+        println!(
+        "\n## 3. end to end (accepted, forwarded to a local sink, COMPLETED; server.workers = {}) and 4. duplicates",
+        opts.e2e_workers
+    );
         let sink = Sink::start().await?;
         let handler = format!(
             "{{ kind = \"forward\", url = \"http://{}/sink\", timeout = \"10s\" }}",
             sink.addr
         );
-        let server = InboxServer::start(&inbox, &handler).await?;
+        let server = InboxServer::start(&inbox, &handler, &format!("workers = {}", opts.e2e_workers)).await?;
         let (mut e2e, mut accept_rates, mut dup, mut non200) = (vec![], vec![], vec![], 0u64);
         let mut spans = Vec::new();
         let limit = Duration::from_secs(180);
@@ -259,14 +292,16 @@ async fn run(opts: Opts, moto_port: Option<u16>) -> Result<()> {
             non200 += s.non200();
             accept_rates.push(s.rate());
             let target = before + s.ok;
+            // Done when the server has counted every event COMPLETED (its settle committed), read from
+            // /metrics; the sink must have seen each of them too.
             let done = loop {
-                if sink.count() >= target {
+                if server.completed().await? >= target && sink.count() >= target {
                     break Some(t0.elapsed());
                 }
                 if t0.elapsed() > limit {
                     break None;
                 }
-                tokio::time::sleep(Duration::from_millis(2)).await;
+                tokio::time::sleep(Duration::from_millis(5)).await;
             };
             let Some(done) = done else {
                 println!(
@@ -287,7 +322,10 @@ async fn run(opts: Opts, moto_port: Option<u16>) -> Result<()> {
         server.stop().await;
         row(
             &mut rows,
-            &format!("end to end: events/s ({} events)", opts.e2e_events),
+            &format!(
+                "end to end: events/s ({} events, {} workers)",
+                opts.e2e_events, opts.e2e_workers
+            ),
             format!("{:.0}", median(e2e)),
             ">= 10,000/s",
         );
@@ -322,8 +360,10 @@ async fn run(opts: Opts, moto_port: Option<u16>) -> Result<()> {
     }
 
     // 5 and 6. The AWS path and its cost.
-    println!("\n## 5. AWS path");
-    aws::run(&opts, moto_port, &mut rows).await;
+    if opts.runs("aws") {
+        println!("\n## 5. AWS path");
+        aws::run(&opts, moto_port, &mut rows).await;
+    }
 
     println!("\n## summary");
     println!("| figure | value | goal |");
@@ -363,15 +403,17 @@ struct InboxServer {
 }
 
 impl InboxServer {
-    async fn start(bin: &Path, handler: &str) -> Result<Self> {
+    /// `server`: extra lines of the `[server]` table.
+    async fn start(bin: &Path, handler: &str, server: &str) -> Result<Self> {
         let dir = tempfile::TempDir::new()?;
         let config = dir.path().join("inbox.toml");
         std::fs::write(
             &config,
             format!(
-                "[server]\nlisten = \"127.0.0.1:0\"\ndata_dir = \"{}\"\n\n\
+                "[server]\nlisten = \"127.0.0.1:0\"\ndata_dir = \"{}\"\n{}\n\
                  [sources.stripe]\nscheme = \"stripe\"\nsecrets = [\"env:BENCH_STRIPE_SECRET\"]\nhandler = {handler}\n",
-                dir.path().join("data").display()
+                dir.path().join("data").display(),
+                server
             ),
         )?;
         let mut child = Command::new(bin)
@@ -392,6 +434,22 @@ impl InboxServer {
             pid,
             _dir: dir,
         })
+    }
+
+    /// The server's count of COMPLETED events (`inbox_completed_total` on `/metrics`).
+    async fn completed(&self) -> Result<u64> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(self.addr).await?;
+        stream
+            .write_all(b"GET /metrics HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n")
+            .await?;
+        let mut text = String::new();
+        stream.read_to_string(&mut text).await?;
+        text.lines()
+            .filter(|l| l.starts_with("inbox_completed_total{"))
+            .map(|l| l.rsplit(' ').next().unwrap_or("").parse::<u64>())
+            .sum::<Result<u64, _>>()
+            .context("inbox_completed_total on /metrics")
     }
 
     async fn stop(mut self) {

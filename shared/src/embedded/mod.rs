@@ -25,8 +25,10 @@ use crate::receiver::{router, Receiver};
 use crate::source::{LocalSecrets, Sources};
 use crate::time::now_ms;
 
-/// Pointers waiting in memory before enqueue refuses (the sweeper picks refused ones up from the ledger).
-const QUEUE_CAPACITY: usize = 200_000;
+/// Pointers waiting in memory; past it the backlog waits in the ledger and the workers refill from there.
+const QUEUE_CAPACITY: usize = 20_000;
+/// Events a refill takes from the ledger at most.
+const REFILL: usize = QUEUE_CAPACITY / 2;
 /// How long in-flight handlers get to finish at shutdown before their leases are given back.
 const DRAIN: Duration = Duration::from_secs(20);
 /// How often the server looks for changes made by another process (`inbox replay`).
@@ -87,8 +89,11 @@ pub async fn serve(
         .saturating_add(crate::time::ms(config.sweeper.grace))
         .saturating_add(1);
     let found = machine
-        .sweep_due_before(queue.as_ref(), everything, QUEUE_CAPACITY)
+        .sweep_due_before(queue.as_ref(), everything, REFILL)
         .await?;
+    if found.enqueued() >= REFILL {
+        queue.mark_overflow();
+    }
     tracing::info!(
         expired_leases = expired,
         requeued = found.enqueued(),
@@ -101,6 +106,7 @@ pub async fn serve(
         queue.clone(),
         deliveries,
         config.server.workers,
+        config.sweeper.grace,
         stop_rx.clone(),
     ));
     let sweeper = tokio::spawn(run_sweeper(
@@ -147,11 +153,14 @@ pub async fn serve(
 }
 
 /// Takes pointers off the queue and runs each through the machine, at most `workers` handlers at a time.
+/// When the queue is empty and events were left in the ledger for lack of room, takes the oldest due ones from
+/// there (as the start-up sweep does), so a backlog longer than the queue is worked through at full speed.
 async fn run_workers(
     machine: Arc<Machine>,
     queue: Arc<InProcessQueue>,
     mut deliveries: Deliveries,
     workers: usize,
+    grace: Duration,
     mut stop: watch::Receiver<bool>,
 ) {
     let permits = Arc::new(Semaphore::new(workers));
@@ -162,9 +171,17 @@ async fn run_workers(
             _ = stop.changed() => break,
         };
         let Ok(permit) = permit else { break };
-        let key = tokio::select! {
-            k = deliveries.next() => k,
-            _ = stop.changed() => break,
+        let key = match deliveries.try_next() {
+            Some(key) => Some(key),
+            None => {
+                if queue.take_overflow() {
+                    refill(&machine, &queue, grace).await;
+                }
+                tokio::select! {
+                    k = deliveries.next() => k,
+                    _ = stop.changed() => break,
+                }
+            }
         };
         let Some(key) = key else { break };
         let (machine, queue) = (machine.clone(), queue.clone());
@@ -192,6 +209,20 @@ async fn run_workers(
     let drained = tokio::time::timeout(DRAIN, async { while running.join_next().await.is_some() {} }).await;
     if drained.is_err() {
         running.abort_all();
+    }
+}
+
+/// Everything due, oldest first (RECEIVED ones whatever their age), up to [`REFILL`]; marks the queue overflowed
+/// again if there may be more.
+async fn refill(machine: &Machine, queue: &Arc<InProcessQueue>, grace: Duration) {
+    let everything = now_ms().saturating_add(crate::time::ms(grace)).saturating_add(1);
+    match machine.sweep_due_before(queue.as_ref(), everything, REFILL).await {
+        Ok(found) if found.enqueued() >= REFILL => queue.mark_overflow(),
+        Ok(_) => {}
+        Err(e) => {
+            tracing::warn!(error = %e, "refill from the ledger failed; the sweeper will pick the backlog up");
+            queue.mark_overflow();
+        }
     }
 }
 

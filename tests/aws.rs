@@ -13,11 +13,8 @@ use async_trait::async_trait;
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
-use aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextRef;
-use aws_smithy_runtime_api::client::interceptors::Intercept;
-use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
-use aws_smithy_types::config_bag::ConfigBag;
 use inbox_core::adapters::sqs::SqsQueue;
+use inbox_core::aws::calls::CallCounter;
 use inbox_core::aws::functions;
 use inbox_core::aws::init::{create_stack, QueueSettings};
 use inbox_core::aws::wallet::{account_pk, Wallet};
@@ -52,49 +49,6 @@ async fn emulator() -> Option<aws_config::SdkConfig> {
             .load()
             .await,
     )
-}
-
-/// Counts SDK operations by name, as the happy-path cost test needs.
-#[derive(Debug, Default, Clone)]
-struct CallCounter(Arc<Mutex<HashMap<String, usize>>>);
-
-impl CallCounter {
-    fn take(&self) -> HashMap<String, usize> {
-        std::mem::take(&mut *self.0.lock().unwrap())
-    }
-}
-
-impl Intercept for CallCounter {
-    fn name(&self) -> &'static str {
-        "CallCounter"
-    }
-    /// DynamoDB and SQS name the operation in `x-amz-target` (`DynamoDB_20120810.PutItem`,
-    /// `AmazonSQS.SendMessage`): counted per request sent, retries included.
-    fn read_before_transmit(
-        &self,
-        context: &BeforeTransmitInterceptorContextRef<'_>,
-        _components: &RuntimeComponents,
-        _cfg: &mut ConfigBag,
-    ) -> Result<(), aws_smithy_runtime_api::box_error::BoxError> {
-        let target = context
-            .request()
-            .headers()
-            .get("x-amz-target")
-            .unwrap_or("unknown");
-        let (service, op) = target.split_once('.').unwrap_or(("unknown", target));
-        let service = if service.starts_with("DynamoDB") {
-            "dynamodb"
-        } else {
-            "sqs"
-        };
-        *self
-            .0
-            .lock()
-            .unwrap()
-            .entry(format!("{service}.{op}"))
-            .or_default() += 1;
-        Ok(())
-    }
 }
 
 /// A handler whose answer the test sets: succeed, or fail retryably. Counts runs per event id.

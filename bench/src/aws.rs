@@ -13,12 +13,9 @@ use async_trait::async_trait;
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_sqs::types::MessageSystemAttributeName;
-use aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextRef;
-use aws_smithy_runtime_api::client::interceptors::Intercept;
-use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
-use aws_smithy_types::config_bag::ConfigBag;
 use axum::routing::{get, post};
 use axum::Router;
+use inbox_core::aws::calls::CallCounter;
 use inbox_core::aws::init::{create_stack, QueueSettings};
 use inbox_core::aws::{functions, Clients, Runtime};
 use inbox_core::config::Config;
@@ -161,47 +158,6 @@ async fn start_moto(port: u16) -> Result<tokio::process::Child> {
             bail!("not listening after 30 s (target/bench-moto.log)");
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-/// Counts SDK operations by name (tests/aws.rs's interceptor).
-#[derive(Debug, Default, Clone)]
-struct CallCounter(Arc<Mutex<HashMap<String, usize>>>);
-
-impl CallCounter {
-    fn take(&self) -> HashMap<String, usize> {
-        std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
-    }
-}
-
-impl Intercept for CallCounter {
-    fn name(&self) -> &'static str {
-        "CallCounter"
-    }
-    fn read_before_transmit(
-        &self,
-        context: &BeforeTransmitInterceptorContextRef<'_>,
-        _components: &RuntimeComponents,
-        _cfg: &mut ConfigBag,
-    ) -> Result<(), aws_smithy_runtime_api::box_error::BoxError> {
-        let target = context
-            .request()
-            .headers()
-            .get("x-amz-target")
-            .unwrap_or("unknown");
-        let (service, op) = target.split_once('.').unwrap_or(("unknown", target));
-        let service = if service.starts_with("DynamoDB") {
-            "dynamodb"
-        } else {
-            "sqs"
-        };
-        *self
-            .0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(format!("{service}.{op}"))
-            .or_default() += 1;
-        Ok(())
     }
 }
 

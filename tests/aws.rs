@@ -195,24 +195,7 @@ async fn receive(sqs: &aws_sdk_sqs::Client, url: &str, wait: i32) -> Vec<SqsMess
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    out.messages()
-        .iter()
-        .map(|m| {
-            let mut msg = SqsMessage::default();
-            msg.message_id = m.message_id().map(str::to_owned);
-            msg.receipt_handle = m.receipt_handle().map(str::to_owned);
-            msg.body = m.body().map(str::to_owned);
-            msg.attributes = m
-                .attributes()
-                .map(|a| {
-                    a.iter()
-                        .map(|(k, v)| (k.as_str().to_owned(), v.clone()))
-                        .collect()
-                })
-                .unwrap_or_default();
-            msg
-        })
-        .collect()
+    out.messages().iter().map(functions::as_delivered).collect()
 }
 
 fn batch(records: Vec<SqsMessage>) -> SqsEvent {

@@ -434,25 +434,7 @@ async fn receive(sqs: &aws_sdk_sqs::Client, url: &str) -> Result<Vec<SqsMessage>
         .message_system_attribute_names(MessageSystemAttributeName::All)
         .send()
         .await?;
-    Ok(out
-        .messages()
-        .iter()
-        .map(|m| {
-            let mut msg = SqsMessage::default();
-            msg.message_id = m.message_id().map(str::to_owned);
-            msg.receipt_handle = m.receipt_handle().map(str::to_owned);
-            msg.body = m.body().map(str::to_owned);
-            msg.attributes = m
-                .attributes()
-                .map(|a| {
-                    a.iter()
-                        .map(|(k, v)| (k.as_str().to_owned(), v.clone()))
-                        .collect()
-                })
-                .unwrap_or_default();
-            msg
-        })
-        .collect())
+    Ok(out.messages().iter().map(functions::as_delivered).collect())
 }
 
 fn batch(records: Vec<SqsMessage>) -> SqsEvent {

@@ -35,6 +35,24 @@ pub async fn processor(rt: &Runtime, event: SqsEvent, deadline_ms: u64) -> SqsBa
 }
 
 /// The batch answer: the records not handled are reported, so SQS redelivers those alone.
+/// A message from `ReceiveMessage` as the event source mapping hands it to a function (id, receipt handle, body,
+/// system attributes), for where no event source mapping runs: the bench and the tests.
+pub fn as_delivered(message: &aws_sdk_sqs::types::Message) -> SqsMessage {
+    let mut delivered = SqsMessage::default();
+    delivered.message_id = message.message_id().map(str::to_owned);
+    delivered.receipt_handle = message.receipt_handle().map(str::to_owned);
+    delivered.body = message.body().map(str::to_owned);
+    delivered.attributes = message
+        .attributes()
+        .map(|a| {
+            a.iter()
+                .map(|(k, v)| (k.as_str().to_owned(), v.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    delivered
+}
+
 fn partial_failures(records: &[SqsMessage], handled: Vec<bool>) -> SqsBatchResponse {
     let mut response = SqsBatchResponse::default();
     for (record, ok) in records.iter().zip(handled) {

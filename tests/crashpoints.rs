@@ -6,7 +6,6 @@
 
 mod common;
 
-use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -95,38 +94,8 @@ async fn crash_at(point: &str, at: u32) {
     // Every acknowledged event ended COMPLETED (the watch above), on a server that is still up.
     assert!(!app.has_exited(), "{point}: the restarted server died too");
 
-    // Exactly one record per event id, and only ours.
-    let events = app.events();
-    assert_eq!(events.len(), EVENTS, "{point}: records in the store");
-    let stored: HashSet<String> = events.iter().map(|e| str_field(e, "event_id")).collect();
-    let sent: HashSet<String> = client.ids.iter().cloned().collect();
-    assert_eq!(stored, sent, "{point}: the stored ids are exactly the sent ids");
-
-    // The sink: each event at least once, at most once plus once per crash.
-    let mut deliveries: HashMap<String, usize> = HashMap::new();
-    for r in sink.requests() {
-        let id = r.header("x-inbox-event-id").unwrap_or_default();
-        assert_eq!(
-            r.header("idempotency-key"),
-            Some(format!("{SOURCE}:{id}")),
-            "every delivery carries its idempotency key"
-        );
-        *deliveries.entry(id).or_default() += 1;
-    }
-    let max = 1 + crashes;
-    for id in &client.ids {
-        let n = deliveries.get(id).copied().unwrap_or(0);
-        assert!(
-            (1..=max).contains(&n),
-            "{point}: {id} was delivered {n} times (1..={max})"
-        );
-    }
-    assert_eq!(
-        deliveries.len(),
-        EVENTS,
-        "{point}: the sink saw ids that were never sent"
-    );
-    let doubled = deliveries.values().filter(|n| **n > 1).count();
+    // Exactly one record per event id, and only ours; each delivered at least once, at most once per crash more.
+    let doubled = assert_stored_once_and_delivered(&app, &sink, SOURCE, &client.ids, 1 + crashes, point);
     eprintln!(
         "crashpoint {armed}: {EVENTS} events, {crashes} crash(es), {} resends, {doubled} delivered twice, \
          0 lost, 0 stored twice; {:?}",

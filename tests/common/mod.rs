@@ -356,6 +356,48 @@ pub fn str_field(v: &Value, name: &str) -> String {
     v.get(name).and_then(Value::as_str).unwrap_or_default().to_owned()
 }
 
+/// What a crash run must leave: one record per sent id and no other, and each id delivered to `sink` at least once
+/// and at most `max` times, always with its idempotency key. Returns how many ids were delivered more than once.
+pub fn assert_stored_once_and_delivered(
+    app: &App,
+    sink: &Sink,
+    source: &str,
+    sent: &[String],
+    max: usize,
+    what: &str,
+) -> usize {
+    use std::collections::{HashMap, HashSet};
+    let events = app.events();
+    assert_eq!(events.len(), sent.len(), "{what}: records in the store");
+    let stored: HashSet<String> = events.iter().map(|e| str_field(e, "event_id")).collect();
+    let ids: HashSet<String> = sent.iter().cloned().collect();
+    assert_eq!(stored, ids, "{what}: the stored ids are exactly the sent ids");
+
+    let mut deliveries: HashMap<String, usize> = HashMap::new();
+    for r in sink.requests() {
+        let id = r.header("x-inbox-event-id").unwrap_or_default();
+        assert_eq!(
+            r.header("idempotency-key"),
+            Some(format!("{source}:{id}")),
+            "{what}: every delivery carries its idempotency key"
+        );
+        *deliveries.entry(id).or_default() += 1;
+    }
+    for id in sent {
+        let n = deliveries.get(id).copied().unwrap_or(0);
+        assert!(
+            (1..=max).contains(&n),
+            "{what}: {id} was delivered {n} times (1..={max})"
+        );
+    }
+    assert_eq!(
+        deliveries.len(),
+        sent.len(),
+        "{what}: the sink saw ids that were never sent"
+    );
+    deliveries.values().filter(|n| **n > 1).count()
+}
+
 /// Runs `inbox serve` on `config` and expects it to fail at start: returns its exit status and stderr.
 pub fn serve_fails(config: &str, env: &[(&str, &str)], unset: &[&str]) -> (ExitStatus, String) {
     let dir = tempfile::tempdir().expect("temp dir");

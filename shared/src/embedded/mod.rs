@@ -18,7 +18,7 @@ pub use queue::{Deliveries, InProcessQueue};
 use crate::adapters::sqlite::SqliteLedger;
 use crate::config::{Config, ConfigError};
 use crate::handlers::{http_client, Registry};
-use crate::machine::{Machine, Outcome};
+use crate::machine::{Machine, Outcome, SweepReport};
 use crate::metrics::Metrics;
 use crate::ports::{Ledger, Queue, StoreError};
 use crate::receiver::{router, Receiver};
@@ -84,16 +84,9 @@ pub async fn serve(
 
     // The restart scan: whatever an earlier process left open is handed out again now.
     let expired = ledger.expire_leases(&owner, false).await?;
-    // The earlier process's in-memory queue died with it, so nothing open can be waiting for its message.
-    let everything = now_ms()
-        .saturating_add(crate::time::ms(config.sweeper.grace))
-        .saturating_add(1);
-    let found = machine
-        .sweep_due_before(queue.as_ref(), everything, REFILL)
-        .await?;
-    if found.enqueued() >= REFILL {
-        queue.mark_overflow();
-    }
+    // The earlier process's in-memory queue died with it, so nothing open can be waiting for its message: the
+    // same take from the ledger as a refill.
+    let found = refill(&machine, &queue, config.sweeper.grace).await?;
     tracing::info!(
         expired_leases = expired,
         requeued = found.enqueued(),
@@ -175,7 +168,9 @@ async fn run_workers(
             Some(key) => Some(key),
             None => {
                 if queue.take_overflow() {
-                    refill(&machine, &queue, grace).await;
+                    if let Err(e) = refill(&machine, &queue, grace).await {
+                        tracing::warn!(error = %e, "refill from the ledger failed; the sweeper will pick the backlog up");
+                    }
                 }
                 tokio::select! {
                     k = deliveries.next() => k,
@@ -212,18 +207,19 @@ async fn run_workers(
     }
 }
 
-/// Everything due, oldest first (RECEIVED ones whatever their age), up to [`REFILL`]; marks the queue overflowed
-/// again if there may be more.
-async fn refill(machine: &Machine, queue: &Arc<InProcessQueue>, grace: Duration) {
+/// Enqueues everything due, oldest first (RECEIVED ones whatever their age), up to [`REFILL`]; marks the queue
+/// overflowed again if there may be more, or if the ledger could not be read.
+async fn refill(
+    machine: &Machine,
+    queue: &Arc<InProcessQueue>,
+    grace: Duration,
+) -> Result<SweepReport, StoreError> {
     let everything = now_ms().saturating_add(crate::time::ms(grace)).saturating_add(1);
-    match machine.sweep_due_before(queue.as_ref(), everything, REFILL).await {
-        Ok(found) if found.enqueued() >= REFILL => queue.mark_overflow(),
-        Ok(_) => {}
-        Err(e) => {
-            tracing::warn!(error = %e, "refill from the ledger failed; the sweeper will pick the backlog up");
-            queue.mark_overflow();
-        }
+    let found = machine.sweep_due_before(queue.as_ref(), everything, REFILL).await;
+    if found.as_ref().map_or(true, |f| f.enqueued() >= REFILL) {
+        queue.mark_overflow();
     }
+    found
 }
 
 /// The sweeper on its interval, plus a quick look whenever another process changed the ledger.

@@ -5,6 +5,7 @@ pub mod calls;
 pub mod emf;
 pub mod functions;
 pub mod init;
+pub mod sdk;
 mod secrets;
 pub mod sns;
 pub mod wallet;
@@ -165,9 +166,7 @@ impl Runtime {
     /// Reads the environment and the config once (and, for the receiver alone, every secret: the other functions
     /// never verify a signature, so they are not allowed to read secrets); fails naming what is missing.
     pub async fn from_env(function: Function, handlers: Registry) -> Result<Self, RuntimeError> {
-        let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
-            .load()
-            .await;
+        let sdk = sdk::load().await;
         let resources = Resources::from_env()?;
         let config = load_config(&sdk).await?;
         let secrets = AwsSecrets::new(&sdk);

@@ -1,23 +1,38 @@
 //! Secrets on AWS: `secretsmanager:NAME` and `ssm:NAME` (SecureString), read once at cold start; `env:` and
 //! `file:` as embedded.
 
+use std::sync::OnceLock;
+
 use async_trait::async_trait;
 use aws_config::SdkConfig;
 
 use crate::config::SecretRef;
 use crate::source::{resolve_local, SecretResolver};
 
+/// Each client is built the first time a reference needs it: a config of `env:` secrets builds neither, and
+/// building one (its endpoint rules) is a measurable part of a cold start.
 pub struct AwsSecrets {
-    ssm: aws_sdk_ssm::Client,
-    secrets: aws_sdk_secretsmanager::Client,
+    sdk: SdkConfig,
+    ssm: OnceLock<aws_sdk_ssm::Client>,
+    secrets: OnceLock<aws_sdk_secretsmanager::Client>,
 }
 
 impl AwsSecrets {
     pub fn new(sdk: &SdkConfig) -> Self {
         Self {
-            ssm: aws_sdk_ssm::Client::new(sdk),
-            secrets: aws_sdk_secretsmanager::Client::new(sdk),
+            sdk: sdk.clone(),
+            ssm: OnceLock::new(),
+            secrets: OnceLock::new(),
         }
+    }
+
+    fn ssm(&self) -> &aws_sdk_ssm::Client {
+        self.ssm.get_or_init(|| aws_sdk_ssm::Client::new(&self.sdk))
+    }
+
+    fn secrets(&self) -> &aws_sdk_secretsmanager::Client {
+        self.secrets
+            .get_or_init(|| aws_sdk_secretsmanager::Client::new(&self.sdk))
     }
 }
 
@@ -26,7 +41,7 @@ impl SecretResolver for AwsSecrets {
     async fn resolve(&self, reference: &SecretRef) -> Result<String, String> {
         let value = match reference {
             SecretRef::SecretsManager(name) => self
-                .secrets
+                .secrets()
                 .get_secret_value()
                 .secret_id(name)
                 .send()
@@ -41,7 +56,7 @@ impl SecretResolver for AwsSecrets {
                 .map(str::to_owned)
                 .ok_or("the secret has no string value")?,
             SecretRef::Ssm(name) => self
-                .ssm
+                .ssm()
                 .get_parameter()
                 .name(name)
                 .with_decryption(true)

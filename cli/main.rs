@@ -166,7 +166,7 @@ impl StoreArgs {
             let payloads = res
                 .bucket
                 .as_ref()
-                .map(|b| S3Payloads::new(aws_sdk_s3::Client::new(&sdk), b.clone()));
+                .map(|b| S3Payloads::new(S3Payloads::config(&sdk), b.clone()));
             let ledger = DynamoLedger::new(
                 aws_sdk_dynamodb::Client::new(&sdk),
                 res.table.clone(),

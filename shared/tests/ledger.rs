@@ -659,7 +659,7 @@ mod aws {
             );
             let name = format!("inbox-test-{:016x}", rand::random::<u64>());
             create_table(&dynamo, &name).await.unwrap();
-            let payloads = S3Payloads::new(s3.clone(), &name);
+            let payloads = S3Payloads::new(s3.config().clone(), &name);
             payloads.create_bucket().await.unwrap();
             Some(Self {
                 dynamo,

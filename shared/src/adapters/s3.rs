@@ -2,8 +2,9 @@
 
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{BucketLocationConstraint, CreateBucketConfiguration};
-use aws_sdk_s3::Client;
+use aws_sdk_s3::{Client, Config};
 use bytes::Bytes;
+use std::sync::OnceLock;
 
 use super::dynamodb::sdk_error;
 use crate::ports::StoreError;
@@ -12,16 +13,32 @@ use crate::ports::StoreError;
 /// bytes under the same name.
 #[derive(Clone, Debug)]
 pub struct S3Payloads {
-    client: Client,
+    config: Config,
+    /// Built on first use: only bodies past the item limit come here, and most containers never see one, while
+    /// building an SDK client is a measurable part of a cold start.
+    client: OnceLock<Client>,
     bucket: String,
 }
 
 impl S3Payloads {
-    pub fn new(client: Client, bucket: impl Into<String>) -> Self {
+    pub fn new(config: Config, bucket: impl Into<String>) -> Self {
         Self {
-            client,
+            config,
+            client: OnceLock::new(),
             bucket: bucket.into(),
         }
+    }
+
+    /// The client settings for `sdk`: path-style addressing when `AWS_ENDPOINT_URL` names an emulator (moto,
+    /// LocalStack), which has no per-bucket host names.
+    pub fn config(sdk: &aws_config::SdkConfig) -> Config {
+        aws_sdk_s3::config::Builder::from(sdk)
+            .force_path_style(std::env::var_os("AWS_ENDPOINT_URL").is_some())
+            .build()
+    }
+
+    fn client(&self) -> &Client {
+        self.client.get_or_init(|| Client::from_conf(self.config.clone()))
     }
 
     pub fn bucket(&self) -> &str {
@@ -30,7 +47,7 @@ impl S3Payloads {
 
     /// Stores `bytes` under `key`; returns once S3 acknowledged the write.
     pub async fn put(&self, key: &str, bytes: Bytes) -> Result<(), StoreError> {
-        self.client
+        self.client()
             .put_object()
             .bucket(&self.bucket)
             .key(key)
@@ -45,7 +62,7 @@ impl S3Payloads {
     /// The bytes under `key`. A missing object is [`StoreError::Corrupt`]: only a ledger item points here.
     pub async fn get(&self, key: &str) -> Result<Bytes, StoreError> {
         let out = match self
-            .client
+            .client()
             .get_object()
             .bucket(&self.bucket)
             .key(key)
@@ -69,9 +86,9 @@ impl S3Payloads {
 
     /// Creates the bucket (in the client's region) if it is not there yet, as the template does.
     pub async fn create_bucket(&self) -> Result<(), StoreError> {
-        let mut req = self.client.create_bucket().bucket(&self.bucket);
+        let mut req = self.client().create_bucket().bucket(&self.bucket);
         // us-east-1 is the one region that refuses a location constraint naming itself.
-        if let Some(region) = self.client.config().region().map(|r| r.as_ref().to_owned()) {
+        if let Some(region) = self.config.region().map(|r| r.as_ref().to_owned()) {
             if region != "us-east-1" {
                 req = req.create_bucket_configuration(
                     CreateBucketConfiguration::builder()

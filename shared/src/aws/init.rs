@@ -90,7 +90,7 @@ pub async fn create_stack(
     let queue_url = queue.queue_url().unwrap_or_default().to_owned();
 
     let bucket = format!("{prefix}-bodies");
-    S3Payloads::new(aws_sdk_s3::Client::new(sdk), bucket.clone())
+    S3Payloads::new(S3Payloads::config(sdk), bucket.clone())
         .create_bucket()
         .await
         .map_err(|e| err("bucket", e))?;

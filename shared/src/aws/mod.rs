@@ -123,23 +123,20 @@ pub enum Function {
 #[derive(Clone, Debug)]
 pub struct Clients {
     pub dynamodb: aws_sdk_dynamodb::Client,
-    pub s3: aws_sdk_s3::Client,
     pub sqs: aws_sdk_sqs::Client,
-    pub sns: aws_sdk_sns::Client,
+    /// Only the settings of these two: their clients are built on first use ([`S3Payloads`] for a body past the
+    /// item limit, [`sns::SnsAlarm`] for a dead event), which most cold starts never reach.
+    pub s3: aws_sdk_s3::Config,
+    pub sns: aws_sdk_sns::Config,
 }
 
 impl Clients {
     pub fn new(sdk: &SdkConfig) -> Self {
         Self {
             dynamodb: aws_sdk_dynamodb::Client::new(sdk),
-            // An emulator at a custom endpoint (moto, LocalStack) addresses buckets by path.
-            s3: aws_sdk_s3::Client::from_conf(
-                aws_sdk_s3::config::Builder::from(sdk)
-                    .force_path_style(std::env::var_os("AWS_ENDPOINT_URL").is_some())
-                    .build(),
-            ),
+            s3: S3Payloads::config(sdk),
             sqs: aws_sdk_sqs::Client::new(sdk),
-            sns: aws_sdk_sns::Client::new(sdk),
+            sns: aws_sdk_sns::Config::from(sdk),
         }
     }
 }

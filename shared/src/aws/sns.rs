@@ -1,19 +1,32 @@
 //! The AWS alarm: one SNS notification per newly dead event (the error log line is the machine's).
 
+use std::sync::OnceLock;
+
 use async_trait::async_trait;
 
 use crate::machine::{dead_summary, Alarm};
 use crate::model::Event;
 
 pub struct SnsAlarm {
-    client: aws_sdk_sns::Client,
+    config: aws_sdk_sns::Config,
+    /// Built on the first alarm: most cold starts never raise one.
+    client: OnceLock<aws_sdk_sns::Client>,
     topic_arn: Option<String>,
 }
 
 impl SnsAlarm {
     /// Without a topic, dead events are only logged and counted.
-    pub fn new(client: aws_sdk_sns::Client, topic_arn: Option<String>) -> Self {
-        Self { client, topic_arn }
+    pub fn new(config: aws_sdk_sns::Config, topic_arn: Option<String>) -> Self {
+        Self {
+            config,
+            client: OnceLock::new(),
+            topic_arn,
+        }
+    }
+
+    fn client(&self) -> &aws_sdk_sns::Client {
+        self.client
+            .get_or_init(|| aws_sdk_sns::Client::from_conf(self.config.clone()))
     }
 }
 
@@ -24,7 +37,7 @@ impl Alarm for SnsAlarm {
             return Ok(());
         };
         let subject = format!("webhook-inbox: {} event is DEAD", event.source);
-        self.client
+        self.client()
             .publish()
             .topic_arn(topic)
             .subject(subject)

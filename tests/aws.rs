@@ -44,11 +44,8 @@ async fn emulator() -> Option<aws_config::SdkConfig> {
         eprintln!("SKIPPED: no AWS_ENDPOINT_URL (run ./test.sh, which starts the AWS emulator)");
         return None;
     }
-    Some(
-        aws_config::defaults(aws_config::BehaviorVersion::latest())
-            .load()
-            .await,
-    )
+    // The functions' own loader, so every call below goes through the settings a cold start builds.
+    Some(inbox_core::aws::sdk::load().await)
 }
 
 /// A handler whose answer the test sets: succeed, or fail retryably. Counts runs per event id.

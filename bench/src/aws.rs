@@ -621,7 +621,7 @@ fn cost(opts: &Opts, rows: &mut Vec<Row>, m: &Measured) {
 /// Spawns each function's bootstrap with AWS_LAMBDA_RUNTIME_API at a local stub and measures from spawn to its
 /// first `GET /2018-06-01/runtime/invocation/next`. Returns (name, median ms, which binary).
 async fn cold_starts(opts: &Opts) -> Result<Vec<(String, f64, String)>> {
-    let rounds = if opts.quick { 3 } else { 7 };
+    let rounds = if opts.quick { 5 } else { 15 };
     let mut out = Vec::new();
     let mut list: Vec<(String, PathBuf)> = vec![("bench-hello".into(), opts.binary("bench-hello"))];
     // The release binaries, built like bench-hello, and the deployed bootstraps where cargo-lambda built them.

@@ -18,13 +18,13 @@ use inbox_core::aws::calls::CallCounter;
 use inbox_core::aws::functions;
 use inbox_core::aws::init::{create_stack, QueueSettings};
 use inbox_core::aws::wallet::{account_pk, Wallet};
-use inbox_core::aws::{Clients, Resources, Runtime};
-use inbox_core::config::Config;
+use inbox_core::aws::{config_from, AwsSecrets, Clients, Resources, Runtime};
+use inbox_core::config::{Config, SecretRef};
 use inbox_core::handlers::{http_client, Handler, HandlerError, Registry};
 use inbox_core::model::{Event, EventId, EventKey, SourceName, Status};
 use inbox_core::ports::{Claim, Ledger, ListFilter, Queue, Settlement};
 use inbox_core::schemes::{Identity, Scheme};
-use inbox_core::source::LocalSecrets;
+use inbox_core::source::{LocalSecrets, SecretResolver};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -145,7 +145,12 @@ fn stripe_body(id: &str) -> String {
 
 /// A Function URL invocation of the receiver, signed now.
 async fn deliver(stack: &Stack, body: &str) -> (u16, serde_json::Value) {
-    let key = Scheme::Stripe.key_from_secret(SECRET).unwrap();
+    deliver_signed(&stack.rt, SECRET, body).await
+}
+
+/// [`deliver`] to any runtime, signed with `secret`.
+async fn deliver_signed(rt: &Runtime, secret: &str, body: &str) -> (u16, serde_json::Value) {
+    let key = Scheme::Stripe.key_from_secret(secret).unwrap();
     let identity = Identity {
         event_id: "unused".into(),
         event_type: None,
@@ -160,7 +165,7 @@ async fn deliver(stack: &Stack, body: &str) -> (u16, serde_json::Value) {
     event["requestContext"]["http"]["path"] = serde_json::json!("/webhooks/stripe");
     event["body"] = serde_json::json!(body);
     let request = lambda_http::request::from_str(&event.to_string()).unwrap();
-    let app = inbox_core::receiver::router(stack.rt.receiver(), false);
+    let app = inbox_core::receiver::router(rt.receiver(), false);
     let response = app.oneshot(request).await.unwrap();
     let status = response.status().as_u16();
     let bytes = http_body_util::BodyExt::collect(response.into_body())
@@ -540,6 +545,98 @@ fn resources_need_the_table_and_queue() {
             "export INBOX_BUCKET=b"
         ]
     );
+}
+
+/// A deployed function reads its config from the SSM parameter the template names, and the receiver its secrets
+/// from Secrets Manager and SSM (the template's way, never exercised by the inline configs above): each read, the
+/// errors for what is missing, and deliveries signed with either stored secret accepted, any other refused.
+#[tokio::test]
+async fn the_config_parameter_and_the_secrets_are_read_from_ssm_and_secrets_manager() {
+    let Some(sdk) = emulator().await else { return };
+    let p = prefix();
+    let ssm = aws_sdk_ssm::Client::new(&sdk);
+    let old_secret = "whsec_rotated_out_but_still_accepted";
+    ssm.put_parameter()
+        .name(format!("/{p}/stripe-old"))
+        .value(old_secret)
+        .r#type(aws_sdk_ssm::types::ParameterType::SecureString)
+        .send()
+        .await
+        .unwrap();
+    aws_sdk_secretsmanager::Client::new(&sdk)
+        .create_secret()
+        .name(format!("{p}/stripe"))
+        .secret_string(SECRET)
+        .send()
+        .await
+        .unwrap();
+    let toml = format!(
+        "[sources.stripe]\nscheme = \"stripe\"\n\
+         secrets = [\"secretsmanager:{p}/stripe\", \"ssm:/{p}/stripe-old\"]\nhandler = {{ kind = \"log\" }}\n"
+    );
+    ssm.put_parameter()
+        .name(format!("/{p}/config"))
+        .value(toml)
+        .r#type(aws_sdk_ssm::types::ParameterType::String)
+        .send()
+        .await
+        .unwrap();
+
+    let store = AwsSecrets::new(&sdk);
+    let err = config_from(None, None, &store).await.unwrap_err();
+    assert_eq!(err.field, "INBOX_CONFIG_PARAMETER");
+    let err = config_from(None, Some(format!("/{p}/absent")), &store)
+        .await
+        .unwrap_err();
+    assert_eq!(err.field, "INBOX_CONFIG_PARAMETER");
+    assert!(
+        err.to_string().contains(&format!("/{p}/absent: cannot read it")),
+        "{err}"
+    );
+    let err = store
+        .resolve(&SecretRef::SecretsManager(format!("{p}/absent")))
+        .await
+        .unwrap_err();
+    assert!(err.starts_with("cannot read it"), "{err}");
+    assert_eq!(
+        store
+            .resolve(&SecretRef::Ssm(format!("/{p}/stripe-old")))
+            .await
+            .unwrap(),
+        old_secret
+    );
+
+    let config = config_from(None, Some(format!("/{p}/config")), &store)
+        .await
+        .unwrap();
+    assert_eq!(
+        config.sources.keys().map(|s| s.to_string()).collect::<Vec<_>>(),
+        ["stripe"]
+    );
+    let resources = create_stack(&sdk, &p, QueueSettings::default()).await.unwrap();
+    let rt = Runtime::new(
+        Clients::new(&sdk),
+        Some(&store),
+        resources,
+        config,
+        Registry::new(http_client()),
+    )
+    .await
+    .unwrap();
+    let (status, answer) = deliver_signed(&rt, SECRET, &stripe_body(&format!("evt_{p}_sm"))).await;
+    assert_eq!(
+        (status, answer["status"].as_str()),
+        (200, Some("accepted")),
+        "{answer}"
+    );
+    let (status, answer) = deliver_signed(&rt, old_secret, &stripe_body(&format!("evt_{p}_ssm"))).await;
+    assert_eq!(
+        (status, answer["status"].as_str()),
+        (200, Some("accepted")),
+        "{answer}"
+    );
+    let (status, _) = deliver_signed(&rt, "whsec_nobody_stored", &stripe_body(&format!("evt_{p}_no"))).await;
+    assert_eq!(status, 401);
 }
 
 // The exactly-once example: `inbox_core::aws::wallet`.

@@ -77,37 +77,32 @@ impl Resources {
 }
 
 /// The sources config: `INBOX_CONFIG` (the TOML inline, for local runs and tests) or `INBOX_CONFIG_PARAMETER`
-/// (an SSM parameter holding it, so a config change needs no code deployment).
-pub async fn load_config(sdk: &SdkConfig) -> Result<Config, ConfigError> {
-    if let Ok(text) = std::env::var("INBOX_CONFIG") {
+/// (an SSM parameter holding it, so a config change needs no code deployment), read with `store`'s SSM client.
+pub async fn load_config(store: &AwsSecrets) -> Result<Config, ConfigError> {
+    let var = |k| std::env::var(k).ok();
+    config_from(var("INBOX_CONFIG"), var("INBOX_CONFIG_PARAMETER"), store).await
+}
+
+/// [`load_config`] given the two variables' values.
+pub async fn config_from(
+    inline: Option<String>,
+    parameter: Option<String>,
+    store: &AwsSecrets,
+) -> Result<Config, ConfigError> {
+    if let Some(text) = inline {
         return Config::from_toml(&text);
     }
-    let Ok(name) = std::env::var("INBOX_CONFIG_PARAMETER") else {
+    let Some(name) = parameter else {
         return Err(ConfigError::new(
             "INBOX_CONFIG_PARAMETER",
             "set it (an SSM parameter holding the config) or INBOX_CONFIG (the config inline)",
         ));
     };
-    let out = aws_sdk_ssm::Client::new(sdk)
-        .get_parameter()
-        .name(&name)
-        .with_decryption(true)
-        .send()
+    let text = store
+        .parameter(&name)
         .await
-        .map_err(|e| {
-            ConfigError::new(
-                "INBOX_CONFIG_PARAMETER",
-                format!(
-                    "cannot read {name}: {}",
-                    aws_sdk_ssm::error::DisplayErrorContext(e)
-                ),
-            )
-        })?;
-    let text = out
-        .parameter()
-        .and_then(|p| p.value())
-        .ok_or_else(|| ConfigError::new("INBOX_CONFIG_PARAMETER", format!("{name} has no value")))?;
-    Config::from_toml(text)
+        .map_err(|e| ConfigError::new("INBOX_CONFIG_PARAMETER", format!("{name}: {e}")))?;
+    Config::from_toml(&text)
 }
 
 /// Which Lambda function a runtime serves.
@@ -165,8 +160,8 @@ impl Runtime {
     pub async fn from_env(function: Function, handlers: Registry) -> Result<Self, RuntimeError> {
         let sdk = sdk::load().await;
         let resources = Resources::from_env()?;
-        let config = load_config(&sdk).await?;
         let secrets = AwsSecrets::new(&sdk);
+        let config = load_config(&secrets).await?;
         let secrets: Option<&dyn SecretResolver> = (function == Function::Receiver).then_some(&secrets);
         Self::new(Clients::new(&sdk), secrets, resources, config, handlers).await
     }

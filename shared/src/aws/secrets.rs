@@ -34,6 +34,22 @@ impl AwsSecrets {
         self.secrets
             .get_or_init(|| aws_sdk_secretsmanager::Client::new(&self.sdk))
     }
+
+    /// An SSM parameter's value, decrypted if it is a SecureString: an `ssm:` secret, or the functions' config
+    /// ([`super::load_config`]), so one client serves both.
+    pub async fn parameter(&self, name: &str) -> Result<String, String> {
+        self.ssm()
+            .get_parameter()
+            .name(name)
+            .with_decryption(true)
+            .send()
+            .await
+            .map_err(|e| format!("cannot read it: {}", aws_sdk_ssm::error::DisplayErrorContext(e)))?
+            .parameter()
+            .and_then(|p| p.value())
+            .map(str::to_owned)
+            .ok_or_else(|| "the parameter has no value".to_owned())
+    }
 }
 
 #[async_trait]
@@ -55,18 +71,7 @@ impl SecretResolver for AwsSecrets {
                 .secret_string()
                 .map(str::to_owned)
                 .ok_or("the secret has no string value")?,
-            SecretRef::Ssm(name) => self
-                .ssm()
-                .get_parameter()
-                .name(name)
-                .with_decryption(true)
-                .send()
-                .await
-                .map_err(|e| format!("cannot read it: {}", aws_sdk_ssm::error::DisplayErrorContext(e)))?
-                .parameter()
-                .and_then(|p| p.value())
-                .map(str::to_owned)
-                .ok_or("the parameter has no value")?,
+            SecretRef::Ssm(name) => self.parameter(name).await?,
             local => return resolve_local(local),
         };
         if value.trim().is_empty() {

@@ -28,7 +28,7 @@ pub enum Roots {
 impl Roots {
     /// [`Roots::Platform`] when the AWS roots might not be enough: `SSL_CERT_FILE` or `SSL_CERT_DIR` names a store
     /// (a private CA), an `AWS_ENDPOINT_URL*` is HTTPS (an endpoint other than AWS's own; over plain HTTP, as to an
-    /// emulator, roots are never used), or the region is in the China partition. [`Roots::Aws`] otherwise.
+    /// emulator, roots are never used), or `AWS_REGION` names a China region. [`Roots::Aws`] otherwise.
     pub fn from_env() -> Self {
         Self::choose(
             std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))),

@@ -481,7 +481,7 @@ async fn send(
     url: Option<String>,
 ) -> Result<()> {
     let config = load(config_path)?;
-    let sources = Sources::build(&config, Some(&LocalSecrets), &Registry::new(http_client())).await?;
+    let sources = Sources::receiving(&config, &LocalSecrets).await?;
     let src = sources
         .get(source.as_str())
         .with_context(|| format!("no source {source} in {}", config_path.display()))?;

@@ -18,11 +18,12 @@ use inbox_core::aws::calls::CallCounter;
 use inbox_core::aws::functions;
 use inbox_core::aws::init::{create_stack, QueueSettings};
 use inbox_core::aws::wallet::{account_pk, Wallet};
-use inbox_core::aws::{config_from, AwsSecrets, Clients, Resources, Runtime};
+use inbox_core::aws::{config_from, receiver_from_env, AwsSecrets, Clients, Resources, Runtime};
 use inbox_core::config::{Config, SecretRef};
 use inbox_core::handlers::{http_client, Handler, HandlerError, Registry};
 use inbox_core::model::{Event, EventId, EventKey, SourceName, Status};
 use inbox_core::ports::{Claim, Ledger, ListFilter, Queue, Settlement};
+use inbox_core::receiver::Receiver;
 use inbox_core::schemes::{Identity, Scheme};
 use inbox_core::source::{LocalSecrets, SecretResolver};
 use rand::rngs::StdRng;
@@ -145,11 +146,11 @@ fn stripe_body(id: &str) -> String {
 
 /// A Function URL invocation of the receiver, signed now.
 async fn deliver(stack: &Stack, body: &str) -> (u16, serde_json::Value) {
-    deliver_signed(&stack.rt, SECRET, body).await
+    deliver_signed(stack.rt.receiver(), SECRET, body).await
 }
 
 /// [`deliver`] to any runtime, signed with `secret`.
-async fn deliver_signed(rt: &Runtime, secret: &str, body: &str) -> (u16, serde_json::Value) {
+async fn deliver_signed(receiver: Arc<Receiver>, secret: &str, body: &str) -> (u16, serde_json::Value) {
     let key = Scheme::Stripe.key_from_secret(secret).unwrap();
     let identity = Identity {
         event_id: "unused".into(),
@@ -165,7 +166,7 @@ async fn deliver_signed(rt: &Runtime, secret: &str, body: &str) -> (u16, serde_j
     event["requestContext"]["http"]["path"] = serde_json::json!("/webhooks/stripe");
     event["body"] = serde_json::json!(body);
     let request = lambda_http::request::from_str(&event.to_string()).unwrap();
-    let app = inbox_core::receiver::router(rt.receiver(), false);
+    let app = inbox_core::receiver::router(receiver, false);
     let response = app.oneshot(request).await.unwrap();
     let status = response.status().as_u16();
     let bytes = http_body_util::BodyExt::collect(response.into_body())
@@ -549,7 +550,9 @@ fn resources_need_the_table_and_queue() {
 
 /// A deployed function reads its config from the SSM parameter the template names, and the receiver its secrets
 /// from Secrets Manager and SSM (the template's way, never exercised by the inline configs above): each read, the
-/// errors for what is missing, and deliveries signed with either stored secret accepted, any other refused.
+/// errors for what is missing, a worker and the receiver started from the environment as on Lambda (the worker
+/// with handlers and no secret, the receiver with both secrets and no handler), and deliveries signed with either
+/// stored secret accepted, any other refused.
 #[tokio::test]
 async fn the_config_parameter_and_the_secrets_are_read_from_ssm_and_secrets_manager() {
     let Some(sdk) = emulator().await else { return };
@@ -613,29 +616,51 @@ async fn the_config_parameter_and_the_secrets_are_read_from_ssm_and_secrets_mana
         config.sources.keys().map(|s| s.to_string()).collect::<Vec<_>>(),
         ["stripe"]
     );
+    // Each function starts as it does on Lambda: from the environment the template sets (the only test here that
+    // sets these variables, and every name is this test's own).
     let resources = create_stack(&sdk, &p, QueueSettings::default()).await.unwrap();
-    let rt = Runtime::new(
-        Clients::new(&sdk),
-        Some(&store),
-        resources,
-        config,
-        Registry::new(http_client()),
+    std::env::remove_var("INBOX_CONFIG");
+    std::env::set_var("INBOX_CONFIG_PARAMETER", format!("/{p}/config"));
+    std::env::set_var("INBOX_TABLE", &resources.table);
+    std::env::set_var("INBOX_QUEUE_URL", &resources.queue_url);
+    let worker = Runtime::from_env(Registry::new(http_client())).await.unwrap();
+    let stripe = worker.sources.get("stripe").unwrap();
+    assert!(stripe.keys.is_empty(), "a worker reads no secret");
+    assert!(stripe.handler.is_some());
+    let receiver = receiver_from_env().await.unwrap();
+    let stripe = receiver.sources.get("stripe").unwrap();
+    assert_eq!(stripe.keys.len(), 2, "the receiver reads both secrets");
+    assert!(stripe.handler.is_none(), "the receiver builds no handler");
+    let body = stripe_body(&format!("evt_{p}_sm"));
+    let (status, answer) = deliver_signed(receiver.clone(), SECRET, &body).await;
+    assert_eq!(
+        (status, answer["status"].as_str()),
+        (200, Some("accepted")),
+        "{answer}"
+    );
+    let (status, answer) = deliver_signed(
+        receiver.clone(),
+        old_secret,
+        &stripe_body(&format!("evt_{p}_ssm")),
     )
-    .await
-    .unwrap();
-    let (status, answer) = deliver_signed(&rt, SECRET, &stripe_body(&format!("evt_{p}_sm"))).await;
+    .await;
     assert_eq!(
         (status, answer["status"].as_str()),
         (200, Some("accepted")),
         "{answer}"
     );
-    let (status, answer) = deliver_signed(&rt, old_secret, &stripe_body(&format!("evt_{p}_ssm"))).await;
+    let (status, answer) = deliver_signed(receiver.clone(), SECRET, &body).await;
     assert_eq!(
         (status, answer["status"].as_str()),
-        (200, Some("accepted")),
+        (200, Some("duplicate")),
         "{answer}"
     );
-    let (status, _) = deliver_signed(&rt, "whsec_nobody_stored", &stripe_body(&format!("evt_{p}_no"))).await;
+    let (status, _) = deliver_signed(
+        receiver,
+        "whsec_nobody_stored",
+        &stripe_body(&format!("evt_{p}_no")),
+    )
+    .await;
     assert_eq!(status, 401);
 }
 

@@ -140,6 +140,14 @@ impl Machine {
         lease: Duration,
         handler_done: impl FnOnce() + Send,
     ) -> Result<Outcome, StoreError> {
+        // Sources built without handlers (the receiver function's) claim nothing: the event stays for a worker.
+        let runnable = match self.sources.get(key.source.as_str()) {
+            Some(source) => match &source.handler {
+                Some(handler) => Some((source.clone(), handler.clone())),
+                None => return Ok(Outcome::Dropped("no handler is built in this process")),
+            },
+            None => None,
+        };
         let token = format!("{}:{:016x}", self.owner, rand::random::<u64>());
         let event = match self.ledger.claim(key, &token, lease).await? {
             Claim::Claimed(event) => *event,
@@ -152,7 +160,7 @@ impl Machine {
             }
         };
         crate::failpoint!("after_claim");
-        let Some(source) = self.sources.get(key.source.as_str()).cloned() else {
+        let Some((source, handler)) = runnable else {
             let error = "the source is no longer configured".to_owned();
             return self.settle_dead(event, &token, error).await;
         };
@@ -176,7 +184,7 @@ impl Machine {
 
         let run_for = source.handler_timeout.min(lease.saturating_sub(LEASE_MARGIN));
         let started = Instant::now();
-        let result = match tokio::time::timeout(run_for, source.handler.handle(&event)).await {
+        let result = match tokio::time::timeout(run_for, handler.handle(&event)).await {
             Ok(r) => r,
             Err(_) => Err(HandlerError::Retryable(format!(
                 "the handler did not finish within {} ms",
@@ -188,7 +196,7 @@ impl Machine {
         crate::failpoint!("after_handler_before_settle");
         match result {
             Ok(()) => {
-                if !source.handler.settles_on_success() {
+                if !handler.settles_on_success() {
                     let completed = Settlement::Completed {
                         retention: self.retention,
                     };

@@ -7,7 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use http::HeaderName;
 
-use crate::config::{Config, ConfigError, RetryPolicy, SecretRef};
+use crate::config::{Config, ConfigError, HandlerConfig, RetryPolicy, SecretRef};
 use crate::handlers::{Handler, Registry};
 use crate::model::SourceName;
 use crate::schemes::{Key, Scheme};
@@ -21,7 +21,8 @@ pub struct Source {
     pub tolerance_secs: u64,
     pub max_body_bytes: usize,
     pub kept_headers: Vec<HeaderName>,
-    pub handler: Arc<dyn Handler>,
+    /// `None` where sources were built by [`Sources::receiving`]: in the receiver function, which only receives.
+    pub handler: Option<Arc<dyn Handler>>,
     pub handler_timeout: Duration,
     pub retry: RetryPolicy,
 }
@@ -40,6 +41,23 @@ impl Sources {
         config: &Config,
         secrets: Option<&dyn SecretResolver>,
         handlers: &Registry,
+    ) -> Result<Sources, ConfigError> {
+        Self::build_with(config, secrets, |field, handler| {
+            handlers.build(field, handler).map(Some)
+        })
+        .await
+    }
+
+    /// [`Sources::build`] without handlers: for the receiver function, which never runs one. Its code never
+    /// reaches a [`Registry`], so the handlers and their HTTP client are not even linked into it.
+    pub async fn receiving(config: &Config, secrets: &dyn SecretResolver) -> Result<Sources, ConfigError> {
+        Self::build_with(config, Some(secrets), |_, _| Ok(None)).await
+    }
+
+    async fn build_with(
+        config: &Config,
+        secrets: Option<&dyn SecretResolver>,
+        handler: impl Fn(&str, &HandlerConfig) -> Result<Option<Arc<dyn Handler>>, ConfigError>,
     ) -> Result<Sources, ConfigError> {
         let mut by_name = HashMap::new();
         let mut names = Vec::new();
@@ -72,7 +90,7 @@ impl Sources {
                 tolerance_secs: sc.tolerance.as_secs(),
                 max_body_bytes: sc.max_body_bytes,
                 kept_headers: sc.scheme.kept_headers(),
-                handler: handlers.build(&format!("{at}.handler"), &sc.handler)?,
+                handler: handler(&format!("{at}.handler"), &sc.handler)?,
                 handler_timeout: sc.handler.timeout(),
                 retry: sc.retry,
             };

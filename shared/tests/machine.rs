@@ -127,6 +127,38 @@ async fn status(rig: &Rig, k: &EventKey) -> (Status, u32) {
     (e.status, e.attempts)
 }
 
+/// Sources built for receiving alone (the receiver function's) have keys but no handler: a machine over them
+/// must not claim, so the event stays RECEIVED, with no attempt counted, for a worker that has the handler.
+#[tokio::test]
+async fn a_machine_without_handlers_leaves_the_event_for_a_worker() {
+    let rig = rig(5, Duration::from_secs(60)).await;
+    let k = received(&rig, "e0").await;
+    let config = Config::from_toml(
+        "[sources.src]\nscheme = \"github\"\nsecrets = [\"env:MACHINE_TEST_SECRET\"]\n\
+         handler = { kind = \"forward\", url = \"http://127.0.0.1:9/\" }\n",
+    )
+    .unwrap();
+    let receiving = Sources::receiving(&config, &LocalSecrets).await.unwrap();
+    let src = receiving.get("src").unwrap();
+    assert_eq!(src.keys.len(), 1, "the receiver still verifies signatures");
+    assert!(src.handler.is_none());
+    let machine = Machine::new(
+        Arc::new(rig.ledger.clone()),
+        receiving,
+        rig.metrics.clone(),
+        rig.alarms.clone(),
+        Duration::from_secs(3600),
+        "receiver",
+    );
+    assert_eq!(
+        machine.process(&k, LEASE).await.unwrap(),
+        Outcome::Dropped("no handler is built in this process")
+    );
+    assert_eq!(status(&rig, &k).await, (Status::Received, 0));
+    assert_eq!(rig.machine.process(&k, LEASE).await.unwrap(), Outcome::Completed);
+    assert_eq!(status(&rig, &k).await, (Status::Completed, 1));
+}
+
 #[tokio::test]
 async fn success_completes_and_a_second_delivery_runs_nothing() {
     let rig = rig(5, Duration::from_secs(60)).await;

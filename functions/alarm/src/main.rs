@@ -3,14 +3,14 @@
 use std::sync::Arc;
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
-use inbox_core::aws::{functions, Function, Runtime};
+use inbox_core::aws::{functions, Runtime};
 use inbox_core::handlers::{http_client, Registry};
 use lambda_runtime::{service_fn, Error, LambdaEvent};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     lambda_runtime::tracing::init_default_subscriber();
-    let rt = Arc::new(Runtime::from_env(Function::Alarm, Registry::new(http_client())).await?);
+    let rt = Arc::new(Runtime::from_env(Registry::new(http_client())).await?);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| {
         let rt = rt.clone();
         async move { Ok::<SqsBatchResponse, Error>(functions::dead_letters(&rt, event.payload).await) }

@@ -1,7 +1,6 @@
 //! The receiver Lambda: the same router as `inbox serve`, behind a Function URL or HTTP API.
 
-use inbox_core::aws::{emf, Function, Runtime};
-use inbox_core::handlers::{http_client, Registry};
+use inbox_core::aws::{emf, receiver_from_env};
 use inbox_core::receiver::router;
 use lambda_http::{service_fn, Error, Request};
 use tower::ServiceExt;
@@ -9,9 +8,11 @@ use tower::ServiceExt;
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     lambda_http::tracing::init_default_subscriber();
-    let rt = Runtime::from_env(Function::Receiver, Registry::new(http_client())).await?;
-    let app = router(rt.receiver(), false);
-    let metrics = rt.metrics.clone();
+    // Boxed: the start's future (the SDK's calls for the config and secrets) is large, and on main's stack it
+    // would fault in ~40 KiB more stack pages at every cold start.
+    let receiver = Box::pin(receiver_from_env()).await?;
+    let metrics = receiver.metrics.clone();
+    let app = router(receiver, false);
     lambda_http::run(service_fn(move |req: Request| {
         let (app, metrics) = (app.clone(), metrics.clone());
         async move {

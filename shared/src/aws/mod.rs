@@ -105,15 +105,6 @@ pub async fn config_from(
     Config::from_toml(&text)
 }
 
-/// Which Lambda function a runtime serves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Function {
-    Receiver,
-    Processor,
-    Alarm,
-    Sweeper,
-}
-
 /// The SDK clients, built once. Tests build them with interceptors to count calls.
 #[derive(Clone, Debug)]
 pub struct Clients {
@@ -136,7 +127,8 @@ impl Clients {
     }
 }
 
-/// Everything a function needs, built once per cold start.
+/// Everything a worker function (processor, alarm, sweeper) needs, built once per cold start; tests and the bench
+/// build one to receive as well.
 pub struct Runtime {
     pub config: Config,
     pub resources: Resources,
@@ -154,16 +146,74 @@ pub enum RuntimeError {
     Config(#[from] ConfigError),
 }
 
+/// What every function reads first: the SDK settings, its resources, the config, and the store secrets come from.
+async fn start() -> Result<(SdkConfig, Resources, Config, AwsSecrets), RuntimeError> {
+    let sdk = sdk::load().await;
+    let resources = Resources::from_env()?;
+    let secrets = AwsSecrets::new(&sdk);
+    let config = load_config(&secrets).await?;
+    Ok((sdk, resources, config, secrets))
+}
+
+/// The receiver function's start: every secret read and no handler built, and only the parts receiving uses (the
+/// ledger, its payload bucket, the queue). No machine, handler or alarm is built here, so the linker leaves them
+/// (the handlers' HTTP client, the SNS client) out of the receiver's binary, and its cold start does not map them.
+pub async fn receiver_from_env() -> Result<Arc<Receiver>, RuntimeError> {
+    let (sdk, resources, config, secrets) = start().await?;
+    let sources = Sources::receiving(&config, &secrets).await?;
+    let (ledger, queue) = store(
+        aws_sdk_dynamodb::Client::new(&sdk),
+        aws_sdk_sqs::Client::new(&sdk),
+        S3Payloads::config(&sdk),
+        &resources,
+        &config,
+    );
+    let metrics = Arc::new(Metrics::new(sources.names()));
+    Ok(receiver(sources, ledger, queue, metrics))
+}
+
+/// The ledger (with its payload bucket, where one is set) and the queue, as every function uses them.
+fn store(
+    dynamodb: aws_sdk_dynamodb::Client,
+    sqs: aws_sdk_sqs::Client,
+    s3: aws_sdk_s3::Config,
+    resources: &Resources,
+    config: &Config,
+) -> (Arc<DynamoLedger>, Arc<SqsQueue>) {
+    let payloads = resources.bucket.as_ref().map(|b| S3Payloads::new(s3, b.clone()));
+    let ledger = Arc::new(DynamoLedger::new(
+        dynamodb,
+        resources.table.clone(),
+        payloads,
+        config.sweeper.grace,
+    ));
+    let queue = Arc::new(SqsQueue::new(sqs, resources.queue_url.clone()));
+    (ledger, queue)
+}
+
+/// The same router `inbox serve` runs, for `lambda_http`: without `/metrics` (metrics go to CloudWatch as EMF
+/// lines here).
+fn receiver(
+    sources: Sources,
+    ledger: Arc<DynamoLedger>,
+    queue: Arc<SqsQueue>,
+    metrics: Arc<Metrics>,
+) -> Arc<Receiver> {
+    Arc::new(Receiver {
+        sources,
+        ledger,
+        queue,
+        metrics,
+        read_timeout: Duration::from_secs(25),
+    })
+}
+
 impl Runtime {
-    /// Reads the environment and the config once (and, for the receiver alone, every secret: the other functions
-    /// never verify a signature, so they are not allowed to read secrets); fails naming what is missing.
-    pub async fn from_env(function: Function, handlers: Registry) -> Result<Self, RuntimeError> {
-        let sdk = sdk::load().await;
-        let resources = Resources::from_env()?;
-        let secrets = AwsSecrets::new(&sdk);
-        let config = load_config(&secrets).await?;
-        let secrets: Option<&dyn SecretResolver> = (function == Function::Receiver).then_some(&secrets);
-        Self::new(Clients::new(&sdk), secrets, resources, config, handlers).await
+    /// A worker's start: the environment and the config, read once; no secret is read, since workers never verify
+    /// a signature (least privilege). Fails naming what is missing.
+    pub async fn from_env(handlers: Registry) -> Result<Self, RuntimeError> {
+        let (sdk, resources, config, _) = start().await?;
+        Self::new(Clients::new(&sdk), None, resources, config, handlers).await
     }
 
     pub async fn new(
@@ -175,17 +225,13 @@ impl Runtime {
     ) -> Result<Self, RuntimeError> {
         let sources = Sources::build(&config, secrets, &handlers).await?;
         let metrics = Arc::new(Metrics::new(sources.names()));
-        let payloads = resources
-            .bucket
-            .as_ref()
-            .map(|b| S3Payloads::new(clients.s3.clone(), b.clone()));
-        let ledger = Arc::new(DynamoLedger::new(
+        let (ledger, queue) = store(
             clients.dynamodb.clone(),
-            resources.table.clone(),
-            payloads,
-            config.sweeper.grace,
-        ));
-        let queue = Arc::new(SqsQueue::new(clients.sqs.clone(), resources.queue_url.clone()));
+            clients.sqs.clone(),
+            clients.s3.clone(),
+            &resources,
+            &config,
+        );
         let alarm = Arc::new(sns::SnsAlarm::new(
             clients.sns.clone(),
             resources.topic_arn.clone(),
@@ -213,15 +259,13 @@ impl Runtime {
         })
     }
 
-    /// The receiver for `lambda_http`: the same router `inbox serve` runs, without `/metrics` (metrics go to
-    /// CloudWatch as EMF lines here).
+    /// The receiver over this runtime's parts, as [`receiver_from_env`] builds it for the receiver function.
     pub fn receiver(&self) -> Arc<Receiver> {
-        Arc::new(Receiver {
-            sources: self.sources.clone(),
-            ledger: self.ledger.clone(),
-            queue: self.queue.clone(),
-            metrics: self.metrics.clone(),
-            read_timeout: Duration::from_secs(25),
-        })
+        receiver(
+            self.sources.clone(),
+            self.ledger.clone(),
+            self.queue.clone(),
+            self.metrics.clone(),
+        )
     }
 }

@@ -631,30 +631,21 @@ async fn the_config_parameter_and_the_secrets_are_read_from_ssm_and_secrets_mana
     let stripe = receiver.sources.get("stripe").unwrap();
     assert_eq!(stripe.keys.len(), 2, "the receiver reads both secrets");
     assert!(stripe.handler.is_none(), "the receiver builds no handler");
-    let body = stripe_body(&format!("evt_{p}_sm"));
-    let (status, answer) = deliver_signed(receiver.clone(), SECRET, &body).await;
-    assert_eq!(
-        (status, answer["status"].as_str()),
-        (200, Some("accepted")),
-        "{answer}"
-    );
-    let (status, answer) = deliver_signed(
-        receiver.clone(),
-        old_secret,
-        &stripe_body(&format!("evt_{p}_ssm")),
-    )
-    .await;
-    assert_eq!(
-        (status, answer["status"].as_str()),
-        (200, Some("accepted")),
-        "{answer}"
-    );
-    let (status, answer) = deliver_signed(receiver.clone(), SECRET, &body).await;
-    assert_eq!(
-        (status, answer["status"].as_str()),
-        (200, Some("duplicate")),
-        "{answer}"
-    );
+    // Signed with the Secrets Manager secret, then the SSM one, then the first event again.
+    let sm = stripe_body(&format!("evt_{p}_sm"));
+    let ssm = stripe_body(&format!("evt_{p}_ssm"));
+    for (secret, body, expected) in [
+        (SECRET, &sm, "accepted"),
+        (old_secret, &ssm, "accepted"),
+        (SECRET, &sm, "duplicate"),
+    ] {
+        let (status, answer) = deliver_signed(receiver.clone(), secret, body).await;
+        assert_eq!(
+            (status, answer["status"].as_str()),
+            (200, Some(expected)),
+            "{answer}"
+        );
+    }
     let (status, _) = deliver_signed(
         receiver,
         "whsec_nobody_stored",

@@ -149,7 +149,7 @@ async fn deliver(stack: &Stack, body: &str) -> (u16, serde_json::Value) {
     deliver_signed(stack.rt.receiver(), SECRET, body).await
 }
 
-/// [`deliver`] to any runtime, signed with `secret`.
+/// [`deliver`] to any receiver (a runtime's, or the receiver function's own), signed with `secret`.
 async fn deliver_signed(receiver: Arc<Receiver>, secret: &str, body: &str) -> (u16, serde_json::Value) {
     let key = Scheme::Stripe.key_from_secret(secret).unwrap();
     let identity = Identity {

@@ -17,6 +17,7 @@ pub mod metrics;
 pub mod model;
 pub mod ports;
 pub mod receiver;
+pub mod rules;
 pub mod schemes;
 pub mod source;
 pub mod time;

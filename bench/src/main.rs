@@ -4,6 +4,7 @@
 //! Every load loop is bounded in count and time and talks to 127.0.0.1 only. See BENCHMARKS.md.
 
 mod aws;
+mod hardening;
 mod load;
 mod proc;
 
@@ -26,8 +27,10 @@ use load::{EventGen, Stats};
 
 /// The secret the bench's Stripe source verifies with (never a real one).
 pub const SECRET: &str = "whsec_bench_secret";
-/// What `--only=` may name.
-const PARTS: [&str; 4] = ["ceiling", "accept", "e2e", "aws"];
+/// What `--only=` may name. `readers` and `slow` (issue 13's checks) run only when named.
+const PARTS: [&str; 6] = ["ceiling", "accept", "e2e", "aws", "readers", "slow"];
+/// The parts a run without `--only` leaves out.
+const ON_REQUEST: [&str; 2] = ["readers", "slow"];
 /// Connections of the closed-loop load (keep-alive).
 const CONNS: usize = 64;
 /// Handlers at a time in the end-to-end server (`server.workers`; the default is 16): `forward` waits on the
@@ -51,7 +54,7 @@ pub struct Opts {
 
 impl Opts {
     pub fn runs(&self, part: &str) -> bool {
-        self.only.is_empty() || self.only.iter().any(|p| p == part)
+        (self.only.is_empty() && !ON_REQUEST.contains(&part)) || self.only.iter().any(|p| p == part)
     }
 
     pub fn binary(&self, name: &str) -> PathBuf {
@@ -388,6 +391,14 @@ async fn run(opts: Opts, moto_port: Option<u16>) -> Result<()> {
         aws::run(&opts, moto_port, &mut rows).await;
     }
 
+    // 7 and 8. Reads beside the writer, and slow clients.
+    if opts.runs("readers") {
+        hardening::readers(&opts, &inbox, &mut rows).await?;
+    }
+    if opts.runs("slow") {
+        hardening::slow_clients(&opts, &inbox, &mut rows).await?;
+    }
+
     println!("\n## summary");
     println!("| figure | value | goal |");
     println!("| --- | --- | --- |");
@@ -422,7 +433,7 @@ struct InboxServer {
     child: Child,
     addr: SocketAddr,
     pid: u32,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl InboxServer {
@@ -455,8 +466,13 @@ impl InboxServer {
             child,
             addr,
             pid,
-            _dir: dir,
+            dir,
         })
+    }
+
+    /// Where its events are stored.
+    fn data_dir(&self) -> std::path::PathBuf {
+        self.dir.path().join("data")
     }
 
     /// The server's count of COMPLETED events.

@@ -95,6 +95,9 @@ where
 trait Store: Send + Sync {
     /// A new handle on this test's store, as a restarted process (or another Lambda) would open it.
     async fn open(&self, grace: Duration) -> Arc<dyn Ledger>;
+
+    /// Removes the stored body of an event behind the ledger's back, as a corrupt record would lack it.
+    async fn lose_body(&self, id: &str);
 }
 
 struct SqliteStore(tempfile::TempDir);
@@ -109,6 +112,18 @@ impl SqliteStore {
 impl Store for SqliteStore {
     async fn open(&self, grace: Duration) -> Arc<dyn Ledger> {
         Arc::new(open_sqlite(&self.0, grace))
+    }
+
+    async fn lose_body(&self, id: &str) {
+        let c = rusqlite::Connection::open(self.0.path().join("inbox.db")).unwrap();
+        c.busy_timeout(Duration::from_secs(5)).unwrap();
+        let n = c
+            .execute(
+                "DELETE FROM payloads WHERE event = (SELECT id FROM events WHERE source = 'src' AND event_id = ?1)",
+                [id],
+            )
+            .unwrap();
+        assert_eq!(n, 1);
     }
 }
 
@@ -157,6 +172,11 @@ ledger_tests!(
     the_sparse_index_holds_only_what_the_sweeper_must_see,
     completed_events_past_retention_count_as_absent,
     list_filters_by_status_and_source,
+    the_dead_letter_path_waits_for_a_live_lease,
+    a_missing_body_is_a_corrupt_claim_never_an_empty_one,
+    a_body_resent_under_a_fresh_id_is_a_duplicate_of_the_stored_event,
+    replay_restarts_the_age_budget,
+    reconciliation_reads_presence_in_batches_and_keeps_checkpoints_apart,
 );
 
 async fn create_is_conditional_and_durable(store: &dyn Store) {
@@ -542,7 +562,240 @@ async fn list_filters_by_status_and_source(store: &dyn Store) {
     assert!(l.list(&of_status(Status::Completed)).await.unwrap().is_empty());
 }
 
+/// Issue 13, defect 7: the DLQ path marked an event DEAD under a live lease, beside a running worker.
+async fn the_dead_letter_path_waits_for_a_live_lease(store: &dyn Store) {
+    let l = store.open(LONG).await;
+    l.create(new_event("e1", "b")).await.unwrap();
+    l.claim(&key("e1"), "w", LONG).await.unwrap();
+    let MarkDead::Leased(until) = l.mark_dead(&key("e1"), "redriven").await.unwrap() else {
+        panic!("marked dead under a live lease")
+    };
+    assert!(until > now(), "{until}");
+    // The running worker's settle wins.
+    assert_eq!(l.settle(&key("e1"), "w", RETAIN).await.unwrap(), Settled::Done);
+    assert_eq!(
+        l.mark_dead(&key("e1"), "redriven").await.unwrap(),
+        MarkDead::Completed
+    );
+
+    // A lease that ran out (its worker died) is buried.
+    l.create(new_event("e2", "b")).await.unwrap();
+    l.claim(&key("e2"), "w", Duration::from_millis(200))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(matches!(
+        l.mark_dead(&key("e2"), "redriven").await.unwrap(),
+        MarkDead::NewlyDead(_)
+    ));
+    assert_eq!(
+        l.settle(&key("e2"), "w", RETAIN).await.unwrap(),
+        Settled::LeaseLost
+    );
+}
+
+/// Issue 13, defect 4: SQLite read a missing body as an empty one (and `forward` would have POSTed nothing).
+async fn a_missing_body_is_a_corrupt_claim_never_an_empty_one(store: &dyn Store) {
+    let l = store.open(LONG).await;
+    l.create(new_event("e1", "the body")).await.unwrap();
+    store.lose_body("e1").await;
+    let Claim::Corrupt(event, why) = l.claim(&key("e1"), "w", LONG).await.unwrap() else {
+        panic!("a record without its body was claimed as runnable")
+    };
+    assert!(why.contains("missing"), "{why}");
+    assert_eq!((event.status, event.attempts), (Status::Processing, 1));
+    // The claim stands: its owner settles it DEAD.
+    assert_eq!(
+        l.settle(&key("e1"), "w", Settlement::Dead { error: why })
+            .await
+            .unwrap(),
+        Settled::Done
+    );
+    assert!(matches!(
+        l.get(&key("e1")).await,
+        Err(inbox_core::ports::StoreError::Corrupt(_))
+    ));
+}
+
+/// Issue 13, defect 8: where the scheme signs the body but not the id, a captured delivery resent under fresh
+/// ids is a duplicate of the stored event.
+async fn a_body_resent_under_a_fresh_id_is_a_duplicate_of_the_stored_event(store: &dyn Store) {
+    let l = store.open(LONG).await;
+    let unique = |id: &str, body: &str| NewEvent {
+        unique_body_for: Some(Duration::from_secs(3600)),
+        ..new_event(id, body)
+    };
+    assert_eq!(l.create(unique("e1", "same")).await.unwrap(), Created::New);
+    let Created::Duplicate { event_id, .. } = l.create(unique("e2", "same")).await.unwrap() else {
+        panic!("a resent body was stored under a fresh id")
+    };
+    assert_eq!(event_id.as_str(), "e1");
+    assert!(l.get(&key("e2")).await.unwrap().is_none());
+    // The same id again is the ordinary duplicate; another body is a new event.
+    assert!(matches!(
+        l.create(unique("e1", "same")).await.unwrap(),
+        Created::Duplicate { event_id, .. } if event_id.as_str() == "e1"
+    ));
+    assert_eq!(l.create(unique("e3", "other")).await.unwrap(), Created::New);
+    // Without the option the same body under another id is a new event.
+    assert_eq!(l.create(new_event("e4", "same")).await.unwrap(), Created::New);
+}
+
+/// Issue 13, defect 1: a replay must run even when it comes after `max_age`: the record says when it was replayed.
+async fn replay_restarts_the_age_budget(store: &dyn Store) {
+    let l = store.open(LONG).await;
+    l.create(new_event("e1", "b")).await.unwrap();
+    l.claim(&key("e1"), "w", LONG).await.unwrap();
+    l.settle(&key("e1"), "w", Settlement::Dead { error: "x".into() })
+        .await
+        .unwrap();
+    let before = now();
+    assert_eq!(l.replay(&key("e1"), false).await.unwrap(), Replay::Replayed);
+    let e = l.get(&key("e1")).await.unwrap().unwrap();
+    assert!(e.replayed_at.is_some_and(|t| t >= before), "{e:?}");
+    assert!(e.budget_start() >= before && e.received_at <= before, "{e:?}");
+}
+
+/// Issue 12: which ids are present, in batches (more than one `BatchGetItem` page), and the checkpoint, which no
+/// listing sees.
+async fn reconciliation_reads_presence_in_batches_and_keeps_checkpoints_apart(store: &dyn Store) {
+    use inbox_core::ports::{Checkpoint, RunRecord};
+    let l = store.open(LONG).await;
+    for i in (0..250).step_by(2) {
+        l.create(new_event(&format!("e{i}"), "b")).await.unwrap();
+    }
+    let asked: Vec<EventId> = (0..250)
+        .map(|i| EventId::parse(&format!("e{i}")).unwrap())
+        .collect();
+    let source = SourceName::parse("src").unwrap();
+    let found = l.present(&source, &asked).await.unwrap();
+    assert_eq!(found.len(), 125);
+    assert!(found
+        .iter()
+        .all(|id| id.as_str()[1..].parse::<u32>().unwrap() % 2 == 0));
+    assert!(l.present(&source, &[]).await.unwrap().is_empty());
+    let other = SourceName::parse("other").unwrap();
+    assert!(l.present(&other, &asked).await.unwrap().is_empty());
+
+    assert_eq!(l.checkpoint(&source).await.unwrap(), None);
+    let cp = Checkpoint {
+        scanned_to: 1_700_000_000_000,
+        last_run: Some(RunRecord {
+            listed: 3,
+            recovered: 1,
+            ..Default::default()
+        }),
+    };
+    l.save_checkpoint(&source, &cp).await.unwrap();
+    assert_eq!(l.checkpoint(&source).await.unwrap(), Some(cp.clone()));
+    let later = Checkpoint {
+        scanned_to: cp.scanned_to + 1,
+        ..cp
+    };
+    l.save_checkpoint(&source, &later).await.unwrap();
+    assert_eq!(l.checkpoint(&source).await.unwrap(), Some(later));
+    assert_eq!(l.checkpoint(&other).await.unwrap(), None);
+    assert_eq!(
+        l.list(&all(1000)).await.unwrap().len(),
+        125,
+        "a checkpoint was listed as an event"
+    );
+}
+
 // SQLite only: what the embedded runtime does beyond the port.
+
+/// Issue 13, defect 2: a failed `BEGIN IMMEDIATE` ran the batch's jobs in autocommit and answered them `Err`:
+/// a create stored but answered 503.
+#[tokio::test]
+async fn sqlite_a_failed_begin_runs_nothing_of_its_batch() {
+    use inbox_core::adapters::sqlite::Options;
+    let dir = tempfile::tempdir().unwrap();
+    let options = Options {
+        busy_timeout: Duration::from_millis(300),
+        ..Options::new(1024, LONG)
+    };
+    let l = SqliteLedger::open_with(dir.path(), options).unwrap();
+    // GIVEN another connection holding the write lock for 600 ms: BEGIN IMMEDIATE gives up after 300 ms, and
+    // a statement run after it would get the lock.
+    let holder = rusqlite::Connection::open(dir.path().join("inbox.db")).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(600));
+        holder.execute_batch("COMMIT").unwrap();
+    });
+    let answer = l.create(new_event("e1", "b")).await;
+    assert!(
+        matches!(answer, Err(inbox_core::ports::StoreError::Busy)),
+        "{answer:?}"
+    );
+    release.join().unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    // THEN nothing of it was stored: the sender's retry is the first create.
+    assert!(
+        l.get(&key("e1")).await.unwrap().is_none(),
+        "stored but answered 503"
+    );
+    assert_eq!(l.create(new_event("e1", "b")).await.unwrap(), Created::New);
+}
+
+/// Issue 13, defect 3: reads went through the writer under `BEGIN IMMEDIATE`, so a read waited for (and could
+/// fail on) another process's write lock.
+#[tokio::test]
+async fn sqlite_reads_never_wait_for_the_write_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let l = open_sqlite(&dir, LONG);
+    l.create(new_event("e1", "b")).await.unwrap();
+    let holder = rusqlite::Connection::open(dir.path().join("inbox.db")).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let started = std::time::Instant::now();
+    assert_eq!(l.get(&key("e1")).await.unwrap().unwrap().payload.as_ref(), b"b");
+    assert_eq!(l.list(&all(10)).await.unwrap().len(), 1);
+    assert_eq!(l.due(i64::MAX, 10).await.unwrap().len(), 1);
+    assert_eq!(l.counts().await.unwrap(), vec![(Status::Received, 1)]);
+    l.changed_elsewhere().await.unwrap();
+    let took = started.elapsed();
+    holder.execute_batch("ROLLBACK").unwrap();
+    assert!(
+        took < Duration::from_secs(2),
+        "reads waited {took:?} for the write lock"
+    );
+}
+
+/// Issue 13, defect 7: the purge chose event rows and payload rows with two independent `LIMIT`s.
+#[tokio::test]
+async fn sqlite_purge_removes_events_with_their_bodies() {
+    let dir = tempfile::tempdir().unwrap();
+    let l = open_sqlite(&dir, LONG);
+    for i in 0..30 {
+        let k = key(&format!("e{i}"));
+        l.create(new_event(&format!("e{i}"), "b")).await.unwrap();
+        l.claim(&k, "w", LONG).await.unwrap();
+        let retention = if i % 3 == 0 { LONG } else { Duration::ZERO };
+        l.settle(&k, "w", Settlement::Completed { retention })
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let mut purged = 0;
+    loop {
+        let n = l.purge_expired(7).await.unwrap();
+        if n == 0 {
+            break;
+        }
+        purged += n;
+    }
+    assert_eq!(purged, 20);
+    let c = rusqlite::Connection::open(dir.path().join("inbox.db")).unwrap();
+    let orphans: i64 = c
+        .query_row(
+            "SELECT (SELECT count(*) FROM payloads WHERE event NOT IN (SELECT id FROM events))
+                  + (SELECT count(*) FROM events WHERE id NOT IN (SELECT event FROM payloads))",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(orphans, 0);
+}
 
 /// Commits only append to the WAL; the checkpointer thread, not the writer, copies them into the database file
 /// soon after (the writer's own checkpoint waits for thousands of pages, far more than this test writes).
@@ -715,6 +968,17 @@ mod aws {
     impl Store for DynamoStore {
         async fn open(&self, grace: Duration) -> Arc<dyn Ledger> {
             Arc::new(self.ledger(grace))
+        }
+
+        async fn lose_body(&self, id: &str) {
+            self.dynamo
+                .update_item()
+                .table_name(&self.name)
+                .key("pk", AttributeValue::S(key(id).pk()))
+                .update_expression("REMOVE payload")
+                .send()
+                .await
+                .unwrap();
         }
     }
 

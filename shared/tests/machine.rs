@@ -35,11 +35,13 @@ impl Handler for Script {
 struct Alarms {
     sent: Mutex<Vec<String>>,
     fail: Mutex<bool>,
+    tried: std::sync::atomic::AtomicUsize,
 }
 
 #[async_trait]
 impl Alarm for Alarms {
     async fn dead(&self, event: &Event) -> Result<(), String> {
+        self.tried.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         if *self.fail.lock().unwrap() {
             return Err("notify_url down".into());
         }
@@ -69,9 +71,14 @@ struct Rig {
 }
 
 async fn rig(max_attempts: u32, grace: Duration) -> Rig {
+    rig_aged(max_attempts, grace, "24h").await
+}
+
+/// A rig whose retry budget also ends `max_age` after the budget's start.
+async fn rig_aged(max_attempts: u32, grace: Duration, max_age: &str) -> Rig {
     std::env::set_var("MACHINE_TEST_SECRET", "s3cret");
     let config = Config::from_toml(&format!(
-        "[retry]\nbase = \"10ms\"\ncap = \"20ms\"\nmax_attempts = {max_attempts}\n\
+        "[retry]\nbase = \"10ms\"\ncap = \"20ms\"\nmax_attempts = {max_attempts}\nmax_age = \"{max_age}\"\n\
          [sources.src]\nscheme = \"github\"\nsecrets = [\"env:MACHINE_TEST_SECRET\"]\n\
          handler = {{ kind = \"custom\", name = \"script\", timeout = \"1s\" }}\n"
     ))
@@ -319,4 +326,131 @@ async fn lost_enqueues_and_lost_alarms_are_recovered_by_the_sweeper() {
     assert_eq!(*rig.alarms.sent.lock().unwrap(), ["alarm-lost"]);
     let again = rig.machine.sweep(&Recorded::default(), 100).await.unwrap();
     assert_eq!(again.alarms, 0, "an alarm goes out once");
+}
+
+/// Issue 13, defect 1: a replay later than `max_age` went DEAD at its first claim, without running, and alarmed
+/// a second time: the age budget counted from `received_at`.
+#[tokio::test]
+async fn a_replay_after_max_age_runs_instead_of_dying() {
+    let rig = rig_aged(5, Duration::from_secs(60), "1s").await;
+    rig.script
+        .answers
+        .lock()
+        .unwrap()
+        .push_back(Err(HandlerError::Permanent("HTTP 400".into())));
+    let k = received(&rig, "e1").await;
+    assert_eq!(rig.machine.process(&k, LEASE).await.unwrap(), Outcome::Dead);
+    // GIVEN the event is older than max_age WHEN an operator replays it THEN it runs and completes.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(
+        rig.ledger.replay(&k, false).await.unwrap(),
+        inbox_core::ports::Replay::Replayed
+    );
+    assert_eq!(rig.machine.process(&k, LEASE).await.unwrap(), Outcome::Completed);
+    assert_eq!(*rig.script.runs.lock().unwrap(), [1, 1]);
+    assert_eq!(rig.alarms.sent.lock().unwrap().len(), 1, "a second alarm");
+}
+
+/// Issue 13, defect 4: a record whose body is gone must never run with an empty body: it is settled DEAD by the
+/// worker that claimed it, and alarmed.
+#[tokio::test]
+async fn a_record_without_its_body_is_buried_not_run() {
+    let rig = rig(5, Duration::from_secs(60)).await;
+    let k = received(&rig, "e1").await;
+    let db = rusqlite::Connection::open(rig.ledger.path()).unwrap();
+    db.execute("DELETE FROM payloads", []).unwrap();
+    assert_eq!(rig.machine.process(&k, LEASE).await.unwrap(), Outcome::Dead);
+    assert!(
+        rig.script.runs.lock().unwrap().is_empty(),
+        "ran with an empty body"
+    );
+    assert_eq!(*rig.alarms.sent.lock().unwrap(), ["e1"]);
+    let e = &rig
+        .ledger
+        .list(&inbox_core::ports::ListFilter {
+            status: Some(Status::Dead),
+            source: None,
+            limit: 10,
+        })
+        .await
+        .unwrap()[0];
+    assert!(e.last_error.as_deref().unwrap_or("").contains("body"), "{e:?}");
+}
+
+/// Issue 13, defect 7: a handler's error text (a whole HTML page) went unbounded into `last_error`.
+#[tokio::test]
+async fn handler_error_text_is_cut_to_a_bounded_length() {
+    let rig = rig(5, Duration::from_secs(60)).await;
+    rig.script
+        .answers
+        .lock()
+        .unwrap()
+        .push_back(Err(HandlerError::Retryable("<html>".repeat(50_000))));
+    let k = received(&rig, "e1").await;
+    assert!(matches!(
+        rig.machine.process(&k, LEASE).await.unwrap(),
+        Outcome::Retry(_)
+    ));
+    let e = rig.ledger.get(&k).await.unwrap().unwrap();
+    let error = e.last_error.unwrap();
+    assert!(
+        error.len() <= inbox_core::rules::MAX_ERROR_BYTES,
+        "{}",
+        error.len()
+    );
+    assert!(error.starts_with("<html>"));
+}
+
+/// Issue 13, defect 5: a failed alarm kept its due time, so every sweep tried it again at once (and, inline, each
+/// waited for the dead endpoint). Sent beside the work, a failed one waits its own backoff.
+#[tokio::test]
+async fn a_failed_alarm_waits_its_own_backoff_beside_the_work() {
+    let mut rig = rig(5, Duration::ZERO).await;
+    let machine = Machine::new(
+        Arc::new(rig.ledger.clone()),
+        Sources::build(
+            &Config::from_toml(
+                "[sources.src]\nscheme = \"github\"\nsecrets = [\"env:MACHINE_TEST_SECRET\"]\n\
+                 handler = { kind = \"custom\", name = \"script\", timeout = \"1s\" }\n",
+            )
+            .unwrap(),
+            Some(&LocalSecrets),
+            &Registry::new(http_client()).register("script", rig.script.clone()),
+        )
+        .await
+        .unwrap(),
+        rig.metrics.clone(),
+        rig.alarms.clone(),
+        Duration::from_secs(3600),
+        "test",
+    )
+    .with_background_alarms();
+    rig.machine = machine;
+    *rig.alarms.fail.lock().unwrap() = true;
+    rig.script
+        .answers
+        .lock()
+        .unwrap()
+        .push_back(Err(HandlerError::Permanent("HTTP 400".into())));
+    let k = received(&rig, "e1").await;
+    // The settle does not wait for the alarm.
+    assert_eq!(rig.machine.process(&k, LEASE).await.unwrap(), Outcome::Dead);
+    let tried = || rig.alarms.tried.load(std::sync::atomic::Ordering::SeqCst);
+    for _ in 0..100 {
+        if tried() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(tried(), 1);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // THEN sweeps right after the failure do not offer it again: it waits its backoff (10 s at least).
+    let queue = Recorded::default();
+    for _ in 0..3 {
+        let report = rig.machine.sweep(&queue, 100).await.unwrap();
+        assert_eq!(report.alarms, 0, "{report:?}");
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(tried(), 1, "a failed alarm was tried again at once");
+    assert!(rig.ledger.get(&k).await.unwrap().unwrap().notified_at.is_none());
 }

@@ -75,14 +75,14 @@ const REPLAYABLE_FORCED: &str = "#status = :dead OR (#status = :completed AND ex
 
 // Updates.
 const CLAIM: &str = "SET #status = :processing, lease_owner = :owner, lease_until = :until, \
-    gsi1pk = :open, gsi1sk = :until, attempts = attempts + :one, updated_at = :now";
+    gsi1pk = :open, gsi1sk = :due, attempts = attempts + :one, updated_at = :now";
 const COMPLETE: &str = "SET #status = :completed, completed_at = :now, expires_at = :expires_secs, \
     updated_at = :now REMOVE lease_owner, lease_until, next_attempt_at, gsi1pk, gsi1sk";
 const FAIL: &str = "SET #status = :failed, last_error = :error, next_attempt_at = :next, \
     gsi1pk = :open, gsi1sk = :due, updated_at = :now REMOVE lease_owner, lease_until";
 const KILL: &str = "SET #status = :dead, last_error = :error, updated_at = :now, gsi1pk = :dead_shard, \
     gsi1sk = :due REMOVE notified_at, lease_owner, lease_until, next_attempt_at";
-const RELEASE: &str = "SET lease_until = :now, gsi1sk = :now, updated_at = :now";
+const RELEASE: &str = "SET lease_until = :now, gsi1sk = :due, updated_at = :now";
 const NOTIFIED: &str = "SET notified_at = :now, gsi1sk = :never";
 const DEFER_ALARM: &str = "SET gsi1sk = :until";
 const REPLAY: &str =

@@ -268,6 +268,11 @@ impl SqliteLedger {
         answer.await.map_err(|_| writer_stopped())?
     }
 
+    /// [`SqliteLedger::write`], answered as the caller expects.
+    async fn ask<T: FromAnswer>(&self, op: Op) -> Result<T, StoreError> {
+        T::from_answer(self.write(op).await?).ok_or_else(mismatch)
+    }
+
     /// Runs `f` on a read connection, off the async runtime's threads. `now` is this process's clock.
     async fn read<T, F>(&self, f: F) -> Result<T, StoreError>
     where
@@ -287,27 +292,19 @@ impl SqliteLedger {
             prefix: owner_prefix.to_owned(),
             mine,
         };
-        match self.write(op).await? {
-            Answer::Count(n) => Ok(n),
-            _ => Err(mismatch()),
-        }
+        self.ask(op).await
     }
 
     /// Whether another process (an `inbox replay`) committed since the last call: SQLite's `data_version`.
     pub async fn changed_elsewhere(&self) -> Result<bool, StoreError> {
-        match self.write(Op::DataVersion).await? {
-            Answer::Version(v) => Ok(self.data_version.swap(v, std::sync::atomic::Ordering::Relaxed) != v),
-            _ => Err(mismatch()),
-        }
+        let v: i64 = self.ask(Op::DataVersion).await?;
+        Ok(self.data_version.swap(v, std::sync::atomic::Ordering::Relaxed) != v)
     }
 
     /// Deletes completed events past retention, at most `limit` a call; returns how many went.
     pub async fn purge_expired(&self, limit: usize) -> Result<usize, StoreError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        match self.write(Op::Purge { limit }).await? {
-            Answer::Count(n) => Ok(n),
-            _ => Err(mismatch()),
-        }
+        self.ask(Op::Purge { limit }).await
     }
 
     /// Counts of events by status (expired completed ones left out).
@@ -450,7 +447,6 @@ impl Writer {
                     Err(_) => break,
                 }
             }
-            crate::failpoint!("sqlite_writer_batch");
             // The one read served here, between transactions.
             let (reads, writes): (Vec<Job>, Vec<Job>) =
                 batch.drain(..).partition(|job| matches!(job.op, Op::DataVersion));
@@ -467,6 +463,7 @@ impl Writer {
 
     /// Runs `batch` in as few transactions as it takes and answers each job once its fate is known.
     fn commit_batch(&self, batch: Vec<Job>) {
+        crate::failpoint!("sqlite_writer_batch");
         let mut ran: Vec<(Reply, Result<Answer, StoreError>)> = Vec::with_capacity(batch.len());
         let mut jobs = batch.into_iter();
         'transactions: loop {
@@ -936,17 +933,37 @@ fn with_payload(c: &Connection, id: i64, mut event: Event) -> Result<Result<Even
     Ok(Ok(event))
 }
 
-fn answer<T>(answer: Answer, pick: impl FnOnce(Answer) -> Option<T>) -> Result<T, StoreError> {
-    pick(answer).ok_or_else(mismatch)
+/// Which [`Answer`] an operation's caller expects.
+trait FromAnswer: Sized {
+    fn from_answer(answer: Answer) -> Option<Self>;
+}
+
+macro_rules! from_answer {
+    ($($variant:ident => $t:ty),* $(,)?) => {
+        $(impl FromAnswer for $t {
+            fn from_answer(answer: Answer) -> Option<Self> {
+                match answer {
+                    Answer::$variant(v) => Some(v),
+                    _ => None,
+                }
+            }
+        })*
+    };
+}
+
+from_answer!(Created => Created, Claim => Claim, Settled => Settled, MarkDead => MarkDead, Replay => Replay,
+    Count => usize, Version => i64);
+
+impl FromAnswer for () {
+    fn from_answer(_: Answer) -> Option<Self> {
+        Some(())
+    }
 }
 
 #[async_trait]
 impl Ledger for SqliteLedger {
     async fn create(&self, event: NewEvent) -> Result<Created, StoreError> {
-        answer(self.write(Op::Create(event)).await?, |a| match a {
-            Answer::Created(c) => Some(c),
-            _ => None,
-        })
+        self.ask(Op::Create(event)).await
     }
 
     async fn claim(&self, key: &EventKey, owner: &str, lease: Duration) -> Result<Claim, StoreError> {
@@ -955,10 +972,7 @@ impl Ledger for SqliteLedger {
             owner: owner.to_owned(),
             lease: ms(lease),
         };
-        answer(self.write(op).await?, |a| match a {
-            Answer::Claim(c) => Some(c),
-            _ => None,
-        })
+        self.ask(op).await
     }
 
     async fn settle(
@@ -972,10 +986,7 @@ impl Ledger for SqliteLedger {
             owner: owner.to_owned(),
             settlement,
         };
-        answer(self.write(op).await?, |a| match a {
-            Answer::Settled(s) => Some(s),
-            _ => None,
-        })
+        self.ask(op).await
     }
 
     async fn release(&self, key: &EventKey, owner: &str) -> Result<Settled, StoreError> {
@@ -983,10 +994,7 @@ impl Ledger for SqliteLedger {
             key: key.clone(),
             owner: owner.to_owned(),
         };
-        answer(self.write(op).await?, |a| match a {
-            Answer::Settled(s) => Some(s),
-            _ => None,
-        })
+        self.ask(op).await
     }
 
     async fn mark_dead(&self, key: &EventKey, reason: &str) -> Result<MarkDead, StoreError> {
@@ -994,14 +1002,11 @@ impl Ledger for SqliteLedger {
             key: key.clone(),
             reason: reason.to_owned(),
         };
-        answer(self.write(op).await?, |a| match a {
-            Answer::MarkDead(m) => Some(m),
-            _ => None,
-        })
+        self.ask(op).await
     }
 
     async fn mark_notified(&self, key: &EventKey) -> Result<(), StoreError> {
-        self.write(Op::MarkNotified(key.clone())).await.map(|_| ())
+        self.ask(Op::MarkNotified(key.clone())).await
     }
 
     async fn defer_alarm(&self, key: &EventKey, until: i64) -> Result<(), StoreError> {
@@ -1009,7 +1014,7 @@ impl Ledger for SqliteLedger {
             key: key.clone(),
             until,
         };
-        self.write(op).await.map(|_| ())
+        self.ask(op).await
     }
 
     async fn replay(&self, key: &EventKey, force: bool) -> Result<Replay, StoreError> {
@@ -1017,10 +1022,7 @@ impl Ledger for SqliteLedger {
             key: key.clone(),
             force,
         };
-        answer(self.write(op).await?, |a| match a {
-            Answer::Replay(r) => Some(r),
-            _ => None,
-        })
+        self.ask(op).await
     }
 
     async fn get(&self, key: &EventKey) -> Result<Option<Event>, StoreError> {
@@ -1121,7 +1123,7 @@ impl Ledger for SqliteLedger {
             source: source.clone(),
             body,
         };
-        self.write(op).await.map(|_| ())
+        self.ask(op).await
     }
 
     fn check(&self) -> Result<(), StoreError> {

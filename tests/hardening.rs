@@ -1,0 +1,278 @@
+//! The defects an outside review of the core found (issue 13), each shown on a real `inbox serve` process:
+//! `/healthz` after the store's writer thread died, axum's own rejections as JSON errors, a bad optional event type,
+//! request bytes in memory over every connection, a body resent under a fresh id, and a dead notify URL at start-up.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use inbox_core::schemes::Scheme;
+use serde_json::{json, Value};
+use tokio::io::AsyncWriteExt;
+
+const SECRET_VAR: &str = "HARDENING_GITHUB_SECRET";
+
+fn github_source(name: &str, sink: &str, extra: &str) -> String {
+    format!(
+        "[sources.{name}]\nscheme = \"github\"\nsecrets = [\"env:{SECRET_VAR}\"]\n{extra}\
+         handler = {{ kind = \"forward\", url = \"{sink}/{name}\", timeout = \"5s\" }}\n"
+    )
+}
+
+async fn deliver(app: &App, source: &str, signer: &Signer, id: &str, event_type: &str, body: &str) -> Answer {
+    post(
+        &client(),
+        &app.webhook_url(source),
+        body.to_owned(),
+        &signer.headers(body.as_bytes(), id, Some(event_type)),
+    )
+    .await
+}
+
+/// GIVEN a server whose SQLite writer thread panics at its second batch (the first delivery's create)
+/// WHEN that delivery arrives
+/// THEN it is answered 503 (nothing acknowledged), and `/healthz` turns red, so a supervisor restarts the process.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_health_check_turns_red_when_the_writer_thread_dies() {
+    let sink = Sink::start(&[], 200).await;
+    let secret = rand_secret();
+    let app = spawn_app(
+        &github_source("gh", &sink.url(), ""),
+        &[
+            (SECRET_VAR, &secret),
+            ("INBOX_FAILPOINT", "sqlite_writer_batch@2:panic"),
+        ],
+    );
+    let healthy = get(&client(), &format!("{}/healthz", app.url())).await;
+    assert_eq!(healthy.status, 200, "{}", healthy.text);
+
+    let signer = Signer::new(Scheme::Github, &secret);
+    let a = deliver(&app, "gh", &signer, &rand_id("d"), "push", "{}").await;
+    a.assert_error(503, "a delivery the writer never committed");
+    assert!(
+        app.log().contains("failpoint sqlite_writer_batch@2 hit"),
+        "{}",
+        app.log()
+    );
+
+    let health = get(&client(), &format!("{}/healthz", app.url())).await;
+    health.assert_error(503, "/healthz after the writer thread died");
+}
+
+/// GIVEN a running server
+/// WHEN a route is asked with the wrong method, or a path that is not UTF-8
+/// THEN the answers are the contract's JSON errors, not axum's plain text.
+#[tokio::test(flavor = "multi_thread")]
+async fn axum_rejections_are_json_errors() {
+    let sink = Sink::start(&[], 200).await;
+    let secret = rand_secret();
+    let app = spawn_app(&github_source("gh", &sink.url(), ""), &[(SECRET_VAR, &secret)]);
+    let wrong_method = get(&client(), &app.webhook_url("gh")).await;
+    wrong_method.assert_error(405, "GET on the webhook route");
+    let post_health = post(&client(), &format!("{}/healthz", app.url()), "", &[]).await;
+    post_health.assert_error(405, "POST on /healthz");
+    let bad_path = raw_request(
+        app.addr(),
+        "POST /webhooks/%FF%FE HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\nconnection: close",
+        &[b"{}".to_vec()],
+    )
+    .await;
+    bad_path.assert_error(404, "a source name that is not UTF-8");
+    assert_eq!(app.status_counts().values().sum::<usize>(), 0);
+}
+
+/// GIVEN a GitHub source
+/// WHEN a verified delivery carries an event type of 300 bytes, or one with a control character (a tab)
+/// THEN it is accepted and stored without the type, and its record says why (a 400 would be answered to every
+/// retry of it, forever).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bad_optional_event_type_is_left_out_not_refused() {
+    let sink = Sink::start(&[], 200).await;
+    let secret = rand_secret();
+    let app = spawn_app(&github_source("gh", &sink.url(), ""), &[(SECRET_VAR, &secret)]);
+    let signer = Signer::new(Scheme::Github, &secret);
+    for (n, bad_type) in ["x".repeat(300), "push\tnow".to_owned()].iter().enumerate() {
+        let id = rand_id("t");
+        let body = json!({"n": n}).to_string();
+        let a = deliver(&app, "gh", &signer, &id, bad_type, &body).await;
+        assert_eq!(a.status, 200, "{}", a.text);
+        assert_eq!(a.json["status"], "accepted", "{}", a.text);
+        let stored = app.event("gh", &id).expect("stored");
+        assert_eq!(stored["event_type"], Value::Null, "{stored}");
+        let headers = stored["headers"].to_string();
+        assert!(
+            headers.contains("x-inbox-note") && headers.contains("event type left out"),
+            "{stored}"
+        );
+    }
+    wait_until(Duration::from_secs(10), "both are forwarded", || {
+        sink.count() == 2
+    });
+}
+
+/// GIVEN `max_inflight_bytes = 3000` and a source limit of 1500 bytes
+/// WHEN two slow clients have each declared a 1400-byte body and sent only its first bytes
+/// THEN a third request (1000 bytes) is answered 503 with Retry-After before its body is read, and once the slow
+/// clients go away the same request is accepted.
+#[tokio::test(flavor = "multi_thread")]
+async fn request_bytes_in_memory_are_bounded_over_every_connection() {
+    let sink = Sink::start(&[], 200).await;
+    let secret = rand_secret();
+    let app = spawn_app(
+        &format!(
+            "[server]\nmax_inflight_bytes = 3000\n{}",
+            github_source("gh", &sink.url(), "max_body_bytes = 1500\n")
+        ),
+        &[(SECRET_VAR, &secret)],
+    );
+    let mut slow = Vec::new();
+    for _ in 0..2 {
+        let mut stream = tokio::net::TcpStream::connect(app.addr()).await.expect("connect");
+        let head = "POST /webhooks/gh HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n\
+                    x-github-delivery: slow\r\nx-hub-signature-256: sha256=00\r\ncontent-length: 1400\r\n\r\n{";
+        stream.write_all(head.as_bytes()).await.expect("write");
+        slow.push(stream);
+    }
+    let signer = Signer::new(Scheme::Github, &secret);
+    let body = json!({"pad": "p".repeat(1000)}).to_string();
+    let id = rand_id("b");
+    // The slow clients' headers reach the server in a moment; until then the bytes may still be free.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let refused = loop {
+        let a = deliver(&app, "gh", &signer, &rand_id("probe"), "push", &body).await;
+        if a.status == 503 || Instant::now() > deadline {
+            break a;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    refused.assert_error(503, "a request past the bytes in memory");
+    drop(slow);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let accepted = loop {
+        let a = deliver(&app, "gh", &signer, &id, "push", &body).await;
+        if a.status == 200 || Instant::now() > deadline {
+            break a;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(accepted.status, 200, "{}", accepted.text);
+    assert_eq!(accepted.json["status"], "accepted", "{}", accepted.text);
+}
+
+/// The retry-after of a 503 is part of the contract.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_saturated_server_says_when_to_retry() {
+    let sink = Sink::start(&[], 200).await;
+    let secret = rand_secret();
+    let app = spawn_app(
+        &format!(
+            "[server]\nmax_inflight_bytes = 1500\n{}",
+            github_source("gh", &sink.url(), "max_body_bytes = 1500\n")
+        ),
+        &[(SECRET_VAR, &secret)],
+    );
+    let mut stream = tokio::net::TcpStream::connect(app.addr()).await.expect("connect");
+    let head = "POST /webhooks/gh HTTP/1.1\r\nhost: x\r\ncontent-length: 1500\r\n\r\n{";
+    stream.write_all(head.as_bytes()).await.expect("write");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let a = raw_request(
+        app.addr(),
+        "POST /webhooks/gh HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\nconnection: close",
+        &[b"{}".to_vec()],
+    )
+    .await;
+    a.assert_error(503, "saturated");
+    assert!(
+        a.text.to_ascii_lowercase().contains("retry-after: 1"),
+        "{}",
+        a.text
+    );
+    drop(stream);
+}
+
+/// GIVEN a GitHub source (the scheme signs the body, not the delivery id) and one with the option turned off
+/// WHEN a captured delivery is resent under a fresh delivery id
+/// THEN the first source answers it as a duplicate of the stored event and runs nothing again; the second
+/// accepts it as a new event.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_body_resent_under_a_fresh_id_is_a_duplicate_of_the_stored_event() {
+    let sink = Sink::start(&[], 200).await;
+    let secret = rand_secret();
+    let app = spawn_app(
+        &format!(
+            "{}{}",
+            github_source("gh", &sink.url(), ""),
+            github_source("open", &sink.url(), "refuse_resent_bodies = false\n")
+        ),
+        &[(SECRET_VAR, &secret)],
+    );
+    let signer = Signer::new(Scheme::Github, &secret);
+    let body = json!({"action": "opened", "number": 7}).to_string();
+    let (first, again) = (rand_id("d"), rand_id("d"));
+    let a = deliver(&app, "gh", &signer, &first, "pull_request", &body).await;
+    assert_eq!(a.json["status"], "accepted", "{}", a.text);
+    let b = deliver(&app, "gh", &signer, &again, "pull_request", &body).await;
+    assert_eq!(b.status, 200, "{}", b.text);
+    assert_eq!(b.json["status"], "duplicate", "{}", b.text);
+    assert_eq!(b.json["event_id"], first.as_str(), "{}", b.text);
+    assert!(app.event("gh", &again).is_none(), "the resend was stored");
+
+    for id in [&first, &again] {
+        let c = deliver(&app, "open", &signer, id, "pull_request", &body).await;
+        assert_eq!(c.json["status"], "accepted", "{}", c.text);
+    }
+    wait_until(Duration::from_secs(10), "three forwards", || sink.count() == 3);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(sink.count(), 3, "the resend ran the handler");
+}
+
+/// GIVEN three dead events whose alarms go to a notify URL that never answers
+/// WHEN the server is killed and started again (its start-up sweep finds the three alarms still owed)
+/// THEN it listens at once, and a new event completes while the alarms hang: alarms go out beside the work.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dead_notify_url_holds_up_neither_start_up_nor_processing() {
+    let sink = Sink::start(&[400, 400, 400], 200).await;
+    let notify = Sink::start(&[], 200).await;
+    notify.delay(Duration::from_secs(60));
+    let secret = rand_secret();
+    let mut app = spawn_app(
+        &format!(
+            "[alarm]\nnotify_url = \"{}/alerts\"\n[sweeper]\ngrace = \"0\"\n{}",
+            notify.url(),
+            github_source("gh", &sink.url(), "")
+        ),
+        &[(SECRET_VAR, &secret)],
+    );
+    let signer = Signer::new(Scheme::Github, &secret);
+    let mut dead = Vec::new();
+    for n in 0..3 {
+        let id = rand_id("dead");
+        let a = deliver(&app, "gh", &signer, &id, "push", &json!({"n": n}).to_string()).await;
+        assert_eq!(a.json["status"], "accepted", "{}", a.text);
+        dead.push(id);
+    }
+    wait_until(Duration::from_secs(10), "three DEAD", || {
+        dead.iter().all(|id| app.status_of("gh", id) == "DEAD")
+    });
+    wait_until(Duration::from_secs(10), "their alarms are in flight", || {
+        notify.count() >= 3
+    });
+
+    app.kill();
+    let started = Instant::now();
+    app.restart();
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(5),
+        "start-up took {took:?} with alarms owed"
+    );
+    let id = rand_id("live");
+    let a = deliver(&app, "gh", &signer, &id, "push", "{\"live\":true}").await;
+    assert_eq!(a.json["status"], "accepted", "{}", a.text);
+    wait_until(
+        Duration::from_secs(5),
+        "the new event completes beside hanging alarms",
+        || app.status_of("gh", &id) == "COMPLETED",
+    );
+}

@@ -12,6 +12,7 @@ pub mod embedded;
 #[doc(hidden)]
 pub mod failpoint;
 pub mod handlers;
+pub mod health;
 pub mod machine;
 pub mod metrics;
 pub mod model;

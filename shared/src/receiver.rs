@@ -18,6 +18,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::Instrument;
 
+use crate::health::{DeliveryHealth, Seen};
 use crate::metrics::{Metrics, Reject};
 use crate::model::{EventId, EventKey, KeptHeaders, NewEvent, Origin, Status};
 use crate::ports::{Created, Ledger, Queue, StoreError};
@@ -35,6 +36,8 @@ pub struct Receiver {
     pub read_timeout: Duration,
     /// Request bodies in memory over every connection, in bytes ([`InflightBytes`]).
     pub inflight: InflightBytes,
+    /// Delivery health: duplicates out of proportion, all-401 sources, payload mismatches.
+    pub health: Arc<DeliveryHealth>,
 }
 
 /// The bytes of request bodies held in memory at once, over every connection: each request takes what its
@@ -274,6 +277,7 @@ async fn accept(
         .verify(&source.keys, headers, &body, now_unix, source.tolerance_secs)
     {
         tracing::info!(reason = %e, "rejected: signature");
+        r.health.seen(source.index, Seen::Refused);
         let reason = if e.reason() == "timestamp" {
             Reject::Timestamp
         } else {
@@ -327,6 +331,7 @@ async fn accept(
     match created {
         Created::New => {
             r.metrics.accepted(source.index);
+            r.health.seen(source.index, Seen::Accepted);
             crate::failpoint!("after_write_before_enqueue");
             enqueue(r, &key).await;
             crate::failpoint!("after_enqueue_before_answer");
@@ -345,7 +350,16 @@ async fn accept(
                     "a body already stored under another id: answered as a duplicate of that event");
             }
             // A reconciled record holds the provider's API object, which need not match the webhook's bytes.
-            if first != payload_sha256 && origin == Origin::Webhook && event_id == key.event_id {
+            let mismatch = first != payload_sha256 && origin == Origin::Webhook && event_id == key.event_id;
+            let stored = EventKey::new(key.source.clone(), event_id.clone());
+            r.health.seen(
+                source.index,
+                Seen::Duplicate {
+                    key: &stored,
+                    mismatch,
+                },
+            );
+            if mismatch {
                 r.metrics.payload_mismatch(source.index);
                 tracing::warn!(
                     first_sha256 = %first, this_sha256 = %payload_sha256,
@@ -354,7 +368,7 @@ async fn accept(
             }
             // Still RECEIVED: the first enqueue may have been lost in a crash; enqueueing again is cheap.
             if status == Status::Received {
-                enqueue(r, &EventKey::new(key.source.clone(), event_id.clone())).await;
+                enqueue(r, &stored).await;
             }
             Ok(Json(json!({"status": "duplicate", "event_id": event_id, "state": status})).into_response())
         }

@@ -199,6 +199,13 @@ fn receiver(
     queue: Arc<SqsQueue>,
     metrics: Arc<Metrics>,
 ) -> Arc<Receiver> {
+    // A container sees a sliver of the traffic: the alarms that count are CloudWatch's, on the EMF metrics; here
+    // the episodes are only logged.
+    let health = Arc::new(crate::health::DeliveryHealth::new(
+        sources.names(),
+        crate::health::Thresholds::default(),
+        Arc::new(crate::health::LogAlarm),
+    ));
     Arc::new(Receiver {
         sources,
         ledger,
@@ -207,6 +214,7 @@ fn receiver(
         read_timeout: Duration::from_secs(25),
         // One request per invocation, its body already read by the runtime: the bound is one largest body.
         inflight: crate::receiver::InflightBytes::new(crate::config::MAX_BODY_BYTES_LIMIT),
+        health,
     })
 }
 

@@ -1,13 +1,16 @@
-//! The embedded alarm: the error log line is the machine's; this POSTs a JSON summary to `notify_url`, if set.
+//! The embedded alarms: the error log line is the machine's (or the health tracker's); this POSTs a JSON summary
+//! to `notify_url`, if set.
 
 use std::time::Duration;
 
 use async_trait::async_trait;
 
 use crate::handlers::HttpClient;
+use crate::health::HealthAlarm;
 use crate::machine::{dead_summary, Alarm};
 use crate::model::Event;
 
+#[derive(Clone)]
 pub struct NotifyUrl {
     client: HttpClient,
     url: Option<reqwest::Url>,
@@ -19,9 +22,9 @@ impl NotifyUrl {
     }
 }
 
-#[async_trait]
-impl Alarm for NotifyUrl {
-    async fn dead(&self, event: &Event) -> Result<(), String> {
+impl NotifyUrl {
+    /// POSTs `summary` to the URL, if one is set.
+    async fn post(&self, summary: &serde_json::Value) -> Result<(), String> {
         let Some(url) = &self.url else {
             return Ok(());
         };
@@ -31,7 +34,7 @@ impl Alarm for NotifyUrl {
             .post(url.clone())
             .timeout(Duration::from_secs(10))
             .header("content-type", "application/json")
-            .body(dead_summary(event).to_string())
+            .body(summary.to_string())
             .send()
             .await
             .map_err(|e| format!("notify_url: {}", e.without_url()))?;
@@ -40,5 +43,29 @@ impl Alarm for NotifyUrl {
         } else {
             Err(format!("notify_url answered HTTP {}", resp.status().as_u16()))
         }
+    }
+}
+
+#[async_trait]
+impl Alarm for NotifyUrl {
+    async fn dead(&self, event: &Event) -> Result<(), String> {
+        self.post(&dead_summary(event)).await
+    }
+}
+
+/// A delivery-health alarm: logged at error level, and POSTed on a task of its own (once per episode, so never
+/// many at a time), out of the request's way.
+impl HealthAlarm for NotifyUrl {
+    fn raise(&self, alarm: serde_json::Value) {
+        tracing::error!(alarm = %alarm, "delivery health");
+        if self.url.is_none() {
+            return;
+        }
+        let this = self.clone();
+        tokio::spawn(async move {
+            if let Err(e) = this.post(&alarm).await {
+                tracing::warn!(error = %e, "the delivery-health alarm was not sent to notify_url");
+            }
+        });
     }
 }

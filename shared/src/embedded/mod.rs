@@ -18,6 +18,7 @@ pub use queue::{Deliveries, InProcessQueue};
 use crate::adapters::sqlite::SqliteLedger;
 use crate::config::{Config, ConfigError};
 use crate::handlers::{http_client, Registry};
+use crate::health::{DeliveryHealth, Thresholds};
 use crate::machine::{Machine, Outcome, SweepReport};
 use crate::metrics::Metrics;
 use crate::ports::{Ledger, Queue, StoreError};
@@ -71,6 +72,11 @@ pub async fn serve(
     let shared: Arc<dyn Ledger> = Arc::new(ledger.clone());
     let metrics = Arc::new(Metrics::new(sources.names()));
     let alarm = Arc::new(NotifyUrl::new(http_client(), config.alarm.notify_url.clone()));
+    let health = Arc::new(DeliveryHealth::new(
+        sources.names(),
+        Thresholds::default(),
+        alarm.clone(),
+    ));
     let owner = format!("embedded:{}:{}", std::process::id(), now_ms());
     // Alarms go out on a task of their own: a slow notify URL holds up neither start-up nor the workers.
     let machine = Arc::new(
@@ -121,6 +127,7 @@ pub async fn serve(
         metrics,
         read_timeout: config.server.read_timeout,
         inflight: InflightBytes::new(config.server.max_inflight_bytes),
+        health,
     });
     let listener = TcpListener::bind(config.server.listen)
         .await

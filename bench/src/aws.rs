@@ -15,7 +15,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_sqs::types::MessageSystemAttributeName;
 use axum::routing::{get, post};
 use axum::Router;
-use inbox_core::aws::calls::CallCounter;
+use testkit::calls::CallCounter;
 use inbox_core::aws::init::{create_stack, QueueSettings};
 use inbox_core::aws::{functions, Clients, Runtime};
 use inbox_core::config::Config;

@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 
 use inbox_core::metrics::{Metrics, Reject};
 use inbox_core::model::SourceName;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 
 /// Increments per thread per case.
 const OPS: usize = 10_000_000;
@@ -82,6 +84,25 @@ fn metrics_cost_on_the_hot_path_and_to_render() {
     report(
         "completed() (histogram), each thread its own source",
         two_threads(move |t, i| a.completed(t, Duration::from_micros((i % 2_000) as u64 * 37), 1_500)),
+    );
+
+    // The alternative to per-source handles: look the labelled series up in its Family on every count.
+    let family = Arc::new(Family::<Vec<(String, String)>, Counter>::default());
+    let labels: Arc<Vec<Vec<(String, String)>>> = Arc::new(
+        sources()
+            .iter()
+            .map(|s| vec![("source".to_owned(), s.as_str().to_owned())])
+            .collect(),
+    );
+    for l in labels.iter() {
+        family.get_or_create(l);
+    }
+    let (f, l) = (family.clone(), labels.clone());
+    report(
+        "Family::get_or_create(source).inc(), each thread its own",
+        two_threads(move |t, _| {
+            f.get_or_create(&l[t]).inc();
+        }),
     );
 
     let rounds = 2_000;

@@ -95,7 +95,7 @@ fn metrics_cost_on_the_hot_path_and_to_render() {
             .collect(),
     );
     for l in labels.iter() {
-        family.get_or_create(l);
+        family.get_or_create_owned(l);
     }
     let (f, l) = (family.clone(), labels.clone());
     report(

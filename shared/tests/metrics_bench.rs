@@ -5,6 +5,12 @@
 //! ```text
 //! cargo test --release -p inbox-core --no-default-features --test metrics_bench -- --ignored --nocapture
 //! ```
+//!
+//! Where no release build of the dependencies exists yet, optimising only the crates measured is much quicker:
+//! add `--config profile.dev.package.<crate>.opt-level=3` for inbox-core, prometheus-client, parking_lot,
+//! parking_lot_core, lock_api, dtoa and itoa (and `debug-assertions=false`, `overflow-checks=false` for
+//! inbox-core) to the same command without `--release`. Two cores shared with other work make single runs
+//! noisy: compare several, old and new interleaved.
 #![allow(clippy::unwrap_used)]
 
 use std::sync::Arc;

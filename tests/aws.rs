@@ -14,10 +14,8 @@ use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
 use inbox_core::adapters::sqs::SqsQueue;
-use inbox_core::aws::calls::CallCounter;
 use inbox_core::aws::functions;
 use inbox_core::aws::init::{create_stack, QueueSettings};
-use inbox_core::aws::wallet::{account_pk, Wallet};
 use inbox_core::aws::{config_from, receiver_from_env, AwsSecrets, Clients, Resources, Runtime};
 use inbox_core::config::{Config, SecretRef};
 use inbox_core::handlers::{http_client, Handler, HandlerError, Registry};
@@ -29,9 +27,15 @@ use inbox_core::source::{LocalSecrets, SecretResolver};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
+use testkit::calls::CallCounter;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tower::ServiceExt;
+use wallet::{account_pk, Wallet};
+
+// The exactly-once example handler: a module of this test, not of the library, so no function links it.
+#[path = "aws/wallet.rs"]
+mod wallet;
 
 const SECRET: &str = "aws-test-secret";
 
@@ -657,7 +661,7 @@ async fn the_config_parameter_and_the_secrets_are_read_from_ssm_and_secrets_mana
     assert_eq!(status, 401);
 }
 
-// The exactly-once example: `inbox_core::aws::wallet`.
+// The exactly-once example: `tests/aws/wallet.rs`.
 
 /// What the test injects into the wallet and what it counts, per event id.
 #[derive(Default)]

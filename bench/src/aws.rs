@@ -15,7 +15,6 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_sqs::types::MessageSystemAttributeName;
 use axum::routing::{get, post};
 use axum::Router;
-use inbox_core::aws::calls::CallCounter;
 use inbox_core::aws::init::{create_stack, QueueSettings};
 use inbox_core::aws::{functions, Clients, Runtime};
 use inbox_core::config::Config;
@@ -24,6 +23,7 @@ use inbox_core::model::Event;
 use inbox_core::schemes::{Identity, Scheme};
 use inbox_core::source::LocalSecrets;
 use serde::Deserialize;
+use testkit::calls::CallCounter;
 use tokio::process::Command;
 use tower::ServiceExt;
 

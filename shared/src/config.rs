@@ -685,7 +685,7 @@ handler = { kind = "log" }
         );
         assert_eq!(err(&format!("{base}secrets=[]")).field, "sources.s.secrets");
         assert_eq!(
-            err(&format!("{base}secrets=[\"env:X\"]\ntolerance=\"5 min\"")).field,
+            err(&format!("{base}secrets=[\"env:X\"]\ntolerance=\"5 fortnights\"")).field,
             "sources.s.tolerance"
         );
         assert_eq!(

@@ -1,11 +1,20 @@
-//! Counters both runtimes keep: Prometheus text on `/metrics` embedded, EMF log lines on AWS.
+//! Counters both runtimes keep: Prometheus text (OpenMetrics, rendered by `prometheus-client`) on `/metrics`
+//! embedded, EMF log lines on AWS.
+//!
+//! The receiver counts on its hot path, so each source's counters are looked up once, at start, and kept as
+//! handles: a count is one atomic add, as with the hand-written counters before (see `tests/metrics_bench.rs`);
+//! looking a labelled series up in its `Family` on every count would take a lock and hash the labels each time.
 
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
-use crate::model::SourceName;
+use prometheus_client::encoding::{text, EncodeLabelSet};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Registry, Unit};
 
+use crate::model::SourceName;
 /// Why a request was turned away.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reject {
@@ -44,37 +53,44 @@ impl Reject {
     }
 }
 
-#[derive(Default)]
-struct PerSource {
-    accepted: AtomicU64,
-    duplicate: AtomicU64,
-    payload_mismatch: AtomicU64,
-    completed: AtomicU64,
-    retried: AtomicU64,
-    dead: AtomicU64,
-    rejected: [AtomicU64; Reject::ALL.len()],
+/// The labels of the per-source series; the empty source is requests to unknown sources.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SourceLabel {
+    source: String,
 }
 
-type Getter = fn(&PerSource) -> &AtomicU64;
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RejectLabels {
+    source: String,
+    reason: &'static str,
+}
+
+/// One slot's handles into the registry's families (clones share the count).
+struct PerSource {
+    accepted: Counter,
+    duplicate: Counter,
+    payload_mismatch: Counter,
+    completed: Counter,
+    retried: Counter,
+    dead: Counter,
+    rejected: [Counter; Reject::ALL.len()],
+}
 
 /// Processing latency buckets, seconds.
 const BUCKETS: [f64; 12] = [
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 60.0,
 ];
 
-#[derive(Default)]
-struct Histogram {
-    counts: [AtomicU64; BUCKETS.len()],
-    count: AtomicU64,
-    sum_micros: AtomicU64,
-}
+/// The `Content-Type` of [`Metrics::render`]'s text.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// One slot per configured source, plus one for requests to unknown sources.
 pub struct Metrics {
+    registry: Registry,
     names: Vec<String>,
     per: Vec<PerSource>,
     latency: Histogram,
-    /// Time from receipt to completion, summed (ms) and counted.
+    /// Time from receipt to completion, summed (ms) and counted: EMF only.
     age_sum_ms: AtomicU64,
     age_count: AtomicU64,
 }
@@ -101,17 +117,83 @@ impl Counts {
 /// The counter a metric call goes to: a source's index, or [`Metrics::UNKNOWN`].
 pub type Slot = usize;
 
+/// Reads a counter and leaves zero behind (EMF reports counts per flush).
+fn take(c: &Counter) -> u64 {
+    c.inner().swap(0, Relaxed)
+}
+
 impl Metrics {
     pub const UNKNOWN: Slot = usize::MAX;
 
     pub fn new(sources: &[SourceName]) -> Self {
+        // prometheus-client ends each help text with a full stop and each counter's name with `_total`.
+        let mut registry = Registry::with_prefix("inbox");
+        let family = |registry: &mut Registry, name: &str, help: &str| {
+            let f = Family::<SourceLabel, Counter>::default();
+            registry.register(name, help, f.clone());
+            f
+        };
+        let accepted = family(&mut registry, "accepted", "Events accepted and stored");
+        let duplicate = family(&mut registry, "duplicate", "Deliveries of events already stored");
+        let payload_mismatch = family(
+            &mut registry,
+            "payload_mismatch",
+            "Duplicates whose payload differed from the first",
+        );
+        let completed = family(&mut registry, "completed", "Events whose handler succeeded");
+        let retried = family(
+            &mut registry,
+            "retried",
+            "Handler attempts that failed and will be retried",
+        );
+        let dead = family(&mut registry, "dead", "Events moved to the dead letters");
+        let rejected = Family::<RejectLabels, Counter>::default();
+        registry.register("rejected", "Requests turned away, by reason", rejected.clone());
+        let latency = Histogram::new(BUCKETS);
+        registry.register_with_unit(
+            "processing",
+            "Handler run time per attempt",
+            Unit::Seconds,
+            latency.clone(),
+        );
+
         let mut names: Vec<String> = sources.iter().map(|s| s.as_str().to_owned()).collect();
         names.push(String::new());
-        let per = names.iter().map(|_| PerSource::default()).collect();
+        let per = names
+            .iter()
+            .map(|name| {
+                let label = SourceLabel { source: name.clone() };
+                let rejected = Reject::ALL.map(|r| {
+                    rejected.get_or_create_owned(&RejectLabels {
+                        source: name.clone(),
+                        reason: r.as_str(),
+                    })
+                });
+                // The unknown-source slot shows its rejections and dead events (of a source since removed from the
+                // config); it cannot accept, so its other counters stay out of `/metrics` (EMF still drains them).
+                let series = |f: &Family<SourceLabel, Counter>| {
+                    if name.is_empty() {
+                        Counter::default()
+                    } else {
+                        f.get_or_create_owned(&label)
+                    }
+                };
+                PerSource {
+                    accepted: series(&accepted),
+                    duplicate: series(&duplicate),
+                    payload_mismatch: series(&payload_mismatch),
+                    completed: series(&completed),
+                    retried: series(&retried),
+                    dead: dead.get_or_create_owned(&label),
+                    rejected,
+                }
+            })
+            .collect();
         Self {
+            registry,
             names,
             per,
-            latency: Histogram::default(),
+            latency,
             age_sum_ms: AtomicU64::new(0),
             age_count: AtomicU64::new(0),
         }
@@ -123,22 +205,22 @@ impl Metrics {
     }
 
     pub fn accepted(&self, s: Slot) {
-        self.slot(s).accepted.fetch_add(1, Relaxed);
+        self.slot(s).accepted.inc();
     }
     pub fn duplicate(&self, s: Slot) {
-        self.slot(s).duplicate.fetch_add(1, Relaxed);
+        self.slot(s).duplicate.inc();
     }
     pub fn payload_mismatch(&self, s: Slot) {
-        self.slot(s).payload_mismatch.fetch_add(1, Relaxed);
+        self.slot(s).payload_mismatch.inc();
     }
     pub fn rejected(&self, s: Slot, reason: Reject) {
         let i = Reject::ALL.iter().position(|r| *r == reason).unwrap_or(0);
-        self.slot(s).rejected[i].fetch_add(1, Relaxed);
+        self.slot(s).rejected[i].inc();
     }
     /// `age_ms`: from receipt to completion.
     pub fn completed(&self, s: Slot, took: Duration, age_ms: i64) {
-        self.slot(s).completed.fetch_add(1, Relaxed);
-        self.observe(took);
+        self.slot(s).completed.inc();
+        self.latency.observe(took.as_secs_f64());
         self.age_sum_ms
             .fetch_add(u64::try_from(age_ms).unwrap_or(0), Relaxed);
         self.age_count.fetch_add(1, Relaxed);
@@ -152,33 +234,23 @@ impl Metrics {
             .zip(&self.per)
             .map(|(n, p)| Counts {
                 source: n.clone(),
-                accepted: p.accepted.swap(0, Relaxed),
-                duplicate: p.duplicate.swap(0, Relaxed),
-                rejected: p.rejected.iter().map(|r| r.swap(0, Relaxed)).sum(),
-                completed: p.completed.swap(0, Relaxed),
-                retried: p.retried.swap(0, Relaxed),
-                dead: p.dead.swap(0, Relaxed),
+                accepted: take(&p.accepted),
+                duplicate: take(&p.duplicate),
+                rejected: p.rejected.iter().map(take).sum(),
+                completed: take(&p.completed),
+                retried: take(&p.retried),
+                dead: take(&p.dead),
             })
             .collect();
         let (sum, n) = (self.age_sum_ms.swap(0, Relaxed), self.age_count.swap(0, Relaxed));
         (counts, (n > 0).then(|| sum as f64 / n as f64))
     }
     pub fn retried(&self, s: Slot, took: Duration) {
-        self.slot(s).retried.fetch_add(1, Relaxed);
-        self.observe(took);
+        self.slot(s).retried.inc();
+        self.latency.observe(took.as_secs_f64());
     }
     pub fn dead(&self, s: Slot) {
-        self.slot(s).dead.fetch_add(1, Relaxed);
-    }
-
-    fn observe(&self, took: Duration) {
-        let secs = took.as_secs_f64();
-        if let Some(i) = BUCKETS.iter().position(|b| secs <= *b) {
-            self.latency.counts[i].fetch_add(1, Relaxed);
-        }
-        self.latency.count.fetch_add(1, Relaxed);
-        let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
-        self.latency.sum_micros.fetch_add(micros, Relaxed);
+        self.slot(s).dead.inc();
     }
 
     /// Totals by name (`accepted`, `duplicate`, `rejected`, `completed`, `retried`, `dead`) over every source.
@@ -186,86 +258,26 @@ impl Metrics {
         self.per
             .iter()
             .map(|p| match name {
-                "accepted" => p.accepted.load(Relaxed),
-                "duplicate" => p.duplicate.load(Relaxed),
-                "payload_mismatch" => p.payload_mismatch.load(Relaxed),
-                "completed" => p.completed.load(Relaxed),
-                "retried" => p.retried.load(Relaxed),
-                "dead" => p.dead.load(Relaxed),
-                "rejected" => p.rejected.iter().map(|r| r.load(Relaxed)).sum(),
+                "accepted" => p.accepted.get(),
+                "duplicate" => p.duplicate.get(),
+                "payload_mismatch" => p.payload_mismatch.get(),
+                "completed" => p.completed.get(),
+                "retried" => p.retried.get(),
+                "dead" => p.dead.get(),
+                "rejected" => p.rejected.iter().map(Counter::get).sum(),
                 _ => 0,
             })
             .sum()
     }
 
-    /// The Prometheus text exposition format (version 0.0.4).
+    /// The OpenMetrics text format ([`CONTENT_TYPE`]); its samples read the same as Prometheus text 0.0.4's
+    /// (`inbox_accepted_total{source="stripe"} 2`).
     pub fn render(&self) -> String {
-        let mut out = String::with_capacity(4096);
-        let counters: [(&str, &str, Getter); 6] = [
-            ("accepted", "Events accepted and stored.", |p| &p.accepted),
-            ("duplicate", "Deliveries of events already stored.", |p| {
-                &p.duplicate
-            }),
-            (
-                "payload_mismatch",
-                "Duplicates whose payload differed from the first.",
-                |p| &p.payload_mismatch,
-            ),
-            ("completed", "Events whose handler succeeded.", |p| &p.completed),
-            (
-                "retried",
-                "Handler attempts that failed and will be retried.",
-                |p| &p.retried,
-            ),
-            ("dead", "Events moved to the dead letters.", |p| &p.dead),
-        ];
-        for (name, help, get) in counters {
-            let _ = writeln!(
-                out,
-                "# HELP inbox_{name}_total {help}\n# TYPE inbox_{name}_total counter"
-            );
-            for (n, p) in self.names.iter().zip(&self.per).filter(|(n, _)| !n.is_empty()) {
-                let _ = writeln!(
-                    out,
-                    "inbox_{name}_total{{source=\"{n}\"}} {}",
-                    get(p).load(Relaxed)
-                );
-            }
+        let mut out = String::with_capacity(4096 + 2048 * self.names.len());
+        if let Err(e) = text::encode(&mut out, &self.registry) {
+            // Writing to a String does not fail; a label that cannot be encoded would.
+            tracing::warn!(error = %e, "cannot render the metrics");
         }
-        let _ = writeln!(
-            out,
-            "# HELP inbox_rejected_total Requests turned away, by reason.\n# TYPE inbox_rejected_total counter"
-        );
-        for (n, p) in self.names.iter().zip(&self.per) {
-            for (reason, c) in Reject::ALL.iter().zip(&p.rejected) {
-                let v = c.load(Relaxed);
-                if v > 0 || !n.is_empty() {
-                    let _ = writeln!(
-                        out,
-                        "inbox_rejected_total{{source=\"{n}\",reason=\"{}\"}} {v}",
-                        reason.as_str()
-                    );
-                }
-            }
-        }
-        let h = &self.latency;
-        let _ = writeln!(
-            out,
-            "# HELP inbox_processing_seconds Handler run time per attempt.\n# TYPE inbox_processing_seconds histogram"
-        );
-        let mut cumulative = 0;
-        for (b, c) in BUCKETS.iter().zip(&h.counts) {
-            cumulative += c.load(Relaxed);
-            let _ = writeln!(out, "inbox_processing_seconds_bucket{{le=\"{b}\"}} {cumulative}");
-        }
-        let count = h.count.load(Relaxed);
-        let _ = writeln!(out, "inbox_processing_seconds_bucket{{le=\"+Inf\"}} {count}");
-        let _ = writeln!(
-            out,
-            "inbox_processing_seconds_sum {}",
-            h.sum_micros.load(Relaxed) as f64 / 1e6
-        );
-        let _ = writeln!(out, "inbox_processing_seconds_count {count}");
         out
     }
 }
@@ -292,6 +304,15 @@ mod tests {
         assert!(text.contains("inbox_rejected_total{source=\"\",reason=\"unknown_source\"} 1"));
         assert!(text.contains("inbox_processing_seconds_bucket{le=\"0.05\"} 1"));
         assert!(text.contains("inbox_processing_seconds_bucket{le=\"0.025\"} 0"));
+        assert!(text.contains("inbox_processing_seconds_count 1"), "{text}");
+        assert!(text.contains("# TYPE inbox_accepted counter"), "{text}");
+        assert!(
+            text.contains("# HELP inbox_accepted Events accepted and stored.\n"),
+            "{text}"
+        );
+        assert!(text.ends_with("# EOF\n"), "{text}");
+        // The unknown-source slot cannot accept: no such series.
+        assert!(!text.contains("inbox_accepted_total{source=\"\"}"), "{text}");
         assert_eq!(m.total("rejected"), 2);
         let (counts, age) = m.drain();
         assert_eq!(

@@ -14,59 +14,33 @@ pub fn ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
-/// Parses "250ms", "5s", "15m", "24h" or "30d"; a bare "0" is zero.
+/// Parses a duration as `humantime` reads it: "250ms", "5s", "15m", "24h", "30d", also "1h 30m", "1.5s" or "2w";
+/// a bare "0" is zero. "M" is months and "y" years (30.44 and 365.25 days). Refused: no unit, an unknown unit, a
+/// sign, or a length humantime cannot hold (sub-second units past ~584 years) or past `u64::MAX` milliseconds.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
     if t == "0" {
         return Ok(Duration::ZERO);
     }
-    let split = t
-        .find(|c: char| !c.is_ascii_digit())
-        .ok_or_else(|| format!("{text:?} has no unit (use ms, s, m, h or d)"))?;
-    let (digits, unit) = t.split_at(split);
-    let n: u64 = digits
-        .parse()
-        .map_err(|_| format!("{text:?} does not start with a whole number"))?;
-    let unit_ms: u64 = match unit {
-        "ms" => 1,
-        "s" => 1_000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
-        _ => return Err(format!("{text:?} has an unknown unit (use ms, s, m, h or d)")),
-    };
-    n.checked_mul(unit_ms)
-        .map(Duration::from_millis)
-        .ok_or_else(|| format!("{text:?} is too long"))
+    let d = humantime::parse_duration(t).map_err(|e| format!("{text:?}: {e}"))?;
+    if u64::try_from(d.as_millis()).is_err() {
+        return Err(format!("{text:?} is too long"));
+    }
+    Ok(d)
 }
 
-/// Formats UTC milliseconds as RFC 3339 with milliseconds, e.g. `2026-11-30T05:50:44.123Z`.
+/// The last millisecond `humantime` formats (9999-12-31T23:59:59.999Z); it formats nothing before the epoch.
+const LAST_MS: i64 = 253_402_300_799_999;
+
+/// Formats UTC milliseconds as RFC 3339 with milliseconds, e.g. `2026-11-30T05:50:44.123Z`. Instants outside
+/// 1970..=9999 (only a corrupt record holds one: every stored time comes from [`now_ms`]) are clamped to that range,
+/// so the output is always valid RFC 3339 and never panics.
 pub fn rfc3339(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let milli = ms.rem_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{milli:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
-/// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian calendar (H. Hinnant's algorithm).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
+    let clamped = u64::try_from(ms.clamp(0, LAST_MS)).unwrap_or(0);
+    let at = UNIX_EPOCH
+        .checked_add(Duration::from_millis(clamped))
+        .unwrap_or(UNIX_EPOCH);
+    humantime::format_rfc3339_millis(at).to_string()
 }
 
 #[cfg(test)]
@@ -81,9 +55,28 @@ mod tests {
         assert_eq!(parse_duration("24h"), Ok(Duration::from_secs(86_400)));
         assert_eq!(parse_duration("30d"), Ok(Duration::from_secs(30 * 86_400)));
         assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
-        for bad in ["", "5", "s", "5 s", "-5s", "5w", "1.5s", "99999999999999999999d"] {
+        // humantime's grammar, looser than the hand-written parser's and unambiguous: spaces, compounds,
+        // fractions and weeks.
+        assert_eq!(parse_duration("5 s"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_duration("1h 30m"), Ok(Duration::from_secs(5_400)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1_500)));
+        assert_eq!(parse_duration("2w"), Ok(Duration::from_secs(14 * 86_400)));
+        for bad in [
+            "",
+            "5",
+            "s",
+            "-5s",
+            "5x",
+            "5 parsecs",
+            "99999999999999999999d",
+            "18446744073709552s",
+        ] {
             assert!(parse_duration(bad).is_err(), "{bad:?} accepted");
         }
+        let no_unit = parse_duration("5").unwrap_err();
+        assert!(no_unit.contains("time unit needed"), "{no_unit}");
+        let unknown = parse_duration("5x").unwrap_err();
+        assert!(unknown.contains("unknown time unit \"x\""), "{unknown}");
     }
 
     #[test]
@@ -91,6 +84,11 @@ mod tests {
         assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
         assert_eq!(rfc3339(1_766_254_257_123), "2025-12-20T18:10:57.123Z");
         assert_eq!(rfc3339(951_782_400_000), "2000-02-29T00:00:00.000Z");
-        assert_eq!(rfc3339(-1), "1969-12-31T23:59:59.999Z");
+        assert_eq!(rfc3339(1_796_017_844_123), "2026-11-30T05:50:44.123Z");
+        // Outside what humantime formats: clamped, never a panic.
+        assert_eq!(rfc3339(-1), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(i64::MIN), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(LAST_MS), "9999-12-31T23:59:59.999Z");
+        assert_eq!(rfc3339(i64::MAX), "9999-12-31T23:59:59.999Z");
     }
 }

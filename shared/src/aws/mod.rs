@@ -1,14 +1,12 @@
 //! The serverless runtime: how the Lambda functions find their resources, configuration and secrets, and the
 //! handlers each function runs ([`functions`]). The functions' `main`s only call into here.
 
-pub mod calls;
 pub mod emf;
 pub mod functions;
 pub mod init;
 pub mod sdk;
 mod secrets;
 pub mod sns;
-pub mod wallet;
 
 use std::sync::Arc;
 use std::time::Duration;

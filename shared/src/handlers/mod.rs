@@ -24,7 +24,7 @@ pub trait Handler: Send + Sync + 'static {
 
     /// True for handlers that commit their effect in the same transaction as the event's COMPLETED settle
     /// (conditional on `event.lease_owner`), for an exactly-once effect: the machine then does not settle again
-    /// after `Ok`. See `aws::wallet`.
+    /// after `Ok`. See the example in `tests/aws/wallet.rs`.
     fn settles_on_success(&self) -> bool {
         false
     }

@@ -40,11 +40,11 @@ use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
 use aws_sdk_dynamodb::Client;
 use sha2::{Digest, Sha256};
 
-use crate::adapters::dynamodb::{completed_update, sdk_error};
-use crate::handlers::{Handler, HandlerError};
-use crate::model::Event;
-use crate::ports::StoreError;
-use crate::time::now_ms;
+use inbox_core::adapters::dynamodb::completed_update;
+use inbox_core::handlers::{Handler, HandlerError};
+use inbox_core::model::Event;
+use inbox_core::ports::StoreError;
+use inbox_core::time::now_ms;
 
 /// The event types this handler knows.
 pub const CREDIT: &str = "wallet.credit";
@@ -149,7 +149,7 @@ impl Wallet {
             .consistent_read(true)
             .send()
             .await
-            .map_err(sdk_error)?;
+            .map_err(|e| StoreError::Unavailable(DisplayErrorContext(&e).to_string()))?;
         match out.item.as_ref().and_then(|item| item.get("balance")) {
             None => Ok(0),
             Some(AttributeValue::N(n)) => n.parse().map_err(|_| {

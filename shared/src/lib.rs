@@ -17,6 +17,7 @@ pub mod metrics;
 pub mod model;
 pub mod ports;
 pub mod receiver;
+pub mod reconcile;
 pub mod schemes;
 pub mod source;
 pub mod time;

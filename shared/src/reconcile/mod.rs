@@ -456,6 +456,9 @@ impl Reconciler {
                         .await?;
                 }
             }
+            if page.next.is_none() {
+                reached_ms = window.from_ms;
+            }
             progress(&Progress {
                 summary: *summary,
                 reached_ms,

@@ -184,15 +184,6 @@ impl fmt::Display for Status {
     }
 }
 
-// TEMPORARY shim until main's `ports:` commit is merged; reverted before the merge.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum Origin {
-    #[default]
-    Webhook,
-    Reconciled,
-}
-
 /// A header kept with the event so that a replay forwards what was received.
 pub type KeptHeaders = Vec<(String, String)>;
 

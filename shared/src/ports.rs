@@ -49,42 +49,6 @@ pub trait Ledger: Send + Sync + 'static {
     /// plus the grace; PROCESSING, the lease end; FAILED, the next attempt plus the grace; DEAD, the death plus the
     /// grace until its alarm is recorded; none once COMPLETED. Oldest first, at most `limit`, without payloads.
     async fn due(&self, due_before: i64, limit: usize) -> Result<Vec<Event>, StoreError>;
-
-    // TEMPORARY shim until main's `ports:` commit is merged; reverted before the merge.
-    async fn present(
-        &self,
-        _source: &crate::model::SourceName,
-        _ids: &[crate::model::EventId],
-    ) -> Result<std::collections::HashSet<crate::model::EventId>, StoreError> {
-        Err(StoreError::Unavailable("shim".into()))
-    }
-    async fn checkpoint(&self, _source: &crate::model::SourceName) -> Result<Option<Checkpoint>, StoreError> {
-        Err(StoreError::Unavailable("shim".into()))
-    }
-    async fn save_checkpoint(
-        &self,
-        _source: &crate::model::SourceName,
-        _checkpoint: &Checkpoint,
-    ) -> Result<(), StoreError> {
-        Err(StoreError::Unavailable("shim".into()))
-    }
-}
-
-// TEMPORARY shim until main's `ports:` commit is merged; reverted before the merge.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Checkpoint {
-    pub scanned_to: i64,
-    pub last_run: Option<RunRecord>,
-}
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct RunRecord {
-    pub started_at: i64,
-    pub finished_at: i64,
-    pub listed: u64,
-    pub present: u64,
-    pub recovered: u64,
-    pub failed: u64,
-    pub error: Option<String>,
 }
 
 /// The work queue carries pointers, never payloads.

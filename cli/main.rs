@@ -157,7 +157,17 @@ struct Store {
 }
 
 impl StoreArgs {
+    /// The sweeper's grace from the config when one is named (the default otherwise): the ledger stamps due times
+    /// with it, so the CLI's writes must agree with the server's.
+    fn grace(&self) -> Result<Duration> {
+        Ok(match &self.config {
+            Some(path) => load(path)?.sweeper.grace,
+            None => inbox_core::config::SweeperConfig::default().grace,
+        })
+    }
+
     async fn open(&self) -> Result<Store> {
+        let grace = self.grace()?;
         if self.aws {
             let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
                 .load()
@@ -171,7 +181,7 @@ impl StoreArgs {
                 aws_sdk_dynamodb::Client::new(&sdk),
                 res.table.clone(),
                 payloads,
-                Duration::from_secs(30),
+                grace,
             );
             let queue = SqsQueue::new(aws_sdk_sqs::Client::new(&sdk), res.queue_url.clone());
             return Ok(Store {
@@ -187,7 +197,7 @@ impl StoreArgs {
         if !dir.join("inbox.db").exists() {
             bail!("no events stored in {} (no inbox.db there)", dir.display());
         }
-        let ledger = SqliteLedger::open(&dir, 1024, Duration::from_secs(30))?;
+        let ledger = SqliteLedger::open(&dir, 1024, grace)?;
         Ok(Store {
             ledger: Arc::new(ledger),
             queue: None,

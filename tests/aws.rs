@@ -465,6 +465,8 @@ async fn the_sweeper_finishes_every_crash_state() {
         payload: bytes::Bytes::from(stripe_body(id)),
         payload_sha256: "h".into(),
         headers: vec![],
+        origin: Default::default(),
+        unique_body_for: None,
     };
     // GIVEN a record written but never enqueued (crash between the write and the enqueue)
     ledger.create(new("evt_never_enqueued")).await.unwrap();
@@ -1083,6 +1085,8 @@ async fn the_wallet_refuses_an_overdraft_and_a_lost_lease_without_applying_anyth
             payload: bytes::Bytes::from(wallet_body("evt_stale", false, "acc_x", 30)),
             payload_sha256: "h".into(),
             headers: vec![],
+            origin: Default::default(),
+            unique_body_for: None,
         })
         .await
         .unwrap();

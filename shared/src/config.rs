@@ -17,6 +17,8 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
 /// The most any source may accept; Lambda Function URLs stop at 6 MB anyway.
 pub const MAX_BODY_BYTES_LIMIT: usize = 32 * 1024 * 1024;
 pub const DEFAULT_HANDLER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Request bodies in memory at once over every connection, by default.
+pub const DEFAULT_MAX_INFLIGHT_BYTES: usize = 64 * 1024 * 1024;
 
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -39,6 +41,8 @@ pub struct ServerConfig {
     pub max_pending_writes: usize,
     /// How long a client may take to send its body before it gets 408 (default 30 s).
     pub read_timeout: Duration,
+    /// Request bodies held in memory at once, over all connections: past it, 503 with Retry-After (default 64 MiB).
+    pub max_inflight_bytes: usize,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -73,6 +77,15 @@ pub struct SweeperConfig {
     pub grace: Duration,
 }
 
+impl Default for SweeperConfig {
+    fn default() -> Self {
+        Self {
+            interval: Duration::from_secs(60),
+            grace: Duration::from_secs(30),
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct SourceConfig {
     pub scheme: Scheme,
@@ -81,6 +94,9 @@ pub struct SourceConfig {
     pub max_body_bytes: usize,
     pub handler: HandlerConfig,
     pub retry: RetryPolicy,
+    /// A body already stored under another id (within retention) is answered as a duplicate of that event: for
+    /// schemes that sign the body but not the id, where a captured delivery could be resent under fresh ids.
+    pub refuse_resent_bodies: bool,
     /// `[sources.X.reconcile]`: the periodic check against the provider's API (DESIGN.md "Reconciliation").
     pub reconcile: Option<ReconcileConfig>,
 }
@@ -402,6 +418,7 @@ struct RawServer {
     workers: Option<usize>,
     max_pending_writes: Option<usize>,
     read_timeout: Option<String>,
+    max_inflight_bytes: Option<usize>,
 }
 
 #[derive(Deserialize, Default)]
@@ -436,6 +453,7 @@ struct RawSource {
     max_body_bytes: Option<usize>,
     handler: Option<RawHandler>,
     retry: Option<RawRetry>,
+    refuse_resent_bodies: Option<bool>,
     // The generic `hmac` scheme only.
     signature_header: Option<String>,
     algorithm: Option<String>,
@@ -555,6 +573,10 @@ impl RawConfig {
                     Duration::from_secs(30),
                 )?,
             )?,
+            max_inflight_bytes: self
+                .server
+                .max_inflight_bytes
+                .unwrap_or(DEFAULT_MAX_INFLIGHT_BYTES),
         };
         let alarm = AlarmConfig {
             notify_url: self
@@ -565,20 +587,17 @@ impl RawConfig {
                 .transpose()?,
         };
         let retry = self.retry.over("retry", RetryPolicy::default())?;
+        let defaults = SweeperConfig::default();
         let sweeper = SweeperConfig {
             interval: positive(
                 "sweeper.interval",
                 duration(
                     "sweeper.interval",
                     self.sweeper.interval.as_ref(),
-                    Duration::from_secs(60),
+                    defaults.interval,
                 )?,
             )?,
-            grace: duration(
-                "sweeper.grace",
-                self.sweeper.grace.as_ref(),
-                Duration::from_secs(30),
-            )?,
+            grace: duration("sweeper.grace", self.sweeper.grace.as_ref(), defaults.grace)?,
         };
         let retention_days = self.retention_days.unwrap_or(30);
         if !(1..=3650).contains(&retention_days) {
@@ -595,6 +614,13 @@ impl RawConfig {
         }
         if sources.is_empty() {
             return Err(ConfigError::new("sources", "no source is configured"));
+        }
+        let largest = sources.values().map(|s| s.max_body_bytes).max().unwrap_or(0);
+        if server.max_inflight_bytes < largest {
+            return Err(ConfigError::new(
+                "server.max_inflight_bytes",
+                format!("must be at least the largest source's max_body_bytes ({largest})"),
+            ));
         }
         Ok(Config {
             server,
@@ -685,6 +711,9 @@ impl RawSource {
             .reconcile
             .map(|r| r.validate(&format!("{at}.reconcile"), &scheme))
             .transpose()?;
+        let refuse_resent_bodies = self
+            .refuse_resent_bodies
+            .unwrap_or_else(|| scheme.signs_body_but_not_id());
         Ok(SourceConfig {
             scheme,
             secrets,
@@ -692,6 +721,7 @@ impl RawSource {
             max_body_bytes,
             handler,
             retry,
+            refuse_resent_bodies,
             reconcile,
         })
     }

@@ -2,17 +2,20 @@
 //! lease; backoff with full jitter, the retry budget, dead letters and their alarm, and the sweeper's restart scan.
 //! Both runtimes drive events through this one piece; only how a message comes back differs.
 
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use rand::Rng;
+use tokio::sync::{mpsc, Semaphore};
 
 use crate::config::RetryPolicy;
 use crate::handlers::HandlerError;
 use crate::metrics::Metrics;
 use crate::model::{Event, EventKey, Status};
 use crate::ports::{Claim, Ledger, MarkDead, Queue, Settled, Settlement, StoreError};
+use crate::rules::bounded_error;
 use crate::source::Sources;
 use crate::time::{ms, now_ms, rfc3339};
 
@@ -75,9 +78,29 @@ pub struct Machine {
     sources: Sources,
     metrics: Arc<Metrics>,
     alarm: Arc<dyn Alarm>,
+    /// Where alarms go when they are sent beside the work ([`Machine::with_background_alarms`]).
+    background: Option<AlarmQueue>,
     retention: Duration,
     /// This worker's name in lease owners (`embedded:{pid}`, a Lambda's request id…).
     owner: String,
+}
+
+/// How a failed alarm is tried again: its own backoff, so a dead notify URL neither spins nor starves the rest.
+const ALARM_RETRY: RetryPolicy = RetryPolicy {
+    base: Duration::from_secs(10),
+    cap: Duration::from_secs(15 * 60),
+    max_attempts: u32::MAX,
+    max_age: Duration::MAX,
+};
+/// Alarms waiting for the sender at most; past it the sweeper offers them again later.
+const ALARM_QUEUE: usize = 1024;
+/// Alarms in flight at once.
+const ALARMS_AT_ONCE: usize = 8;
+
+/// The hand-off to the alarm task: dead events waiting to be announced, and which are in hand already.
+struct AlarmQueue {
+    tx: mpsc::Sender<Event>,
+    pending: Arc<Mutex<HashSet<EventKey>>>,
 }
 
 /// `random(0, min(cap, base·2^(attempt-1)))`: full jitter, so that a burst of failures does not retry in step.
@@ -90,9 +113,10 @@ pub fn backoff(policy: &RetryPolicy, attempt: u32) -> Duration {
     Duration::from_millis(rand::rng().random_range(0..=top))
 }
 
-/// Whether an event that has had `attempts` attempts may have another.
-pub fn budget_spent(policy: &RetryPolicy, attempts: u32, received_at: i64, now: i64) -> bool {
-    attempts >= policy.max_attempts || now.saturating_sub(received_at) >= ms(policy.max_age)
+/// Whether an event that has had `attempts` attempts may have another. `since` is where its age budget counts
+/// from: its receipt, or its last replay ([`Event::budget_start`]).
+pub fn budget_spent(policy: &RetryPolicy, attempts: u32, since: i64, now: i64) -> bool {
+    attempts >= policy.max_attempts || now.saturating_sub(since) >= ms(policy.max_age)
 }
 
 impl Machine {
@@ -109,9 +133,26 @@ impl Machine {
             sources,
             metrics,
             alarm,
+            background: None,
             retention,
             owner: owner.into(),
         }
+    }
+
+    /// Sends alarms on a task of their own, beside the work: a slow or dead alarm endpoint then never holds up
+    /// start-up, a sweep or a worker. A sent alarm is recorded; a failed one waits its own backoff in the ledger.
+    /// Needs a Tokio runtime; the task ends when the machine is dropped.
+    pub fn with_background_alarms(mut self) -> Self {
+        let (tx, rx) = mpsc::channel(ALARM_QUEUE);
+        let pending = Arc::new(Mutex::new(HashSet::new()));
+        tokio::spawn(send_alarms(
+            rx,
+            self.ledger.clone(),
+            self.alarm.clone(),
+            pending.clone(),
+        ));
+        self.background = Some(AlarmQueue { tx, pending });
+        self
     }
 
     pub fn ledger(&self) -> &Arc<dyn Ledger> {
@@ -158,6 +199,8 @@ impl Machine {
                 let wait = u64::try_from(at.saturating_sub(now_ms())).unwrap_or(0);
                 return Ok(Outcome::NotDue(Duration::from_millis(wait)));
             }
+            // Never run with an empty body: the record is corrupt, and an operator must look at it.
+            Claim::Corrupt(event, why) => return self.settle_dead(*event, &token, why).await,
         };
         crate::failpoint!("after_claim");
         let Some((source, handler)) = runnable else {
@@ -168,7 +211,7 @@ impl Machine {
         if budget_spent(
             &source.retry,
             event.attempts.saturating_sub(1),
-            event.received_at,
+            event.budget_start(),
             now_ms(),
         ) {
             let error = format!(
@@ -185,7 +228,11 @@ impl Machine {
         let run_for = source.handler_timeout.min(lease.saturating_sub(LEASE_MARGIN));
         let started = Instant::now();
         let result = match tokio::time::timeout(run_for, handler.handle(&event)).await {
-            Ok(r) => r,
+            // A handler's error text can be anything (a whole HTML page): bounded before it is logged or stored.
+            Ok(r) => r.map_err(|e| match e {
+                HandlerError::Retryable(m) => HandlerError::Retryable(bounded_error(&m)),
+                HandlerError::Permanent(m) => HandlerError::Permanent(bounded_error(&m)),
+            }),
             Err(_) => Err(HandlerError::Retryable(format!(
                 "the handler did not finish within {} ms",
                 run_for.as_millis()
@@ -215,7 +262,7 @@ impl Machine {
                 self.settle_dead(event, &token, error).await
             }
             Err(HandlerError::Retryable(error)) => {
-                if budget_spent(&source.retry, event.attempts, event.received_at, now_ms()) {
+                if budget_spent(&source.retry, event.attempts, event.budget_start(), now_ms()) {
                     let error = format!("retry budget spent after {} attempts: {error}", event.attempts);
                     return self.settle_dead(event, &token, error).await;
                 }
@@ -278,7 +325,22 @@ impl Machine {
         self.notify(event).await;
     }
 
+    /// Sends the alarm for a dead event, or hands it to the alarm task; true once sent or handed over.
     async fn notify(&self, event: &Event) -> bool {
+        if let Some(queue) = &self.background {
+            let key = event.key();
+            let fresh = lock(&queue.pending).insert(key.clone());
+            if !fresh {
+                return true;
+            }
+            if queue.tx.try_send(event.clone()).is_err() {
+                lock(&queue.pending).remove(&key);
+                tracing::warn!(source = %key.source, event_id = %key.event_id,
+                    "too many alarms waiting; the sweeper will offer this one again");
+                return false;
+            }
+            return true;
+        }
         match self.alarm.dead(event).await {
             Ok(()) => {
                 if let Err(e) = self.ledger.mark_notified(&event.key()).await {
@@ -305,7 +367,10 @@ impl Machine {
                     self.notify(&event).await;
                 }
             }
-            MarkDead::AlreadyDead { notified: true } | MarkDead::Completed | MarkDead::Missing => {}
+            MarkDead::AlreadyDead { notified: true }
+            | MarkDead::Completed
+            | MarkDead::Leased(_)
+            | MarkDead::Missing => {}
         }
         Ok(outcome)
     }
@@ -350,6 +415,55 @@ impl Machine {
             tracing::info!(?report, "sweep");
         }
         Ok(report)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The alarm task: sends each dead event's alarm, a few at a time, each with its own backoff on failure.
+async fn send_alarms(
+    mut rx: mpsc::Receiver<Event>,
+    ledger: Arc<dyn Ledger>,
+    alarm: Arc<dyn Alarm>,
+    pending: Arc<Mutex<HashSet<EventKey>>>,
+) {
+    let slots = Arc::new(Semaphore::new(ALARMS_AT_ONCE));
+    let failures: Arc<Mutex<HashMap<EventKey, u32>>> = Arc::default();
+    while let Some(event) = rx.recv().await {
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        let (ledger, alarm, pending, failures) =
+            (ledger.clone(), alarm.clone(), pending.clone(), failures.clone());
+        tokio::spawn(async move {
+            let key = event.key();
+            let recorded = match alarm.dead(&event).await {
+                Ok(()) => {
+                    lock(&failures).remove(&key);
+                    ledger.mark_notified(&key).await
+                }
+                Err(e) => {
+                    let n = {
+                        let mut failures = lock(&failures);
+                        let n = failures.entry(key.clone()).or_insert(0);
+                        *n += 1;
+                        *n
+                    };
+                    let wait = backoff(&ALARM_RETRY, n).max(ALARM_RETRY.base);
+                    tracing::warn!(source = %key.source, event_id = %key.event_id, error = %bounded_error(&e),
+                        retry_in_ms = wait.as_millis() as u64, "alarm not sent; it will be tried again");
+                    ledger.defer_alarm(&key, now_ms().saturating_add(ms(wait))).await
+                }
+            };
+            if let Err(e) = recorded {
+                tracing::warn!(source = %key.source, event_id = %key.event_id, error = %e,
+                    "the alarm's outcome was not recorded; it may be sent again");
+            }
+            lock(&pending).remove(&key);
+            drop(slot);
+        });
     }
 }
 

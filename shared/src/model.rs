@@ -184,6 +184,42 @@ impl fmt::Display for Status {
     }
 }
 
+/// How an event reached the ledger: a webhook delivery, or reconciliation with the provider's API (DESIGN.md
+/// "Reconciliation"). A webhook arriving for a reconciled id is a duplicate like any other.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Origin {
+    #[default]
+    Webhook,
+    Reconciled,
+}
+
+impl Origin {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Origin::Webhook => "webhook",
+            Origin::Reconciled => "reconciled",
+        }
+    }
+}
+
+impl std::str::FromStr for Origin {
+    type Err = InvalidName;
+    fn from_str(s: &str) -> Result<Self, InvalidName> {
+        match s {
+            "webhook" => Ok(Origin::Webhook),
+            "reconciled" => Ok(Origin::Reconciled),
+            _ => Err(InvalidName("origin is webhook or reconciled")),
+        }
+    }
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
 /// A header kept with the event so that a replay forwards what was received.
 pub type KeptHeaders = Vec<(String, String)>;
 
@@ -196,6 +232,10 @@ pub struct NewEvent {
     /// Lower-case hex SHA-256 of `payload`.
     pub payload_sha256: String,
     pub headers: KeptHeaders,
+    pub origin: Origin,
+    /// Where set, a body already stored under another id of this source within this long makes this a duplicate
+    /// of that event: for schemes that sign the body but not the id (DESIGN.md "Receiving").
+    pub unique_body_for: Option<std::time::Duration>,
 }
 
 /// One ledger record. Times are UTC milliseconds since the epoch, on the store writer's clock.
@@ -222,11 +262,18 @@ pub struct Event {
     pub expires_at: Option<i64>,
     /// When the alarm for a dead event went out.
     pub notified_at: Option<i64>,
+    /// When an operator last replayed it: the age budget counts from here, not from `received_at`.
+    pub replayed_at: Option<i64>,
+    pub origin: Origin,
 }
 
 impl Event {
     pub fn key(&self) -> EventKey {
         EventKey::new(self.source.clone(), self.event_id.clone())
+    }
+    /// Where the retry budget's age counts from: the last replay, or the receipt.
+    pub fn budget_start(&self) -> i64 {
+        self.replayed_at.unwrap_or(self.received_at)
     }
     /// A completed event past its retention no longer counts for dedup, whether or not it was deleted yet.
     pub fn is_expired(&self, now_ms: i64) -> bool {

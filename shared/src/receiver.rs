@@ -6,20 +6,22 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
+use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use http_body_util::{BodyExt, LengthLimitError, Limited};
+use http_body_util::BodyExt;
 use serde_json::json;
 use sha2::{Digest, Sha256};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::Instrument;
 
 use crate::metrics::{Metrics, Reject};
-use crate::model::{EventId, EventKey, KeptHeaders, NewEvent, Status};
+use crate::model::{EventId, EventKey, KeptHeaders, NewEvent, Origin, Status};
 use crate::ports::{Created, Ledger, Queue, StoreError};
-use crate::schemes::IdError;
+use crate::schemes::{checked_type, IdError};
 use crate::source::{Source, Sources};
 use crate::time::now_ms;
 
@@ -31,6 +33,31 @@ pub struct Receiver {
     pub metrics: Arc<Metrics>,
     /// How long a client may take to send its body before it gets 408.
     pub read_timeout: Duration,
+    /// Request bodies in memory over every connection, in bytes ([`InflightBytes`]).
+    pub inflight: InflightBytes,
+}
+
+/// The bytes of request bodies held in memory at once, over every connection: each request takes what its
+/// declared length (or its source's limit, for a body of unknown length) needs before a byte of its body is read,
+/// and gives it back when answered. Past the bound, 503 with Retry-After: many slow or large senders together can
+/// neither exhaust memory nor make the server queue without bound.
+#[derive(Clone)]
+pub struct InflightBytes(Arc<Semaphore>);
+
+impl InflightBytes {
+    pub fn new(max_bytes: usize) -> Self {
+        Self(Arc::new(Semaphore::new(max_bytes.min(Semaphore::MAX_PERMITS))))
+    }
+
+    fn take(&self, bytes: usize) -> Option<OwnedSemaphorePermit> {
+        let n = u32::try_from(bytes.max(1)).ok()?;
+        self.0.clone().try_acquire_many_owned(n).ok()
+    }
+
+    /// Bytes free now (for tests and `/metrics`).
+    pub fn available(&self) -> usize {
+        self.0.available_permits()
+    }
 }
 
 /// `POST /webhooks/{source}` and `GET /healthz`; `GET /metrics` too where `expose_metrics` (embedded: yes; on a
@@ -38,13 +65,36 @@ pub struct Receiver {
 pub fn router(receiver: Arc<Receiver>, expose_metrics: bool) -> Router {
     let mut router = Router::new()
         .route("/webhooks/{source}", post(receive))
-        .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }));
+        .route("/healthz", get(healthz));
     if expose_metrics {
         router = router.route("/metrics", get(metrics));
     }
     router
         .fallback(|| async { error(StatusCode::NOT_FOUND, "not_found", "no such route") })
+        // axum's own answers are plain text; every error here is JSON.
+        .method_not_allowed_fallback(|| async {
+            error(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "method not allowed on this route",
+            )
+        })
         .with_state(receiver)
+}
+
+/// Green only while the store can still take this process's writes (the SQLite writer thread is alive).
+async fn healthz(State(r): State<Arc<Receiver>>) -> Response {
+    match r.ledger.check() {
+        Ok(()) => Json(json!({"status": "ok"})).into_response(),
+        Err(e) => {
+            tracing::error!(error = %e, "health check failed: the store cannot take writes");
+            error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                "the store cannot take writes",
+            )
+        }
+    }
 }
 
 async fn metrics(State(r): State<Arc<Receiver>>) -> Response {
@@ -62,10 +112,14 @@ fn error(status: StatusCode, code: &'static str, message: &'static str) -> Respo
 
 async fn receive(
     State(r): State<Arc<Receiver>>,
-    Path(source): Path<String>,
+    source: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    let Ok(Path(source)) = source else {
+        r.metrics.rejected(Metrics::UNKNOWN, Reject::UnknownSource);
+        return error(StatusCode::NOT_FOUND, "unknown_source", "no such source");
+    };
     let Some(source) = r.sources.get(&source).cloned() else {
         r.metrics.rejected(Metrics::UNKNOWN, Reject::UnknownSource);
         return error(StatusCode::NOT_FOUND, "unknown_source", "no such source");
@@ -93,6 +147,8 @@ enum Rejection {
     MissingId,
     MalformedBody,
     Unavailable(StoreError),
+    /// Too many request bytes in memory already: answered before the body is read.
+    Saturated,
 }
 
 impl Rejection {
@@ -103,7 +159,7 @@ impl Rejection {
             Rejection::Signature(r) => *r,
             Rejection::MissingId => Reject::MissingId,
             Rejection::MalformedBody => Reject::MalformedBody,
-            Rejection::Unavailable(_) => Reject::Unavailable,
+            Rejection::Unavailable(_) | Rejection::Saturated => Reject::Unavailable,
         }
     }
 }
@@ -146,30 +202,42 @@ impl IntoResponse for Rejection {
                 "malformed_body",
                 "body is not the JSON this source sends",
             ),
-            Rejection::Unavailable(e) => {
-                let retry_after = if matches!(e, StoreError::Busy) { "1" } else { "5" };
-                let mut resp = error(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "unavailable",
-                    "cannot store events right now; retry later",
-                );
-                if let Ok(v) = header::HeaderValue::from_str(retry_after) {
-                    resp.headers_mut().insert(header::RETRY_AFTER, v);
-                }
-                resp
-            }
+            Rejection::Saturated => unavailable("1"),
+            Rejection::Unavailable(e) => unavailable(if matches!(e, StoreError::Busy) { "1" } else { "5" }),
         }
     }
 }
 
+fn unavailable(retry_after: &'static str) -> Response {
+    let mut resp = error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "unavailable",
+        "cannot store events right now; retry later",
+    );
+    resp.headers_mut()
+        .insert(header::RETRY_AFTER, header::HeaderValue::from_static(retry_after));
+    resp
+}
+
+/// Reads the body into one buffer of at most `limit` bytes (never more than `limit` is read), within `timeout`.
 async fn read_body(body: Body, limit: usize, timeout: Duration) -> Result<Bytes, Rejection> {
-    let limited = Limited::new(body, limit);
-    match tokio::time::timeout(timeout, limited.collect()).await {
-        Err(_) => Err(Rejection::SlowClient),
-        Ok(Ok(collected)) => Ok(collected.to_bytes()),
-        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => Err(Rejection::TooLarge),
-        Ok(Err(_)) => Err(Rejection::Unreadable),
-    }
+    let read = async {
+        let mut body = body;
+        let mut buf = bytes::BytesMut::new();
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|_| Rejection::Unreadable)?;
+            if let Ok(data) = frame.into_data() {
+                if buf.len().saturating_add(data.len()) > limit {
+                    return Err(Rejection::TooLarge);
+                }
+                buf.extend_from_slice(&data);
+            }
+        }
+        Ok(buf.freeze())
+    };
+    tokio::time::timeout(timeout, read)
+        .await
+        .unwrap_or(Err(Rejection::SlowClient))
 }
 
 async fn accept(
@@ -191,7 +259,13 @@ async fn accept(
         );
         return Err(Rejection::TooLarge);
     }
-    let body = read_body(body, source.max_body_bytes, r.read_timeout).await?;
+    // Memory for the body is taken before any of it is read: what its declared length needs, or the limit.
+    let needed = declared.map_or(source.max_body_bytes, |n| n as usize);
+    let Some(_memory) = r.inflight.take(needed) else {
+        tracing::info!(needed, "rejected: too many request bytes in memory; answered 503");
+        return Err(Rejection::Saturated);
+    };
+    let body = read_body(body, needed, r.read_timeout).await?;
 
     // 2. The signature, over the raw bytes.
     let now_unix = now_ms() / 1000;
@@ -227,15 +301,24 @@ async fn accept(
     })?;
     tracing::Span::current().record("event_id", tracing::field::display(&event_id));
     let key = EventKey::new(source.name.clone(), event_id);
+    let mut kept = kept_headers(source, headers);
+    let (event_type, dropped) = checked_type(identity.event_type);
+    if let Some(why) = dropped {
+        // Verified: stored without its type, and the record says why.
+        tracing::info!(reason = %why, "event type left out");
+        kept.push((TYPE_NOTE.to_owned(), format!("event type left out: {why}")));
+    }
 
     // 4. Conditional create; the answer waits for durability.
     let payload_sha256 = hex::encode(Sha256::digest(&body));
     let event = NewEvent {
         key: key.clone(),
-        event_type: identity.event_type,
+        event_type,
         payload: body,
         payload_sha256: payload_sha256.clone(),
-        headers: kept_headers(source, headers),
+        headers: kept,
+        origin: Origin::Webhook,
+        unique_body_for: source.unique_body_for,
     };
     let created = r.ledger.create(event).await.map_err(|e| {
         tracing::warn!(error = %e, "store unavailable: answered 503");
@@ -251,11 +334,18 @@ async fn accept(
             Ok(Json(json!({"status": "accepted", "event_id": key.event_id})).into_response())
         }
         Created::Duplicate {
+            event_id,
             status,
             payload_sha256: first,
+            origin,
         } => {
             r.metrics.duplicate(source.index);
-            if first != payload_sha256 {
+            if event_id != key.event_id {
+                tracing::warn!(stored_event_id = %event_id,
+                    "a body already stored under another id: answered as a duplicate of that event");
+            }
+            // A reconciled record holds the provider's API object, which need not match the webhook's bytes.
+            if first != payload_sha256 && origin == Origin::Webhook && event_id == key.event_id {
                 r.metrics.payload_mismatch(source.index);
                 tracing::warn!(
                     first_sha256 = %first, this_sha256 = %payload_sha256,
@@ -264,12 +354,9 @@ async fn accept(
             }
             // Still RECEIVED: the first enqueue may have been lost in a crash; enqueueing again is cheap.
             if status == Status::Received {
-                enqueue(r, &key).await;
+                enqueue(r, &EventKey::new(key.source.clone(), event_id.clone())).await;
             }
-            Ok(
-                Json(json!({"status": "duplicate", "event_id": key.event_id, "state": status}))
-                    .into_response(),
-            )
+            Ok(Json(json!({"status": "duplicate", "event_id": event_id, "state": status})).into_response())
         }
     }
 }
@@ -280,6 +367,9 @@ async fn enqueue(r: &Receiver, key: &EventKey) {
         tracing::warn!(error = %e, "enqueue failed after the durable write; the sweeper will pick it up");
     }
 }
+
+/// The kept header that says what the receiver left out of a verified event, and why.
+pub const TYPE_NOTE: &str = "x-inbox-note";
 
 fn kept_headers(source: &Source, headers: &HeaderMap) -> KeptHeaders {
     source

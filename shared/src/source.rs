@@ -25,6 +25,8 @@ pub struct Source {
     pub handler: Option<Arc<dyn Handler>>,
     pub handler_timeout: Duration,
     pub retry: RetryPolicy,
+    /// Where set, a body already stored under another id within this long is answered as that event's duplicate.
+    pub unique_body_for: Option<Duration>,
 }
 
 /// Every configured source, looked up by the name in the URL.
@@ -93,6 +95,7 @@ impl Sources {
                 handler: handler(&format!("{at}.handler"), &sc.handler)?,
                 handler_timeout: sc.handler.timeout(),
                 retry: sc.retry,
+                unique_body_for: sc.refuse_resent_bodies.then_some(config.retention),
             };
             by_name.insert(name.as_str().to_owned(), Arc::new(source));
             names.push(name.clone());

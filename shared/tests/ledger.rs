@@ -40,6 +40,8 @@ fn new_event(id: &str, body: &str) -> NewEvent {
         payload: bytes::Bytes::from(body.to_owned()),
         payload_sha256: format!("sha-of-{body}"),
         headers: vec![("content-type".into(), "application/json".into())],
+        origin: Default::default(),
+        unique_body_for: None,
     }
 }
 
@@ -163,8 +165,10 @@ async fn create_is_conditional_and_durable(store: &dyn Store) {
     assert_eq!(
         l.create(new_event("e1", "{\"other\":1}")).await.unwrap(),
         Created::Duplicate {
+            event_id: key("e1").event_id,
             status: Status::Received,
-            payload_sha256: "sha-of-{}".into()
+            payload_sha256: "sha-of-{}".into(),
+            origin: inbox_core::model::Origin::Webhook,
         },
         "the first payload stands"
     );

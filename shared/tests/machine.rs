@@ -115,6 +115,8 @@ async fn received(rig: &Rig, id: &str) -> EventKey {
         payload: bytes::Bytes::from_static(b"{}"),
         payload_sha256: "h".into(),
         headers: vec![],
+        origin: Default::default(),
+        unique_body_for: None,
     };
     rig.ledger.create(e).await.unwrap();
     k

@@ -13,12 +13,11 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
+use inbox_core::adapters::sqlite::SqliteLedger;
 use inbox_core::config::{GithubHook, ProviderConfig, ReconcileConfig, SecretRef};
 use inbox_core::embedded::{Deliveries, InProcessQueue};
-use inbox_core::model::{Event, EventId, EventKey, NewEvent, SourceName, Status};
-use inbox_core::ports::{
-    Checkpoint, Claim, Created, Ledger, ListFilter, MarkDead, Replay, Settled, Settlement, StoreError,
-};
+use inbox_core::model::{Event, EventId, EventKey, NewEvent, Origin, SourceName};
+use inbox_core::ports::{Created, Ledger, ListFilter};
 use inbox_core::reconcile::github::{Auth, Github};
 use inbox_core::reconcile::stripe::Stripe;
 use inbox_core::reconcile::{Provider, Reconciler, RunErrorKind, RunOptions, Summary};
@@ -34,92 +33,39 @@ fn source(name: &str) -> SourceName {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// The ledger. MERGE: replaced by the real SqliteLedger once main's port has `present` and the checkpoint.
+// The real SQLite ledger on a temp dir.
 
-#[derive(Default)]
-struct MemLedger {
-    events: Mutex<HashMap<EventKey, NewEvent>>,
-    checkpoints: Mutex<HashMap<SourceName, Checkpoint>>,
-    present_calls: AtomicUsize,
+struct Store {
+    ledger: SqliteLedger,
+    _dir: tempfile::TempDir,
 }
 
-fn unused() -> StoreError {
-    StoreError::Unavailable("not used by reconciliation".into())
-}
-
-#[async_trait]
-impl Ledger for MemLedger {
-    async fn create(&self, event: NewEvent) -> Result<Created, StoreError> {
-        let mut events = self.events.lock().unwrap();
-        if let Some(first) = events.get(&event.key) {
-            return Ok(Created::Duplicate {
-                status: Status::Received,
-                payload_sha256: first.payload_sha256.clone(),
-            });
-        }
-        events.insert(event.key.clone(), event);
-        Ok(Created::New)
-    }
-    async fn claim(&self, _: &EventKey, _: &str, _: Duration) -> Result<Claim, StoreError> {
-        Err(unused())
-    }
-    async fn settle(&self, _: &EventKey, _: &str, _: Settlement) -> Result<Settled, StoreError> {
-        Err(unused())
-    }
-    async fn release(&self, _: &EventKey, _: &str) -> Result<Settled, StoreError> {
-        Err(unused())
-    }
-    async fn mark_dead(&self, _: &EventKey, _: &str) -> Result<MarkDead, StoreError> {
-        Err(unused())
-    }
-    async fn mark_notified(&self, _: &EventKey) -> Result<(), StoreError> {
-        Err(unused())
-    }
-    async fn replay(&self, _: &EventKey, _: bool) -> Result<Replay, StoreError> {
-        Err(unused())
-    }
-    async fn get(&self, _: &EventKey) -> Result<Option<Event>, StoreError> {
-        Err(unused())
-    }
-    async fn list(&self, _: &ListFilter) -> Result<Vec<Event>, StoreError> {
-        Err(unused())
-    }
-    async fn due(&self, _: i64, _: usize) -> Result<Vec<Event>, StoreError> {
-        Err(unused())
-    }
-    async fn present(&self, source: &SourceName, ids: &[EventId]) -> Result<HashSet<EventId>, StoreError> {
-        self.present_calls.fetch_add(1, Ordering::Relaxed);
-        let events = self.events.lock().unwrap();
-        Ok(ids
-            .iter()
-            .filter(|id| events.contains_key(&EventKey::new(source.clone(), (*id).clone())))
-            .cloned()
-            .collect())
-    }
-    async fn checkpoint(&self, source: &SourceName) -> Result<Option<Checkpoint>, StoreError> {
-        Ok(self.checkpoints.lock().unwrap().get(source).cloned())
-    }
-    async fn save_checkpoint(&self, source: &SourceName, checkpoint: &Checkpoint) -> Result<(), StoreError> {
-        self.checkpoints
-            .lock()
-            .unwrap()
-            .insert(source.clone(), checkpoint.clone());
-        Ok(())
+impl std::ops::Deref for Store {
+    type Target = SqliteLedger;
+    fn deref(&self) -> &SqliteLedger {
+        &self.ledger
     }
 }
 
-impl MemLedger {
-    fn ids(&self, source: &SourceName) -> BTreeSet<String> {
-        let events = self.events.lock().unwrap();
-        events
-            .keys()
-            .filter(|k| &k.source == source)
-            .map(|k| k.event_id.as_str().to_owned())
-            .collect()
+fn store() -> Store {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = SqliteLedger::open(dir.path(), 1024, Duration::from_secs(30)).unwrap();
+    Store { ledger, _dir: dir }
+}
+
+impl Store {
+    async fn ids(&self, source: &SourceName) -> BTreeSet<String> {
+        let filter = ListFilter {
+            source: Some(source.clone()),
+            limit: 1_000_000,
+            ..Default::default()
+        };
+        let events = self.ledger.list(&filter).await.unwrap();
+        events.iter().map(|e| e.event_id.as_str().to_owned()).collect()
     }
-    fn event(&self, source: &SourceName, id: &str) -> NewEvent {
+    async fn event(&self, source: &SourceName, id: &str) -> Event {
         let key = EventKey::new(source.clone(), EventId::parse(id).unwrap());
-        self.events.lock().unwrap()[&key].clone()
+        self.ledger.get(&key).await.unwrap().unwrap()
     }
 }
 
@@ -132,6 +78,8 @@ async fn deliver(ledger: &dyn Ledger, source: &SourceName, id: &str, body: &str)
             payload: bytes::Bytes::from(body.to_owned()),
             payload_sha256: format!("sha-of-{id}"),
             headers: vec![],
+            origin: Origin::Webhook,
+            unique_body_for: None,
         })
         .await
         .unwrap();
@@ -547,10 +495,10 @@ async fn stripe_one_run_recovers_exactly_the_window() {
     }
     let fake = FakeStripe::new(events.clone());
     let url = fake.start().await;
-    let ledger = MemLedger::default();
+    let ledger = store();
     let mut delivered = BTreeSet::new();
     for (id, _, _) in events.iter().step_by(3) {
-        deliver(&ledger, &s, id, "{\"webhook\":true}").await;
+        deliver(&*ledger, &s, id, "{\"webhook\":true}").await;
         delivered.insert(id.clone());
     }
     let (queue, mut deliveries) = InProcessQueue::new(10_000);
@@ -565,7 +513,7 @@ async fn stripe_one_run_recovers_exactly_the_window() {
     // WHEN one run goes over it
     let mut fractions = Vec::new();
     let summary = reconciler
-        .run(&ledger, queue.as_ref(), RunOptions::default(), &mut |p| {
+        .run(&*ledger, queue.as_ref(), RunOptions::default(), &mut |p| {
             fractions.push(p.fraction())
         })
         .await
@@ -575,7 +523,7 @@ async fn stripe_one_run_recovers_exactly_the_window() {
     let created: Vec<_> = events.iter().map(|(id, at, _)| (id.clone(), at * 1000)).collect();
     let wanted = in_window(&created, LOOKBACK, SETTLE);
     let expected: BTreeSet<_> = wanted.union(&delivered).cloned().collect();
-    assert_eq!(ledger.ids(&s), expected);
+    assert_eq!(ledger.ids(&s).await, expected);
     let already = wanted.intersection(&delivered).count() as u64;
     assert_eq!(
         (summary.listed, summary.present, summary.recovered, summary.failed),
@@ -586,7 +534,8 @@ async fn stripe_one_run_recovers_exactly_the_window() {
     assert_eq!(enqueued.len() as u64, summary.recovered);
     assert_eq!(enqueued.iter().collect::<HashSet<_>>().len(), enqueued.len());
     let some = wanted.difference(&delivered).next().unwrap();
-    let stored = ledger.event(&s, some);
+    let stored = ledger.event(&s, some).await;
+    assert_eq!(stored.origin, Origin::Reconciled);
     let body: serde_json::Value = serde_json::from_slice(&stored.payload).unwrap();
     assert_eq!(body["id"], json!(some));
     assert_eq!(stored.event_type.as_deref(), Some("invoice.paid"));
@@ -614,18 +563,23 @@ async fn github_one_run_recovers_every_missing_guid_with_its_event_name() {
     let deliveries = github_deliveries(150, 80 * HOUR_MS);
     let fake = FakeGithub::new(deliveries.clone(), false);
     let url = fake.start().await;
-    let ledger = MemLedger::default();
+    let ledger = store();
     let guids: BTreeSet<String> = deliveries.iter().map(|d| d.guid.clone()).collect();
     let delivered: BTreeSet<String> = guids.iter().step_by(5).cloned().collect();
     for g in &delivered {
-        deliver(&ledger, &s, g, "{}").await;
+        deliver(&*ledger, &s, g, "{}").await;
     }
     let (queue, mut enqueued) = InProcessQueue::new(10_000);
     let reconciler = Reconciler::new(s.clone(), "github", github(&url, "ghp_good"), LOOKBACK, SETTLE);
 
     // WHEN one run goes over it
     let summary = reconciler
-        .run(&ledger, queue.as_ref(), RunOptions::default(), &mut no_progress())
+        .run(
+            &*ledger,
+            queue.as_ref(),
+            RunOptions::default(),
+            &mut no_progress(),
+        )
         .await
         .unwrap();
 
@@ -633,7 +587,7 @@ async fn github_one_run_recovers_every_missing_guid_with_its_event_name() {
     let at: Vec<_> = deliveries.iter().map(|d| (d.guid.clone(), d.at_ms)).collect();
     let wanted = in_window(&at, LOOKBACK, SETTLE);
     let expected: BTreeSet<_> = wanted.union(&delivered).cloned().collect();
-    assert_eq!(ledger.ids(&s), expected);
+    assert_eq!(ledger.ids(&s).await, expected);
     let already = wanted.intersection(&delivered).count() as u64;
     assert_eq!(
         summary.listed,
@@ -652,7 +606,8 @@ async fn github_one_run_recovers_every_missing_guid_with_its_event_name() {
     );
     for g in wanted.difference(&delivered) {
         let d = deliveries.iter().find(|d| &d.guid == g).unwrap();
-        let stored = ledger.event(&s, g);
+        let stored = ledger.event(&s, g).await;
+        assert_eq!(stored.origin, Origin::Reconciled);
         assert_eq!(stored.event_type.as_deref(), Some(d.event.as_str()));
         assert!(stored
             .headers
@@ -680,7 +635,7 @@ async fn rate_limits_are_waited_out() {
     let fake = FakeStripe::new(stripe_events_over(150, 24 * HOUR_MS, ""));
     fake.faults.lock().unwrap().rate_limited = 2;
     let url = fake.start().await;
-    let ledger = MemLedger::default();
+    let ledger = store();
     let (queue, _d) = InProcessQueue::new(10_000);
     let started = std::time::Instant::now();
     let summary = Reconciler::new(
@@ -690,7 +645,12 @@ async fn rate_limits_are_waited_out() {
         LOOKBACK,
         SETTLE,
     )
-    .run(&ledger, queue.as_ref(), RunOptions::default(), &mut no_progress())
+    .run(
+        &*ledger,
+        queue.as_ref(),
+        RunOptions::default(),
+        &mut no_progress(),
+    )
     .await
     .unwrap();
     assert!(
@@ -707,7 +667,12 @@ async fn rate_limits_are_waited_out() {
     let url = fake.start().await;
     let started = std::time::Instant::now();
     let summary = Reconciler::new(g.clone(), "github", github(&url, "ghp_good"), LOOKBACK, SETTLE)
-        .run(&ledger, queue.as_ref(), RunOptions::default(), &mut no_progress())
+        .run(
+            &*ledger,
+            queue.as_ref(),
+            RunOptions::default(),
+            &mut no_progress(),
+        )
         .await
         .unwrap();
     assert!(
@@ -726,7 +691,12 @@ async fn rate_limits_are_waited_out() {
             time: Duration::from_millis(100),
             pages: 10,
         })
-        .run(&ledger, queue.as_ref(), RunOptions::default(), &mut no_progress())
+        .run(
+            &*ledger,
+            queue.as_ref(),
+            RunOptions::default(),
+            &mut no_progress(),
+        )
         .await
         .unwrap_err();
     assert!(matches!(err.kind, RunErrorKind::RateLimited(_)), "{err}");
@@ -741,7 +711,7 @@ async fn a_failure_mid_walk_keeps_the_checkpoint_and_the_next_run_leaves_no_gap(
     let s = source("stripe");
     let fake = FakeStripe::new(stripe_events_over(100, 24 * HOUR_MS, "a"));
     let url = fake.start().await;
-    let ledger = MemLedger::default();
+    let ledger = store();
     let (queue, _d) = InProcessQueue::new(10_000);
     let reconciler = Reconciler::new(
         s.clone(),
@@ -751,7 +721,12 @@ async fn a_failure_mid_walk_keeps_the_checkpoint_and_the_next_run_leaves_no_gap(
         Duration::ZERO,
     );
     reconciler
-        .run(&ledger, queue.as_ref(), RunOptions::default(), &mut no_progress())
+        .run(
+            &*ledger,
+            queue.as_ref(),
+            RunOptions::default(),
+            &mut no_progress(),
+        )
         .await
         .unwrap();
     let before = ledger.checkpoint(&s).await.unwrap().unwrap();
@@ -772,7 +747,12 @@ async fn a_failure_mid_walk_keeps_the_checkpoint_and_the_next_run_leaves_no_gap(
     let served = fake.requests();
     fake.faults.lock().unwrap().fail_request = Some(served + 2);
     let err = reconciler
-        .run(&ledger, queue.as_ref(), RunOptions::default(), &mut no_progress())
+        .run(
+            &*ledger,
+            queue.as_ref(),
+            RunOptions::default(),
+            &mut no_progress(),
+        )
         .await
         .unwrap_err();
 
@@ -790,18 +770,23 @@ async fn a_failure_mid_walk_keeps_the_checkpoint_and_the_next_run_leaves_no_gap(
 
     // … and the next run recovers the rest: no gap.
     let summary = reconciler
-        .run(&ledger, queue.as_ref(), RunOptions::default(), &mut no_progress())
+        .run(
+            &*ledger,
+            queue.as_ref(),
+            RunOptions::default(),
+            &mut no_progress(),
+        )
         .await
         .unwrap();
     assert_eq!(summary.recovered, 150);
-    let ids = ledger.ids(&s);
+    let ids = ledger.ids(&s).await;
     assert!(fresh.iter().all(|(id, _, _)| ids.contains(id)));
     assert!(ledger.checkpoint(&s).await.unwrap().unwrap().scanned_to > before.scanned_to);
 }
 
 #[tokio::test]
 async fn bad_credentials_are_a_clear_error_naming_the_source() {
-    let ledger = MemLedger::default();
+    let ledger = store();
     let (queue, _d) = InProcessQueue::new(100);
 
     let fake = FakeStripe::new(stripe_events_over(10, HOUR_MS * 2, ""));
@@ -813,7 +798,12 @@ async fn bad_credentials_are_a_clear_error_naming_the_source() {
         LOOKBACK,
         SETTLE,
     )
-    .run(&ledger, queue.as_ref(), RunOptions::default(), &mut no_progress())
+    .run(
+        &*ledger,
+        queue.as_ref(),
+        RunOptions::default(),
+        &mut no_progress(),
+    )
     .await
     .unwrap_err();
     let text = err.to_string();
@@ -834,7 +824,12 @@ async fn bad_credentials_are_a_clear_error_naming_the_source() {
         LOOKBACK,
         SETTLE,
     )
-    .run(&ledger, queue.as_ref(), RunOptions::default(), &mut no_progress())
+    .run(
+        &*ledger,
+        queue.as_ref(),
+        RunOptions::default(),
+        &mut no_progress(),
+    )
     .await
     .unwrap_err();
     let text = err.to_string();
@@ -855,7 +850,12 @@ async fn bad_credentials_are_a_clear_error_naming_the_source() {
         LOOKBACK,
         SETTLE,
     )
-    .run(&ledger, queue.as_ref(), RunOptions::default(), &mut no_progress())
+    .run(
+        &*ledger,
+        queue.as_ref(),
+        RunOptions::default(),
+        &mut no_progress(),
+    )
     .await
     .unwrap_err();
     assert!(matches!(err.kind, RunErrorKind::BadCredentials { .. }), "{err}");
@@ -868,7 +868,7 @@ async fn at_steady_state_a_run_rereads_only_the_overlap() {
     let s = source("stripe");
     let fake = FakeStripe::new(stripe_events_over(10_000, 71 * HOUR_MS, ""));
     let url = fake.start().await;
-    let ledger = MemLedger::default();
+    let ledger = store();
     let (queue, _d) = InProcessQueue::new(20_000);
     let reconciler = Reconciler::new(
         s.clone(),
@@ -883,7 +883,12 @@ async fn at_steady_state_a_run_rereads_only_the_overlap() {
     for _ in 0..10 {
         let before = fake.requests();
         let summary = reconciler
-            .run(&ledger, queue.as_ref(), RunOptions::default(), &mut no_progress())
+            .run(
+                &*ledger,
+                queue.as_ref(),
+                RunOptions::default(),
+                &mut no_progress(),
+            )
             .await
             .unwrap();
         assert_eq!(summary.requests as usize, fake.requests() - before);
@@ -901,12 +906,13 @@ async fn at_steady_state_a_run_rereads_only_the_overlap() {
     }
     println!(
         "steady state, 10,000 events in the window: run 1 {} requests ({} listed), run 10 {} requests ({} listed); \
-         ledger existence reads: {}",
+         ledger existence reads: run 1 {}, run 10 {}",
         runs[0].requests,
         runs[0].listed,
         runs[9].requests,
         runs[9].listed,
-        ledger.present_calls.load(Ordering::Relaxed)
+        runs[0].existence_reads,
+        runs[9].existence_reads
     );
 }
 
@@ -915,7 +921,7 @@ async fn a_dry_run_creates_enqueues_and_saves_nothing() {
     let s = source("stripe");
     let fake = FakeStripe::new(stripe_events_over(30, 10 * HOUR_MS, ""));
     let url = fake.start().await;
-    let ledger = MemLedger::default();
+    let ledger = store();
     let (queue, mut deliveries) = InProcessQueue::new(100);
     let summary = Reconciler::new(
         s.clone(),
@@ -925,7 +931,7 @@ async fn a_dry_run_creates_enqueues_and_saves_nothing() {
         SETTLE,
     )
     .run(
-        &ledger,
+        &*ledger,
         queue.as_ref(),
         RunOptions {
             dry_run: true,
@@ -937,7 +943,7 @@ async fn a_dry_run_creates_enqueues_and_saves_nothing() {
     .unwrap();
     assert_eq!((summary.listed, summary.recovered), (30, 30));
     assert!(summary.dry_run);
-    assert!(ledger.ids(&s).is_empty());
+    assert!(ledger.ids(&s).await.is_empty());
     assert!(drain(&mut deliveries).is_empty());
     assert_eq!(ledger.checkpoint(&s).await.unwrap(), None);
 }
@@ -968,10 +974,15 @@ async fn stripe_connect_sends_the_account_and_from_config_resolves_the_key() {
     };
     let s = source("connect");
     let reconciler = Reconciler::from_config(&s, &config, &Env).await.unwrap();
-    let ledger = MemLedger::default();
+    let ledger = store();
     let (queue, _d) = InProcessQueue::new(100);
     let summary = reconciler
-        .run(&ledger, queue.as_ref(), RunOptions::default(), &mut no_progress())
+        .run(
+            &*ledger,
+            queue.as_ref(),
+            RunOptions::default(),
+            &mut no_progress(),
+        )
         .await
         .unwrap();
     assert_eq!(summary.recovered, 3);

@@ -14,18 +14,20 @@
 //! Times are milliseconds on the writing caller's clock, except `expires_at`, the TTL attribute, in epoch seconds
 //! (rounded down, so an event never outlives its retention).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, BillingMode, GlobalSecondaryIndex, IndexStatus, KeySchemaElement,
-    KeyType, Projection, ProjectionType, ReturnValue, ReturnValuesOnConditionCheckFailure,
-    ScalarAttributeType, TableStatus, TimeToLiveSpecification, TimeToLiveStatus, Update,
+    KeyType, KeysAndAttributes, Projection, ProjectionType, Put, ReturnValue,
+    ReturnValuesOnConditionCheckFailure, ScalarAttributeType, TableStatus, TimeToLiveSpecification,
+    TimeToLiveStatus, TransactWriteItem, Update,
 };
 use aws_sdk_dynamodb::Client;
 use bytes::Bytes;
@@ -33,8 +35,11 @@ use sha2::{Digest, Sha256};
 use tokio::task::JoinSet;
 
 use super::s3::S3Payloads;
-use crate::model::{Event, EventId, EventKey, NewEvent, SourceName, Status};
-use crate::ports::{Claim, Created, Ledger, ListFilter, MarkDead, Replay, Settled, Settlement, StoreError};
+use crate::model::{Event, EventId, EventKey, NewEvent, Origin, SourceName, Status};
+use crate::ports::{
+    Checkpoint, Claim, Created, Ledger, ListFilter, MarkDead, Replay, Settled, Settlement, StoreError,
+};
+use crate::rules::{self, Due};
 use crate::time::{ms, now_ms};
 
 /// The sparse index of open and dead events.
@@ -46,8 +51,8 @@ pub const SHARDS: u32 = 8;
 pub const DEFAULT_INLINE_LIMIT: usize = 256 * 1024;
 /// zstd level: fast, and JSON still shrinks several times.
 const ZSTD_LEVEL: i32 = 3;
-/// A FAILED event may be claimed this much before its `next_attempt_at` (clock slop between writers), as embedded.
-const DUE_SLACK_MS: i64 = 250;
+/// `BatchGetItem` takes at most this many keys a call.
+const BATCH_GET: usize = 100;
 /// The due time of a dead event whose alarm went out: in the index for listing, never due.
 const NEVER_DUE: i64 = i64::MAX;
 
@@ -61,8 +66,8 @@ const CLAIMABLE: &str = "#status = :received \
     OR (#status = :processing AND lease_until <= :now)";
 /// Settle and release: still PROCESSING under this owner's lease.
 const OWNED: &str = "#status = :processing AND lease_owner = :owner";
-/// Dead-letter: any open state, never over COMPLETED.
-const OPEN: &str = "#status IN (:received, :processing, :failed)";
+/// Dead-letter: any open state, never over COMPLETED, never under a live lease.
+const BURIABLE: &str = "#status IN (:received, :failed) OR (#status = :processing AND lease_until <= :now)";
 /// The alarm is recorded once.
 const DEAD_UNNOTIFIED: &str = "#status = :dead AND attribute_not_exists(notified_at)";
 const REPLAYABLE: &str = "#status = :dead";
@@ -79,13 +84,14 @@ const KILL: &str = "SET #status = :dead, last_error = :error, updated_at = :now,
     gsi1sk = :due REMOVE notified_at, lease_owner, lease_until, next_attempt_at";
 const RELEASE: &str = "SET lease_until = :now, gsi1sk = :now, updated_at = :now";
 const NOTIFIED: &str = "SET notified_at = :now, gsi1sk = :never";
+const DEFER_ALARM: &str = "SET gsi1sk = :until";
 const REPLAY: &str =
     "SET #status = :received, attempts = :zero, replays = replays + :one, updated_at = :now, \
-    gsi1pk = :open, gsi1sk = :now \
+    replayed_at = :now, gsi1pk = :open, gsi1sk = :due \
     REMOVE lease_owner, lease_until, next_attempt_at, completed_at, expires_at, notified_at";
 
 /// What `list` and `due` read: everything but the body.
-const META: [&str; 19] = [
+const META: [&str; 21] = [
     "pk",
     "source",
     "event_id",
@@ -104,6 +110,8 @@ const META: [&str; 19] = [
     "completed_at",
     "expires_at",
     "notified_at",
+    "replayed_at",
+    "origin",
     "gsi1sk",
 ];
 
@@ -115,8 +123,8 @@ pub struct DynamoLedger {
     client: Client,
     table: String,
     payloads: Option<S3Payloads>,
-    /// How long past its natural time an event waits for its queue message before the sweeper takes it (ms).
-    grace: i64,
+    /// When records come due for the sweeper.
+    due: Due,
     inline_limit: usize,
 }
 
@@ -133,7 +141,7 @@ impl DynamoLedger {
             client,
             table: table.into(),
             payloads,
-            grace: ms(grace),
+            due: Due::new(grace),
             inline_limit: DEFAULT_INLINE_LIMIT,
         }
     }
@@ -401,9 +409,12 @@ impl Ledger for DynamoLedger {
             ("attempts".to_owned(), n(0)),
             ("replays".to_owned(), n(0)),
             ("gsi1pk".to_owned(), s(partition("open", &pk))),
-            ("gsi1sk".to_owned(), n(now.saturating_add(self.grace))),
+            ("gsi1sk".to_owned(), n(self.due.received(now))),
             ("payload_encoding".to_owned(), s("zstd")),
         ]);
+        if event.origin != Origin::Webhook {
+            item.insert("origin".to_owned(), s(event.origin.as_str()));
+        }
         if let Some(t) = &event.event_type {
             item.insert("event_type".to_owned(), s(t));
         }
@@ -423,6 +434,9 @@ impl Ledger for DynamoLedger {
                 item.insert("payload".to_owned(), AttributeValue::B(Blob::new(compressed)));
             }
         }
+        if let Some(within) = event.unique_body_for {
+            return self.create_unique_body(&event, item, within, now).await;
+        }
         // A refused create returns the item in the way; the read below only serves a store that does not.
         for _ in 0..3 {
             let existing = match self.put_new(item.clone(), now).await? {
@@ -433,11 +447,7 @@ impl Ledger for DynamoLedger {
                     None => continue,
                 },
             };
-            let f = Fields(&existing);
-            return Ok(Created::Duplicate {
-                status: f.status()?,
-                payload_sha256: f.s("payload_sha256")?.to_owned(),
-            });
+            return Ok(rules::duplicate_of(&event_of(&existing)?));
         }
         Err(StoreError::Unavailable(format!(
             "the create of {pk} was refused but no item stands in the way"
@@ -453,26 +463,29 @@ impl Ledger for DynamoLedger {
             .status(":processing", Status::Processing)
             .s(":owner", owner)
             .n(":until", until)
+            .n(":due", self.due.processing(until))
             .s(":open", partition("open", &key.pk()))
             .n(":one", 1)
             .n(":now", now)
-            .n(":due_by", now.saturating_add(DUE_SLACK_MS));
+            .n(":due_by", rules::failed_claimable_by(now));
         match self.update(key, CLAIM, CLAIMABLE, values, true).await? {
             Write::Applied(Some(item)) => {
                 let mut event = event_of(&item)?;
-                event.payload = self.payload(&item).await?;
-                Ok(Claim::Claimed(Box::new(event)))
+                match self.payload(&item).await {
+                    Ok(body) => {
+                        event.payload = body;
+                        Ok(Claim::Claimed(Box::new(event)))
+                    }
+                    // The claim stands: the caller holds the lease and settles it DEAD.
+                    Err(StoreError::Corrupt(why)) => Ok(Claim::Corrupt(Box::new(event), why)),
+                    Err(e) => Err(e),
+                }
             }
             Write::Applied(None) => Err(no_attributes(key)),
-            Write::Refused(None) => Ok(Claim::Missing),
-            Write::Refused(Some(old)) => {
-                let f = Fields(&old);
-                Ok(match f.status()? {
-                    st @ (Status::Completed | Status::Dead) => Claim::Done(st),
-                    Status::Failed => Claim::NotDue(f.opt_n("next_attempt_at")?.unwrap_or(now)),
-                    Status::Received | Status::Processing => Claim::OwnedElsewhere,
-                })
-            }
+            Write::Refused(old) => Ok(rules::refused_claim(
+                old.as_ref().map(event_of).transpose()?.as_ref(),
+                now,
+            )),
         }
     }
 
@@ -495,7 +508,7 @@ impl Ledger for DynamoLedger {
                         .s(":error", error)
                         .n(":next", next)
                         .s(":open", partition("open", &key.pk()))
-                        .n(":due", next.saturating_add(self.grace)),
+                        .n(":due", self.due.failed(next)),
                 )
             }
             Settlement::Dead { error } => (
@@ -504,7 +517,7 @@ impl Ledger for DynamoLedger {
                     .status(":dead", Status::Dead)
                     .s(":error", error)
                     .s(":dead_shard", partition("dead", &key.pk()))
-                    .n(":due", now.saturating_add(self.grace)),
+                    .n(":due", self.due.dead(now)),
             ),
         };
         Ok(match self.update(key, update, OWNED, values, false).await? {
@@ -514,10 +527,12 @@ impl Ledger for DynamoLedger {
     }
 
     async fn release(&self, key: &EventKey, owner: &str) -> Result<Settled, StoreError> {
+        let now = now_ms();
         let values = Values::default()
             .status(":processing", Status::Processing)
             .s(":owner", owner)
-            .n(":now", now_ms());
+            .n(":now", now)
+            .n(":due", self.due.processing(now));
         Ok(match self.update(key, RELEASE, OWNED, values, false).await? {
             Write::Applied(_) => Settled::Done,
             Write::Refused(_) => Settled::LeaseLost,
@@ -531,23 +546,17 @@ impl Ledger for DynamoLedger {
             .s(":error", reason)
             .n(":now", now)
             .s(":dead_shard", partition("dead", &key.pk()))
-            .n(":due", now.saturating_add(self.grace))
+            .n(":due", self.due.dead(now))
             .status(":received", Status::Received)
             .status(":processing", Status::Processing)
             .status(":failed", Status::Failed);
-        match self.update(key, KILL, OPEN, values, true).await? {
+        match self.update(key, KILL, BURIABLE, values, true).await? {
             Write::Applied(Some(item)) => Ok(MarkDead::NewlyDead(Box::new(event_of(&item)?))),
             Write::Applied(None) => Err(no_attributes(key)),
-            Write::Refused(None) => Ok(MarkDead::Missing),
-            Write::Refused(Some(old)) => {
-                let f = Fields(&old);
-                Ok(match f.status()? {
-                    Status::Dead => MarkDead::AlreadyDead {
-                        notified: f.opt_n("notified_at")?.is_some(),
-                    },
-                    _ => MarkDead::Completed,
-                })
-            }
+            Write::Refused(old) => Ok(rules::refused_mark_dead(
+                old.as_ref().map(event_of).transpose()?.as_ref(),
+                now,
+            )),
         }
     }
 
@@ -561,6 +570,13 @@ impl Ledger for DynamoLedger {
         Ok(())
     }
 
+    async fn defer_alarm(&self, key: &EventKey, until: i64) -> Result<(), StoreError> {
+        let values = Values::default().status(":dead", Status::Dead).n(":until", until);
+        self.update(key, DEFER_ALARM, DEAD_UNNOTIFIED, values, false)
+            .await?;
+        Ok(())
+    }
+
     async fn replay(&self, key: &EventKey, force: bool) -> Result<Replay, StoreError> {
         let now = now_ms();
         let mut values = Values::default()
@@ -568,6 +584,7 @@ impl Ledger for DynamoLedger {
             .n(":zero", 0)
             .n(":one", 1)
             .n(":now", now)
+            .n(":due", self.due.replayed(now))
             .s(":open", partition("open", &key.pk()))
             .status(":dead", Status::Dead);
         let condition = if force {
@@ -578,10 +595,9 @@ impl Ledger for DynamoLedger {
         } else {
             REPLAYABLE
         };
-        Ok(match self.update(key, REPLAY, condition, values, false).await? {
+        Ok(match self.update(key, REPLAY, condition, values, true).await? {
             Write::Applied(_) => Replay::Replayed,
-            Write::Refused(None) => Replay::Missing,
-            Write::Refused(Some(old)) => Replay::NotEligible(Fields(&old).status()?),
+            Write::Refused(old) => rules::refused_replay(old.as_ref().map(event_of).transpose()?.as_ref()),
         })
     }
 
@@ -635,6 +651,8 @@ impl Ledger for DynamoLedger {
                     conditions.push("#status = :status");
                     values = values.status(":status", st);
                 }
+                // Only events: the checkpoints and body markers share the table.
+                conditions.push("attribute_exists(#event_id)");
                 conditions.push("NOT (#status = :completed AND #expires_at <= :now_secs)");
                 values = values
                     .status(":completed", Status::Completed)
@@ -669,6 +687,214 @@ impl Ledger for DynamoLedger {
         due.truncate(limit);
         Ok(due.into_iter().map(|(_, e)| e).collect())
     }
+
+    /// `BatchGetItem` of the keys, [`BATCH_GET`] a call, reading only what decides presence.
+    async fn present(&self, source: &SourceName, ids: &[EventId]) -> Result<HashSet<EventId>, StoreError> {
+        let now_secs = secs(now_ms());
+        let mut found = HashSet::new();
+        for chunk in ids.chunks(BATCH_GET) {
+            let keys = chunk
+                .iter()
+                .map(|id| {
+                    let pk = EventKey::new(source.clone(), id.clone()).pk();
+                    HashMap::from([("pk".to_owned(), AttributeValue::S(pk))])
+                })
+                .collect::<Vec<_>>();
+            let mut request = Some(
+                KeysAndAttributes::builder()
+                    .set_keys(Some(keys))
+                    .consistent_read(true)
+                    .projection_expression("event_id, #status, expires_at")
+                    .expression_attribute_names("#status", "status")
+                    .build()
+                    .map_err(|e| StoreError::Unavailable(format!("cannot build a batch read: {e}")))?,
+            );
+            let mut pause = Duration::from_millis(50);
+            while let Some(keys) = request.take() {
+                let out = self
+                    .client
+                    .batch_get_item()
+                    .request_items(&self.table, keys)
+                    .send()
+                    .await
+                    .map_err(sdk_error)?;
+                for item in out
+                    .responses
+                    .and_then(|mut r| r.remove(&self.table))
+                    .unwrap_or_default()
+                {
+                    let f = Fields(&item);
+                    let expired = f.status()? == Status::Completed
+                        && f.opt_n("expires_at")?.is_some_and(|t| t <= now_secs);
+                    if !expired {
+                        found.insert(
+                            EventId::parse(f.s("event_id")?)
+                                .map_err(|_| f.corrupt("event_id", "is not an event id"))?,
+                        );
+                    }
+                }
+                // Keys DynamoDB did not get to (throttling, size): asked again after a pause.
+                request = out
+                    .unprocessed_keys
+                    .and_then(|mut u| u.remove(&self.table))
+                    .filter(|k| !k.keys().is_empty());
+                if request.is_some() {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(2));
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    async fn checkpoint(&self, source: &SourceName) -> Result<Option<Checkpoint>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("pk", AttributeValue::S(checkpoint_pk(source)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(sdk_error)?;
+        let Some(item) = out.item else {
+            return Ok(None);
+        };
+        let f = Fields(&item);
+        serde_json::from_str(f.s("checkpoint")?)
+            .map(Some)
+            .map_err(|_| f.corrupt("checkpoint", "is not a checkpoint"))
+    }
+
+    async fn save_checkpoint(&self, source: &SourceName, checkpoint: &Checkpoint) -> Result<(), StoreError> {
+        let body = serde_json::to_string(checkpoint)
+            .map_err(|e| StoreError::Unavailable(format!("cannot encode the checkpoint of {source}: {e}")))?;
+        // No index key and no event attributes: no listing, replay or sweep ever sees it.
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .item("pk", AttributeValue::S(checkpoint_pk(source)))
+            .item("checkpoint", AttributeValue::S(body))
+            .send()
+            .await
+            .map_err(sdk_error)?;
+        Ok(())
+    }
+}
+
+impl DynamoLedger {
+    /// The create of a source that refuses a resent body under a fresh id: the event item and a marker item
+    /// `#body#{source}#{sha256}` naming it, both conditional, in one transaction. A marker held by another live
+    /// event answers a duplicate of that event.
+    async fn create_unique_body(
+        &self,
+        event: &NewEvent,
+        item: Item,
+        within: Duration,
+        now: i64,
+    ) -> Result<Created, StoreError> {
+        let marker_pk = format!("#body#{}#{}", event.key.source, event.payload_sha256);
+        // The marker may be taken over from an event that is gone or past retention (`:stale`).
+        let mut stale: Option<String> = None;
+        for _ in 0..3 {
+            let put_event = Put::builder()
+                .table_name(&self.table)
+                .set_item(Some(item.clone()))
+                .condition_expression(CREATE_IF_ABSENT)
+                .expression_attribute_names("#status", "status")
+                .set_expression_attribute_values(Some(
+                    Values::default()
+                        .status(":completed", Status::Completed)
+                        .n(":now_secs", secs(now))
+                        .0,
+                ))
+                .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+                .build()
+                .map_err(|e| StoreError::Unavailable(format!("cannot build the create: {e}")))?;
+            let mut marker_values = Values::default()
+                .n(":now_secs", secs(now))
+                .s(":mine", event.key.event_id.as_str());
+            let mut marker_condition =
+                "attribute_not_exists(pk) OR expires_at <= :now_secs OR event_id = :mine".to_owned();
+            if let Some(holder) = &stale {
+                marker_values = marker_values.s(":stale", holder.as_str());
+                marker_condition.push_str(" OR event_id = :stale");
+            }
+            let put_marker = Put::builder()
+                .table_name(&self.table)
+                .item("pk", AttributeValue::S(marker_pk.clone()))
+                .item("event_id", s(event.key.event_id.as_str()))
+                .item("expires_at", n(secs(now.saturating_add(ms(within)))))
+                .condition_expression(marker_condition)
+                .set_expression_attribute_values(Some(marker_values.0))
+                .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+                .build()
+                .map_err(|e| StoreError::Unavailable(format!("cannot build the body marker: {e}")))?;
+            let result = self
+                .client
+                .transact_write_items()
+                .transact_items(TransactWriteItem::builder().put(put_event).build())
+                .transact_items(TransactWriteItem::builder().put(put_marker).build())
+                .send()
+                .await;
+            let reasons = match result {
+                Ok(_) => return Ok(Created::New),
+                Err(e) => {
+                    let canceled = e.as_service_error().and_then(|se| match se {
+                        TransactWriteItemsError::TransactionCanceledException(c) => {
+                            Some(c.cancellation_reasons().to_vec())
+                        }
+                        _ => None,
+                    });
+                    match canceled {
+                        Some(reasons) => reasons,
+                        None => return Err(sdk_error(e)),
+                    }
+                }
+            };
+            let refused = |i: usize| {
+                reasons
+                    .get(i)
+                    .filter(|r| r.code() == Some("ConditionalCheckFailed"))
+                    .map(|r| r.item.clone())
+            };
+            if let Some(old) = refused(0) {
+                let existing = match old {
+                    Some(old) => old,
+                    None => match self.read(&event.key).await? {
+                        Some(old) => old,
+                        None => continue,
+                    },
+                };
+                return Ok(rules::duplicate_of(&event_of(&existing)?));
+            }
+            if let Some(old) = refused(1) {
+                let holder = match old {
+                    Some(old) => Fields(&old).s("event_id")?.to_owned(),
+                    None => continue,
+                };
+                let id = EventId::parse(&holder).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                if let Some(found) = self.read(&EventKey::new(event.key.source.clone(), id)).await? {
+                    let existing = event_of(&found)?;
+                    if !existing.is_expired(now) {
+                        return Ok(rules::duplicate_of(&existing));
+                    }
+                }
+                stale = Some(holder);
+                continue;
+            }
+            return Err(StoreError::Busy);
+        }
+        Err(StoreError::Unavailable(format!(
+            "the create of {} was refused but nothing stands in the way",
+            event.key
+        )))
+    }
+}
+
+/// The item of a source's reconciliation checkpoint: `#` starts no event's `pk`, since source names never hold it.
+fn checkpoint_pk(source: &SourceName) -> String {
+    format!("#checkpoint#{source}")
 }
 
 /// Creates the ledger table as the template does: on demand, `pk` (S) hash key, the sparse index `open_index`
@@ -980,6 +1206,11 @@ fn event_of(item: &Item) -> Result<Event, StoreError> {
         completed_at: f.opt_n("completed_at")?,
         expires_at: f.opt_n("expires_at")?.map(|secs| secs.saturating_mul(1000)),
         notified_at: f.opt_n("notified_at")?,
+        replayed_at: f.opt_n("replayed_at")?,
+        origin: match f.opt_s("origin")? {
+            None => Origin::Webhook,
+            Some(o) => o.parse().map_err(|_| f.corrupt("origin", "is not an origin"))?,
+        },
     })
 }
 

@@ -1,28 +1,41 @@
 //! The embedded store: one SQLite file (WAL, `synchronous=FULL`) that is the ledger, the work queue's memory (due
-//! times and leases) and the dead-letter store at once. One writer thread owns the connection and commits many
-//! operations per transaction (group commit): every caller is answered only after the commit that holds its write
-//! is on disk, so no 200 leaves before its record is durable.
+//! times and leases) and the dead-letter store at once.
+//!
+//! Writes go to one writer thread that owns the write connection and commits many operations per transaction
+//! (group commit): every caller is answered only after the commit that holds its write is on disk, so no 200 leaves
+//! before its record is durable. An operation ([`Op`]) is data; the writer runs it inside the batch's transaction
+//! and keeps its result until the commit decides the answer, so nothing ever runs outside a transaction and nothing
+//! is answered that the commit did not keep. Reads go to a small pool of read connections: in WAL mode they see the
+//! last commit and never take the write lock, so `inbox events list` in another process does not compete with
+//! `inbox serve`'s writer.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension, Row};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::model::{Event, EventKey, NewEvent, SourceName, Status};
-use crate::ports::{Claim, Created, Ledger, ListFilter, MarkDead, Replay, Settled, Settlement, StoreError};
+use crate::model::{Event, EventId, EventKey, NewEvent, Origin, SourceName, Status};
+use crate::ports::{
+    Checkpoint, Claim, Created, Ledger, ListFilter, MarkDead, Replay, Settled, Settlement, StoreError,
+};
+use crate::rules::{self, Due};
 use crate::time::{ms, now_ms};
 
 /// Operations committed together at most.
 const MAX_BATCH: usize = 512;
+/// Read connections; reads are short, and most of them come from the sweeper and operators.
+const READERS: usize = 4;
 /// How often, at most, the checkpointer thread copies committed WAL frames into the database file.
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(5);
 /// WAL pages past which the writer checkpoints inline (SQLite's autocheckpoint), should the checkpointer thread
 /// fall behind; below it the writer never does.
 const INLINE_CHECKPOINT_PAGES: u32 = 8192;
-/// A FAILED event may be claimed this much before its `next_attempt_at` (clock slop between writers).
-const DUE_SLACK_MS: i64 = 250;
+/// The schema version this code writes (`PRAGMA user_version`); older files are brought up to it at open.
+const SCHEMA_VERSION: i64 = 2;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS events (
@@ -58,33 +71,139 @@ CREATE TABLE IF NOT EXISTS payloads (
 );
 ";
 
+/// Version 2: the origin of an event, when it was last replayed (the age budget counts from there), the bodies of
+/// sources that refuse a resent body under a fresh id, and the reconciliation checkpoints, apart from the events.
+const SCHEMA_V2: &str = "
+ALTER TABLE events ADD COLUMN origin TEXT NOT NULL DEFAULT 'webhook';
+ALTER TABLE events ADD COLUMN replayed_at INTEGER;
+CREATE TABLE IF NOT EXISTS bodies (
+    source         TEXT    NOT NULL,
+    payload_sha256 TEXT    NOT NULL,
+    event_id       TEXT    NOT NULL,
+    expires_at     INTEGER NOT NULL,
+    PRIMARY KEY (source, payload_sha256)
+);
+CREATE TABLE IF NOT EXISTS checkpoints (
+    source TEXT PRIMARY KEY,
+    body   TEXT NOT NULL
+);
+";
+
 const COLUMNS: &str =
     "id, source, event_id, event_type, status, payload_sha256, received_at, updated_at, attempts, \
-    replays, lease_owner, lease_until, next_attempt_at, last_error, completed_at, expires_at, notified_at";
+    replays, lease_owner, lease_until, next_attempt_at, last_error, completed_at, expires_at, notified_at, \
+    replayed_at, origin";
 
-type Reply = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
-type Job = Box<dyn FnOnce(&Connection, i64) -> (bool, Reply) + Send>;
+/// How the file is opened.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Operations waiting for the writer at most: past it, [`Ledger::create`] answers [`StoreError::Busy`] at once
+    /// (back-pressure) while other operations wait.
+    pub max_pending: usize,
+    /// How long an event may wait for its queue message before the sweeper re-sends it.
+    pub grace: Duration,
+    /// How long a statement waits for a lock another process holds before it fails as busy.
+    pub busy_timeout: Duration,
+}
+
+impl Options {
+    pub fn new(max_pending: usize, grace: Duration) -> Self {
+        Self {
+            max_pending,
+            grace,
+            busy_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// One write, as data: what the writer runs inside a transaction.
+enum Op {
+    Create(NewEvent),
+    Claim {
+        key: EventKey,
+        owner: String,
+        lease: i64,
+    },
+    Settle {
+        key: EventKey,
+        owner: String,
+        settlement: Settlement,
+    },
+    Release {
+        key: EventKey,
+        owner: String,
+    },
+    MarkDead {
+        key: EventKey,
+        reason: String,
+    },
+    MarkNotified(EventKey),
+    DeferAlarm {
+        key: EventKey,
+        until: i64,
+    },
+    Replay {
+        key: EventKey,
+        force: bool,
+    },
+    ExpireLeases {
+        prefix: String,
+        mine: bool,
+    },
+    Purge {
+        limit: i64,
+    },
+    SaveCheckpoint {
+        source: SourceName,
+        body: String,
+    },
+    /// `PRAGMA data_version` of the write connection: served between transactions, it takes no lock. Only this
+    /// connection tells another process's commits apart from this one's.
+    DataVersion,
+}
+
+/// What an operation answers.
+enum Answer {
+    Created(Created),
+    Claim(Claim),
+    Settled(Settled),
+    MarkDead(MarkDead),
+    Replay(Replay),
+    Count(usize),
+    Version(i64),
+    Done,
+}
+
+/// Where an operation's answer goes.
+type Reply = oneshot::Sender<Result<Answer, StoreError>>;
+
+/// An operation and where its answer goes.
+struct Job {
+    op: Op,
+    reply: Reply,
+}
 
 /// The SQLite ledger. Cheap to clone; the writer thread ends when the last clone is dropped.
 #[derive(Clone)]
 pub struct SqliteLedger {
     jobs: mpsc::Sender<Job>,
+    readers: Arc<Readers>,
     path: PathBuf,
-    /// How long past its natural time an event waits for its queue message before the sweeper takes it.
-    grace: i64,
-    data_version: std::sync::Arc<std::sync::atomic::AtomicI64>,
+    data_version: Arc<std::sync::atomic::AtomicI64>,
 }
 
 impl SqliteLedger {
-    /// Opens (creating) `data_dir/inbox.db`. `max_pending` bounds the operations waiting for the writer: past it,
-    /// [`Ledger::create`] answers [`StoreError::Busy`] at once (back-pressure) while other operations wait.
-    /// `grace` is how long an event may wait for its queue message before the sweeper re-sends it.
+    /// Opens (creating) `data_dir/inbox.db`; see [`Options`].
     pub fn open(data_dir: &Path, max_pending: usize, grace: Duration) -> Result<Self, StoreError> {
+        Self::open_with(data_dir, Options::new(max_pending, grace))
+    }
+
+    pub fn open_with(data_dir: &Path, options: Options) -> Result<Self, StoreError> {
         std::fs::create_dir_all(data_dir)
             .map_err(|e| StoreError::Unavailable(format!("cannot create {}: {e}", data_dir.display())))?;
         let path = data_dir.join("inbox.db");
         let conn = Connection::open(&path).map_err(sql)?;
-        conn.busy_timeout(Duration::from_secs(10)).map_err(sql)?;
+        conn.busy_timeout(options.busy_timeout).map_err(sql)?;
         let mode: String = conn
             .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
             .map_err(sql)?;
@@ -94,13 +213,14 @@ impl SqliteLedger {
             )));
         }
         conn.execute_batch("PRAGMA synchronous=FULL;").map_err(sql)?;
-        conn.execute_batch(SCHEMA).map_err(sql)?;
+        migrate(&conn)?;
         conn.pragma_update(None, "wal_autocheckpoint", INLINE_CHECKPOINT_PAGES)
             .map_err(sql)?;
+        let readers = Readers::open(&path, READERS, options.busy_timeout)?;
         // Checkpoints (copying the WAL into the database file, and its fsync) run on a thread and connection of
         // their own, so commits, and the answers waiting on them, do not stall behind them.
         let checkpoints = Connection::open(&path).map_err(sql)?;
-        checkpoints.busy_timeout(Duration::from_secs(10)).map_err(sql)?;
+        checkpoints.busy_timeout(options.busy_timeout).map_err(sql)?;
         // FULL: the database file is fsynced before the WAL frames it took are counted as copied (and reused).
         checkpoints
             .execute_batch("PRAGMA synchronous=FULL;")
@@ -110,15 +230,19 @@ impl SqliteLedger {
             .name("inbox-sqlite-checkpoint".into())
             .spawn(move || checkpointer(checkpoints, ticks))
             .map_err(|e| StoreError::Unavailable(format!("cannot start the checkpoint thread: {e}")))?;
-        let (jobs, rx) = mpsc::channel(max_pending.max(1));
+        let (jobs, rx) = mpsc::channel(options.max_pending.max(1));
+        let writer = Writer {
+            conn,
+            due: Due::new(options.grace),
+        };
         std::thread::Builder::new()
             .name("inbox-sqlite-writer".into())
-            .spawn(move || writer(conn, rx, committed))
+            .spawn(move || writer.run(rx, committed))
             .map_err(|e| StoreError::Unavailable(format!("cannot start the writer thread: {e}")))?;
         Ok(Self {
             jobs,
+            readers: Arc::new(readers),
             path,
-            grace: ms(grace),
             data_version: Default::default(),
         })
     }
@@ -127,92 +251,89 @@ impl SqliteLedger {
         &self.path
     }
 
-    /// Runs `f` inside the writer's next transaction; answers after it committed. `now` is the writer's clock.
-    async fn call<T, F>(&self, wait: bool, f: F) -> Result<T, StoreError>
-    where
-        T: Send + 'static,
-        F: FnOnce(&Connection, i64) -> rusqlite::Result<T> + Send + 'static,
-    {
-        let (tx, rx) = oneshot::channel::<Result<T, StoreError>>();
-        let job: Job = Box::new(move |conn, now| {
-            let result = f(conn, now).map_err(sql);
-            let ok = result.is_ok();
-            let reply: Reply = Box::new(move |committed| {
-                let _ = tx.send(committed.and(result));
-            });
-            (ok, reply)
-        });
+    /// Hands `op` to the writer; answers after the commit that holds it (or its failure). `create` does not wait
+    /// for room in the writer's queue: a full queue is back-pressure, answered 503 by the receiver.
+    async fn write(&self, op: Op) -> Result<Answer, StoreError> {
+        let wait = !matches!(op, Op::Create(_));
+        let (reply, answer) = oneshot::channel();
+        let job = Job { op, reply };
         if wait {
-            self.jobs
-                .send(job)
-                .await
-                .map_err(|_| StoreError::Unavailable("the writer thread stopped".into()))?;
+            self.jobs.send(job).await.map_err(|_| writer_stopped())?;
         } else {
             self.jobs.try_send(job).map_err(|e| match e {
                 mpsc::error::TrySendError::Full(_) => StoreError::Busy,
-                mpsc::error::TrySendError::Closed(_) => {
-                    StoreError::Unavailable("the writer thread stopped".into())
-                }
+                mpsc::error::TrySendError::Closed(_) => writer_stopped(),
             })?;
         }
-        rx.await
-            .map_err(|_| StoreError::Unavailable("the writer thread stopped".into()))?
+        answer.await.map_err(|_| writer_stopped())?
+    }
+
+    /// Runs `f` on a read connection, off the async runtime's threads. `now` is this process's clock.
+    async fn read<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection, i64) -> Result<T, StoreError> + Send + 'static,
+    {
+        let readers = self.readers.clone();
+        tokio::task::spawn_blocking(move || readers.with(|c| f(c, now_ms())))
+            .await
+            .map_err(|e| StoreError::Unavailable(format!("a read stopped: {e}")))?
     }
 
     /// Ends leases now, so their events can be claimed again at once: those *not* held by `owner_prefix` at
     /// start-up (the serve lock proves their process dead), or those held by it at shutdown (`mine`).
     pub async fn expire_leases(&self, owner_prefix: &str, mine: bool) -> Result<usize, StoreError> {
-        let prefix = owner_prefix.to_owned();
-        self.call(true, move |c, now| {
-            c.execute(
-                "UPDATE events SET lease_until = ?1, due_at = ?1, updated_at = ?1
-                 WHERE status = 'PROCESSING' AND lease_until > ?1
-                   AND (coalesce(substr(lease_owner, 1, length(?2)) = ?2, 0) = ?3)",
-                params![now, prefix, mine],
-            )
-        })
-        .await
+        let op = Op::ExpireLeases {
+            prefix: owner_prefix.to_owned(),
+            mine,
+        };
+        match self.write(op).await? {
+            Answer::Count(n) => Ok(n),
+            _ => Err(mismatch()),
+        }
     }
 
     /// Whether another process (an `inbox replay`) committed since the last call: SQLite's `data_version`.
     pub async fn changed_elsewhere(&self) -> Result<bool, StoreError> {
-        let seen = self.data_version.clone();
-        self.call(true, move |c, _| {
-            let v: i64 = c.query_row("PRAGMA data_version", [], |r| r.get(0))?;
-            Ok(seen.swap(v, std::sync::atomic::Ordering::Relaxed) != v)
-        })
-        .await
+        match self.write(Op::DataVersion).await? {
+            Answer::Version(v) => Ok(self.data_version.swap(v, std::sync::atomic::Ordering::Relaxed) != v),
+            _ => Err(mismatch()),
+        }
     }
 
     /// Deletes completed events past retention, at most `limit` a call; returns how many went.
     pub async fn purge_expired(&self, limit: usize) -> Result<usize, StoreError> {
-        self.call(true, move |c, now| {
-            c.execute(
-                "DELETE FROM payloads WHERE event IN
-                   (SELECT id FROM events WHERE expires_at <= ?1 AND status = 'COMPLETED' LIMIT ?2)",
-                params![now, limit as i64],
-            )?;
-            c.execute(
-                "DELETE FROM events WHERE id IN
-                   (SELECT id FROM events WHERE expires_at <= ?1 AND status = 'COMPLETED' LIMIT ?2)",
-                params![now, limit as i64],
-            )
-        })
-        .await
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        match self.write(Op::Purge { limit }).await? {
+            Answer::Count(n) => Ok(n),
+            _ => Err(mismatch()),
+        }
     }
 
     /// Counts of events by status (expired completed ones left out).
     pub async fn counts(&self) -> Result<Vec<(Status, u64)>, StoreError> {
-        self.call(true, |c, now| {
-            let mut stmt = c.prepare_cached(
-                "SELECT status, count(*) FROM events
-                 WHERE NOT (status = 'COMPLETED' AND expires_at <= ?1) GROUP BY status",
-            )?;
-            let rows = stmt.query_map([now], |r| Ok((status(r, 0)?, r.get::<_, i64>(1)? as u64)))?;
-            rows.collect()
+        self.read(|c, now| {
+            let mut stmt = c
+                .prepare_cached(
+                    "SELECT status, count(*) FROM events
+                     WHERE NOT (status = 'COMPLETED' AND expires_at <= ?1) GROUP BY status",
+                )
+                .map_err(sql)?;
+            let rows = stmt
+                .query_map([now], |r| Ok((status(r, 0)?, r.get::<_, i64>(1)? as u64)))
+                .map_err(sql)?;
+            rows.collect::<rusqlite::Result<_>>().map_err(sql)
         })
         .await
     }
+}
+
+fn writer_stopped() -> StoreError {
+    StoreError::Unavailable("the writer thread stopped".into())
+}
+
+fn mismatch() -> StoreError {
+    StoreError::Unavailable("the writer answered another operation".into())
 }
 
 fn sql(e: rusqlite::Error) -> StoreError {
@@ -225,47 +346,506 @@ fn sql(e: rusqlite::Error) -> StoreError {
     }
 }
 
-/// The writer: take what is waiting (up to a batch), run it in one transaction, commit (fsync), then answer.
-fn writer(conn: Connection, mut rx: mpsc::Receiver<Job>, committed: std::sync::mpsc::SyncSender<()>) {
-    let mut batch: Vec<Job> = Vec::with_capacity(MAX_BATCH);
-    let mut replies: Vec<Reply> = Vec::with_capacity(MAX_BATCH);
-    while let Some(first) = rx.blocking_recv() {
-        batch.push(first);
-        while batch.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(job) => batch.push(job),
-                Err(_) => break,
-            }
+/// Brings the file's schema to [`SCHEMA_VERSION`]; a file already there is only read (no write lock taken).
+fn migrate(conn: &Connection) -> Result<(), StoreError> {
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(sql)?;
+    if version >= SCHEMA_VERSION {
+        return Ok(());
+    }
+    conn.execute_batch("BEGIN IMMEDIATE").map_err(sql)?;
+    let migrated = (|| {
+        // Read again under the lock: another process may have migrated meanwhile.
+        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if version >= SCHEMA_VERSION {
+            return Ok(());
         }
-        let now = now_ms();
-        let began = conn.execute_batch("BEGIN IMMEDIATE").map_err(sql);
-        if let Err(e) = began {
-            for job in batch.drain(..) {
-                let (_, reply) = job(&conn, now);
-                reply(Err(clone_err(&e)));
-            }
+        conn.execute_batch(SCHEMA)?;
+        conn.execute_batch(SCHEMA_V2)?;
+        conn.pragma_update(None, "user_version", SCHEMA_VERSION)
+    })();
+    match migrated {
+        Ok(()) => conn.execute_batch("COMMIT").map_err(sql),
+        Err(e) => {
             let _ = conn.execute_batch("ROLLBACK");
-            continue;
+            Err(sql(e))
         }
-        for job in batch.drain(..) {
-            // A savepoint per operation: one failing operation leaves the others of the batch intact.
-            let _ = run(&conn, "SAVEPOINT op");
-            let (ok, reply) = job(&conn, now);
-            if !ok {
-                let _ = run(&conn, "ROLLBACK TO op");
+    }
+}
+
+/// The read connections: WAL readers see the last commit and never block the writer.
+struct Readers {
+    idle: Mutex<Vec<Connection>>,
+    path: PathBuf,
+    busy_timeout: Duration,
+}
+
+impl Readers {
+    fn open(path: &Path, n: usize, busy_timeout: Duration) -> Result<Self, StoreError> {
+        let readers = Self {
+            idle: Mutex::new(Vec::with_capacity(n)),
+            path: path.to_owned(),
+            busy_timeout,
+        };
+        let mut idle = Vec::with_capacity(n);
+        for _ in 0..n {
+            idle.push(readers.connect()?);
+        }
+        *readers
+            .idle
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = idle;
+        Ok(readers)
+    }
+
+    fn connect(&self) -> Result<Connection, StoreError> {
+        let flags =
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
+        let conn = Connection::open_with_flags(&self.path, flags).map_err(sql)?;
+        conn.busy_timeout(self.busy_timeout).map_err(sql)?;
+        // A read connection never writes, whatever a bug might ask of it.
+        conn.pragma_update(None, "query_only", true).map_err(sql)?;
+        Ok(conn)
+    }
+
+    /// Runs `f` on an idle connection (a new one if all are busy; at most the pool's size is kept).
+    fn with<T>(&self, f: impl FnOnce(&Connection) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        let taken = self
+            .idle
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .pop();
+        let conn = match taken {
+            Some(c) => c,
+            None => self.connect()?,
+        };
+        let result = f(&conn);
+        let mut idle = self
+            .idle
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if idle.len() < READERS {
+            idle.push(conn);
+        }
+        result
+    }
+}
+
+/// The writer thread's state: the write connection and the due-time rules.
+struct Writer {
+    conn: Connection,
+    due: Due,
+}
+
+impl Writer {
+    /// Takes what is waiting (up to a batch), runs it in one transaction, commits (fsync), then answers.
+    fn run(self, mut rx: mpsc::Receiver<Job>, committed: std::sync::mpsc::SyncSender<()>) {
+        let mut batch: Vec<Job> = Vec::with_capacity(MAX_BATCH);
+        while let Some(first) = rx.blocking_recv() {
+            batch.push(first);
+            while batch.len() < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(job) => batch.push(job),
+                    Err(_) => break,
+                }
             }
-            let _ = run(&conn, "RELEASE op");
-            replies.push(reply);
+            crate::failpoint!("sqlite_writer_batch");
+            // The one read served here, between transactions.
+            let (reads, writes): (Vec<Job>, Vec<Job>) =
+                batch.drain(..).partition(|job| matches!(job.op, Op::DataVersion));
+            for job in reads {
+                let _ = job.reply.send(self.data_version());
+            }
+            if !writes.is_empty() {
+                self.commit_batch(writes);
+                // Full means a tick is already waiting: the checkpointer will see this commit too.
+                let _ = committed.try_send(());
+            }
         }
-        let done = conn.execute_batch("COMMIT").map_err(sql);
-        if done.is_err() {
-            let _ = conn.execute_batch("ROLLBACK");
+    }
+
+    /// Runs `batch` in as few transactions as it takes and answers each job once its fate is known.
+    fn commit_batch(&self, batch: Vec<Job>) {
+        let mut ran: Vec<(Reply, Result<Answer, StoreError>)> = Vec::with_capacity(batch.len());
+        let mut jobs = batch.into_iter();
+        'transactions: loop {
+            if let Err(e) = self.conn.execute_batch("BEGIN IMMEDIATE").map_err(sql) {
+                // Nothing of the batch runs outside a transaction: every job left is answered with the failure.
+                for job in jobs {
+                    let _ = job.reply.send(Err(e.clone()));
+                }
+                break 'transactions;
+            }
+            for job in jobs.by_ref() {
+                let result = self.step(&job.op);
+                if result.is_err() && self.conn.is_autocommit() {
+                    // SQLite rolled the whole transaction back (I/O error, disk full…): what ran before in it is
+                    // undone, so its answers are failures too; the rest runs in a new transaction.
+                    let undone = StoreError::Unavailable("the transaction was rolled back".into());
+                    for (reply, _) in ran.drain(..) {
+                        let _ = reply.send(Err(undone.clone()));
+                    }
+                    let _ = job.reply.send(result);
+                    continue 'transactions;
+                }
+                ran.push((job.reply, result));
+            }
+            let done = self.conn.execute_batch("COMMIT").map_err(sql);
+            if done.is_err() && !self.conn.is_autocommit() {
+                let _ = self.conn.execute_batch("ROLLBACK");
+            }
+            for (reply, result) in ran.drain(..) {
+                let _ = reply.send(match &done {
+                    Ok(()) => result,
+                    Err(e) => Err(e.clone()),
+                });
+            }
+            break 'transactions;
         }
-        for reply in replies.drain(..) {
-            reply(done.as_ref().map(|_| ()).map_err(clone_err));
+    }
+
+    /// One job inside the open transaction, in a savepoint of its own: a failing job leaves the others intact.
+    fn step(&self, op: &Op) -> Result<Answer, StoreError> {
+        run(&self.conn, "SAVEPOINT op").map_err(sql)?;
+        let result = self.apply(op, now_ms());
+        if result.is_err() && !self.conn.is_autocommit() {
+            let _ = run(&self.conn, "ROLLBACK TO op");
         }
-        // Full means a tick is already waiting: the checkpointer will see this commit too.
-        let _ = committed.try_send(());
+        if !self.conn.is_autocommit() {
+            let _ = run(&self.conn, "RELEASE op");
+        }
+        result
+    }
+
+    fn data_version(&self) -> Result<Answer, StoreError> {
+        self.conn
+            .query_row("PRAGMA data_version", [], |r| r.get(0))
+            .map(Answer::Version)
+            .map_err(sql)
+    }
+
+    fn apply(&self, op: &Op, now: i64) -> Result<Answer, StoreError> {
+        let c = &self.conn;
+        Ok(match op {
+            Op::Create(event) => Answer::Created(self.create(event, now)?),
+            Op::Claim { key, owner, lease } => Answer::Claim(self.claim(key, owner, *lease, now)?),
+            Op::Settle {
+                key,
+                owner,
+                settlement,
+            } => Answer::Settled(self.settle(key, owner, settlement, now)?),
+            Op::Release { key, owner } => {
+                let n = c
+                    .prepare_cached(
+                        "UPDATE events SET lease_until = ?4, due_at = ?5, updated_at = ?4
+                         WHERE source = ?1 AND event_id = ?2 AND status = 'PROCESSING' AND lease_owner = ?3",
+                    )
+                    .and_then(|mut s| {
+                        s.execute(params![
+                            key.source.as_str(),
+                            key.event_id.as_str(),
+                            owner,
+                            now,
+                            self.due.processing(now)
+                        ])
+                    })
+                    .map_err(sql)?;
+                Answer::Settled(if n == 1 { Settled::Done } else { Settled::LeaseLost })
+            }
+            Op::MarkDead { key, reason } => Answer::MarkDead(self.mark_dead(key, reason, now)?),
+            Op::MarkNotified(key) => {
+                c.prepare_cached(
+                    "UPDATE events SET notified_at = ?3, due_at = NULL
+                     WHERE source = ?1 AND event_id = ?2 AND status = 'DEAD' AND notified_at IS NULL",
+                )
+                .and_then(|mut s| s.execute(params![key.source.as_str(), key.event_id.as_str(), now]))
+                .map_err(sql)?;
+                Answer::Done
+            }
+            Op::DeferAlarm { key, until } => {
+                c.prepare_cached(
+                    "UPDATE events SET due_at = ?3
+                     WHERE source = ?1 AND event_id = ?2 AND status = 'DEAD' AND notified_at IS NULL",
+                )
+                .and_then(|mut s| s.execute(params![key.source.as_str(), key.event_id.as_str(), until]))
+                .map_err(sql)?;
+                Answer::Done
+            }
+            Op::Replay { key, force } => Answer::Replay(self.replay(key, *force, now)?),
+            Op::ExpireLeases { prefix, mine } => Answer::Count(
+                c.execute(
+                    "UPDATE events SET lease_until = ?1, due_at = ?1, updated_at = ?1
+                     WHERE status = 'PROCESSING' AND lease_until > ?1
+                       AND (coalesce(substr(lease_owner, 1, length(?2)) = ?2, 0) = ?3)",
+                    params![now, prefix, mine],
+                )
+                .map_err(sql)?,
+            ),
+            Op::Purge { limit } => {
+                // One choice of rows for both tables, so no payload outlives its event nor the reverse.
+                let ids: Vec<i64> = c
+                    .prepare_cached(
+                        "SELECT id FROM events WHERE expires_at <= ?1 AND status = 'COMPLETED' LIMIT ?2",
+                    )
+                    .and_then(|mut s| s.query_map(params![now, limit], |r| r.get(0))?.collect())
+                    .map_err(sql)?;
+                for id in &ids {
+                    c.prepare_cached("DELETE FROM payloads WHERE event = ?1")
+                        .and_then(|mut s| s.execute([id]))
+                        .map_err(sql)?;
+                    c.prepare_cached("DELETE FROM events WHERE id = ?1")
+                        .and_then(|mut s| s.execute([id]))
+                        .map_err(sql)?;
+                }
+                c.prepare_cached("DELETE FROM bodies WHERE expires_at <= ?1")
+                    .and_then(|mut s| s.execute([now]))
+                    .map_err(sql)?;
+                Answer::Count(ids.len())
+            }
+            Op::SaveCheckpoint { source, body } => {
+                c.prepare_cached(
+                    "INSERT INTO checkpoints (source, body) VALUES (?1, ?2)
+                     ON CONFLICT (source) DO UPDATE SET body = excluded.body",
+                )
+                .and_then(|mut s| s.execute(params![source.as_str(), body]))
+                .map_err(sql)?;
+                Answer::Done
+            }
+            Op::DataVersion => return self.data_version(),
+        })
+    }
+
+    fn create(&self, event: &NewEvent, now: i64) -> Result<Created, StoreError> {
+        let c = &self.conn;
+        if let Some(within) = event.unique_body_for {
+            // A body already stored under another id of this source: a resend under a fresh id.
+            let holder: Option<String> = c
+                .prepare_cached(
+                    "SELECT event_id FROM bodies WHERE source = ?1 AND payload_sha256 = ?2 AND expires_at > ?3",
+                )
+                .and_then(|mut s| {
+                    s.query_row(
+                        params![event.key.source.as_str(), event.payload_sha256, now],
+                        |r| r.get(0),
+                    )
+                    .optional()
+                })
+                .map_err(sql)?;
+            if let Some(holder) = holder.filter(|h| h != event.key.event_id.as_str()) {
+                let id = EventId::parse(&holder).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                if let Some((_, existing)) = find(c, &EventKey::new(event.key.source.clone(), id))? {
+                    if !existing.is_expired(now) {
+                        return Ok(rules::duplicate_of(&existing));
+                    }
+                }
+            }
+            let until = now.saturating_add(ms(within));
+            c.prepare_cached(
+                "INSERT INTO bodies (source, payload_sha256, event_id, expires_at) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (source, payload_sha256) DO UPDATE
+                 SET event_id = excluded.event_id, expires_at = excluded.expires_at",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    event.key.source.as_str(),
+                    event.payload_sha256,
+                    event.key.event_id.as_str(),
+                    until
+                ])
+            })
+            .map_err(sql)?;
+        }
+        if self.insert(event, now)? {
+            return Ok(Created::New);
+        }
+        let Some((id, existing)) = find(c, &event.key)? else {
+            return Err(StoreError::Unavailable(format!(
+                "the create of {} was refused but no row stands in the way",
+                event.key
+            )));
+        };
+        if existing.is_expired(now) {
+            // Past retention it no longer counts for dedup: this delivery is a new event.
+            c.execute("DELETE FROM payloads WHERE event = ?1", [id])
+                .map_err(sql)?;
+            c.execute("DELETE FROM events WHERE id = ?1", [id]).map_err(sql)?;
+            self.insert(event, now)?;
+            return Ok(Created::New);
+        }
+        Ok(rules::duplicate_of(&existing))
+    }
+
+    fn insert(&self, e: &NewEvent, now: i64) -> Result<bool, StoreError> {
+        let c = &self.conn;
+        let n = c
+            .prepare_cached(
+                "INSERT INTO events (source, event_id, event_type, status, payload_sha256, received_at, updated_at,
+                                     due_at, origin)
+                 VALUES (?1, ?2, ?3, 'RECEIVED', ?4, ?5, ?5, ?6, ?7)
+                 ON CONFLICT (source, event_id) DO NOTHING",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    e.key.source.as_str(),
+                    e.key.event_id.as_str(),
+                    e.event_type,
+                    e.payload_sha256,
+                    now,
+                    self.due.received(now),
+                    e.origin.as_str(),
+                ])
+            })
+            .map_err(sql)?;
+        if n == 0 {
+            return Ok(false);
+        }
+        let id = c.last_insert_rowid();
+        let headers = serde_json::to_string(&e.headers).map_err(|err| {
+            StoreError::Unavailable(format!("cannot encode the headers of {}: {err}", e.key))
+        })?;
+        c.prepare_cached("INSERT OR REPLACE INTO payloads (event, headers, body) VALUES (?1, ?2, ?3)")
+            .and_then(|mut s| s.execute(params![id, headers, e.payload.as_ref()]))
+            .map_err(sql)?;
+        Ok(true)
+    }
+
+    fn claim(&self, key: &EventKey, owner: &str, lease: i64, now: i64) -> Result<Claim, StoreError> {
+        let c = &self.conn;
+        let until = now.saturating_add(lease);
+        let claimed = c
+            .prepare_cached(&format!(
+                "UPDATE events SET status = 'PROCESSING', lease_owner = ?3, lease_until = ?4, due_at = ?5,
+                        attempts = attempts + 1, updated_at = ?6
+                 WHERE source = ?1 AND event_id = ?2
+                   AND (status = 'RECEIVED'
+                        OR (status = 'FAILED' AND next_attempt_at <= ?7)
+                        OR (status = 'PROCESSING' AND lease_until <= ?6))
+                 RETURNING {COLUMNS}"
+            ))
+            .and_then(|mut s| {
+                s.query_row(
+                    params![
+                        key.source.as_str(),
+                        key.event_id.as_str(),
+                        owner,
+                        until,
+                        self.due.processing(until),
+                        now,
+                        rules::failed_claimable_by(now)
+                    ],
+                    event_row,
+                )
+                .optional()
+            })
+            .map_err(sql)?;
+        match claimed {
+            // The claim stands even when the body is gone: the caller holds the lease and settles it DEAD.
+            Some((id, event)) => Ok(match with_payload(c, id, event)? {
+                Ok(event) => Claim::Claimed(Box::new(event)),
+                Err(event) => {
+                    let why = rules::missing_body(&event);
+                    Claim::Corrupt(Box::new(event), why)
+                }
+            }),
+            None => Ok(rules::refused_claim(find(c, key)?.map(|(_, e)| e).as_ref(), now)),
+        }
+    }
+
+    fn settle(
+        &self,
+        key: &EventKey,
+        owner: &str,
+        settlement: &Settlement,
+        now: i64,
+    ) -> Result<Settled, StoreError> {
+        let c = &self.conn;
+        let k = (key.source.as_str(), key.event_id.as_str(), owner);
+        let n = match settlement {
+            Settlement::Completed { retention } => c
+                .prepare_cached(
+                    "UPDATE events SET status = 'COMPLETED', completed_at = ?4, expires_at = ?5, updated_at = ?4,
+                            lease_owner = NULL, lease_until = NULL, next_attempt_at = NULL, due_at = NULL
+                     WHERE source = ?1 AND event_id = ?2 AND status = 'PROCESSING' AND lease_owner = ?3",
+                )
+                .and_then(|mut s| s.execute(params![k.0, k.1, k.2, now, now.saturating_add(ms(*retention))])),
+            Settlement::Failed { error, delay } => {
+                let next = now.saturating_add(ms(*delay));
+                c.prepare_cached(
+                    "UPDATE events SET status = 'FAILED', last_error = ?4, next_attempt_at = ?5, due_at = ?7,
+                            updated_at = ?6, lease_owner = NULL, lease_until = NULL
+                     WHERE source = ?1 AND event_id = ?2 AND status = 'PROCESSING' AND lease_owner = ?3",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![k.0, k.1, k.2, error, next, now, self.due.failed(next)])
+                })
+            }
+            Settlement::Dead { error } => c
+                .prepare_cached(
+                    "UPDATE events SET status = 'DEAD', last_error = ?4, updated_at = ?5, due_at = ?6,
+                            notified_at = NULL, lease_owner = NULL, lease_until = NULL, next_attempt_at = NULL
+                     WHERE source = ?1 AND event_id = ?2 AND status = 'PROCESSING' AND lease_owner = ?3",
+                )
+                .and_then(|mut s| s.execute(params![k.0, k.1, k.2, error, now, self.due.dead(now)])),
+        }
+        .map_err(sql)?;
+        Ok(if n == 1 { Settled::Done } else { Settled::LeaseLost })
+    }
+
+    fn mark_dead(&self, key: &EventKey, reason: &str, now: i64) -> Result<MarkDead, StoreError> {
+        let c = &self.conn;
+        let dead = c
+            .prepare_cached(&format!(
+                "UPDATE events SET status = 'DEAD', last_error = ?3, updated_at = ?4, due_at = ?5,
+                        notified_at = NULL, lease_owner = NULL, lease_until = NULL, next_attempt_at = NULL
+                 WHERE source = ?1 AND event_id = ?2
+                   AND (status IN ('RECEIVED', 'FAILED') OR (status = 'PROCESSING' AND lease_until <= ?4))
+                 RETURNING {COLUMNS}"
+            ))
+            .and_then(|mut s| {
+                s.query_row(
+                    params![
+                        key.source.as_str(),
+                        key.event_id.as_str(),
+                        reason,
+                        now,
+                        self.due.dead(now)
+                    ],
+                    event_row,
+                )
+                .optional()
+            })
+            .map_err(sql)?;
+        Ok(match dead {
+            Some((_, event)) => MarkDead::NewlyDead(Box::new(event)),
+            None => rules::refused_mark_dead(find(c, key)?.map(|(_, e)| e).as_ref(), now),
+        })
+    }
+
+    fn replay(&self, key: &EventKey, force: bool, now: i64) -> Result<Replay, StoreError> {
+        let c = &self.conn;
+        let n = c
+            .prepare_cached(
+                "UPDATE events SET status = 'RECEIVED', attempts = 0, replays = replays + 1, updated_at = ?3,
+                        replayed_at = ?3, due_at = ?5, lease_owner = NULL, lease_until = NULL,
+                        next_attempt_at = NULL, completed_at = NULL, expires_at = NULL, notified_at = NULL
+                 WHERE source = ?1 AND event_id = ?2
+                   AND (status = 'DEAD' OR (?4 AND status = 'COMPLETED' AND expires_at > ?3))",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    key.source.as_str(),
+                    key.event_id.as_str(),
+                    now,
+                    force,
+                    self.due.replayed(now)
+                ])
+            })
+            .map_err(sql)?;
+        if n == 1 {
+            return Ok(Replay::Replayed);
+        }
+        Ok(rules::refused_replay(find(c, key)?.map(|(_, e)| e).as_ref()))
     }
 }
 
@@ -286,19 +866,9 @@ fn run(conn: &Connection, sql: &str) -> rusqlite::Result<usize> {
     conn.prepare_cached(sql)?.execute([])
 }
 
-fn clone_err(e: &StoreError) -> StoreError {
-    match e {
-        StoreError::Busy => StoreError::Busy,
-        StoreError::Unavailable(m) => StoreError::Unavailable(m.clone()),
-        StoreError::Corrupt(m) => StoreError::Corrupt(m.clone()),
-    }
-}
-
 fn status(r: &Row<'_>, i: usize) -> rusqlite::Result<Status> {
     let text: String = r.get(i)?;
-    text.parse().map_err(|_| {
-        rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, "bad status".into())
-    })
+    text.parse().map_err(|_| conversion(i, "bad status"))
 }
 
 fn conversion(i: usize, what: &'static str) -> rusqlite::Error {
@@ -309,11 +879,12 @@ fn conversion(i: usize, what: &'static str) -> rusqlite::Error {
 fn event_row(r: &Row<'_>) -> rusqlite::Result<(i64, Event)> {
     let source: String = r.get(1)?;
     let event_id: String = r.get(2)?;
+    let origin: String = r.get(18)?;
     Ok((
         r.get(0)?,
         Event {
             source: SourceName::parse(&source).map_err(|_| conversion(1, "bad source"))?,
-            event_id: crate::model::EventId::parse(&event_id).map_err(|_| conversion(2, "bad event id"))?,
+            event_id: EventId::parse(&event_id).map_err(|_| conversion(2, "bad event id"))?,
             event_type: r.get(3)?,
             status: status(r, 4)?,
             payload: bytes::Bytes::new(),
@@ -330,141 +901,64 @@ fn event_row(r: &Row<'_>) -> rusqlite::Result<(i64, Event)> {
             completed_at: r.get(14)?,
             expires_at: r.get(15)?,
             notified_at: r.get(16)?,
+            replayed_at: r.get(17)?,
+            origin: origin
+                .parse::<Origin>()
+                .map_err(|_| conversion(18, "bad origin"))?,
         },
     ))
 }
 
-fn with_payload(c: &Connection, id: i64, mut event: Event) -> rusqlite::Result<Event> {
-    let found: Option<(String, Vec<u8>)> = c
-        .prepare_cached("SELECT headers, body FROM payloads WHERE event = ?1")?
-        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()?;
-    if let Some((headers, body)) = found {
-        event.headers = serde_json::from_str(&headers).map_err(|_| conversion(0, "bad headers"))?;
-        event.payload = bytes::Bytes::from(body);
-    }
-    Ok(event)
-}
-
-/// What decides why a conditional write did not apply.
-struct Current {
-    status: Status,
-    next_attempt_at: Option<i64>,
-    notified: bool,
-}
-
-fn current(c: &Connection, key: &EventKey) -> rusqlite::Result<Option<Current>> {
-    c.prepare_cached(
-        "SELECT status, next_attempt_at, notified_at FROM events WHERE source = ?1 AND event_id = ?2",
-    )?
-    .query_row(params![key.source.as_str(), key.event_id.as_str()], |r| {
-        Ok(Current {
-            status: status(r, 0)?,
-            next_attempt_at: r.get(1)?,
-            notified: r.get::<_, Option<i64>>(2)?.is_some(),
-        })
+/// The record of `key` and its row id, without payload.
+fn find(c: &Connection, key: &EventKey) -> Result<Option<(i64, Event)>, StoreError> {
+    c.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM events WHERE source = ?1 AND event_id = ?2"
+    ))
+    .and_then(|mut s| {
+        s.query_row(params![key.source.as_str(), key.event_id.as_str()], event_row)
+            .optional()
     })
-    .optional()
+    .map_err(sql)
 }
 
-fn insert(c: &Connection, e: &NewEvent, now: i64, grace: i64) -> rusqlite::Result<bool> {
-    let n = c
-        .prepare_cached(
-            "INSERT INTO events (source, event_id, event_type, status, payload_sha256, received_at, updated_at, due_at)
-             VALUES (?1, ?2, ?3, 'RECEIVED', ?4, ?5, ?5, ?6)
-             ON CONFLICT (source, event_id) DO NOTHING",
-        )?
-        .execute(params![
-            e.key.source.as_str(),
-            e.key.event_id.as_str(),
-            e.event_type,
-            e.payload_sha256,
-            now,
-            now.saturating_add(grace)
-        ])?;
-    if n == 0 {
-        return Ok(false);
-    }
-    let id = c.last_insert_rowid();
-    let headers = serde_json::to_string(&e.headers).map_err(|_| conversion(0, "headers"))?;
-    c.prepare_cached("INSERT OR REPLACE INTO payloads (event, headers, body) VALUES (?1, ?2, ?3)")?
-        .execute(params![id, headers, e.payload.as_ref()])?;
-    Ok(true)
+/// `event` with its body and headers, or back without them (`Err`) when its payload row is gone.
+fn with_payload(c: &Connection, id: i64, mut event: Event) -> Result<Result<Event, Event>, StoreError> {
+    let found: Option<(String, Vec<u8>)> = c
+        .prepare_cached("SELECT headers, body FROM payloads WHERE event = ?1")
+        .and_then(|mut s| s.query_row([id], |r| Ok((r.get(0)?, r.get(1)?))).optional())
+        .map_err(sql)?;
+    let Some((headers, body)) = found else {
+        return Ok(Err(event));
+    };
+    event.headers = serde_json::from_str(&headers)
+        .map_err(|_| StoreError::Corrupt(format!("the kept headers of {} are not JSON", event.key())))?;
+    event.payload = bytes::Bytes::from(body);
+    Ok(Ok(event))
+}
+
+fn answer<T>(answer: Answer, pick: impl FnOnce(Answer) -> Option<T>) -> Result<T, StoreError> {
+    pick(answer).ok_or_else(mismatch)
 }
 
 #[async_trait]
 impl Ledger for SqliteLedger {
     async fn create(&self, event: NewEvent) -> Result<Created, StoreError> {
-        let grace = self.grace;
-        self.call(false, move |c, now| {
-            if insert(c, &event, now, grace)? {
-                return Ok(Created::New);
-            }
-            let (id, existing) = c
-                .prepare_cached(&format!(
-                    "SELECT {COLUMNS} FROM events WHERE source = ?1 AND event_id = ?2"
-                ))?
-                .query_row(
-                    params![event.key.source.as_str(), event.key.event_id.as_str()],
-                    event_row,
-                )?;
-            if existing.is_expired(now) {
-                // Past retention it no longer counts for dedup: this delivery is a new event.
-                c.execute("DELETE FROM payloads WHERE event = ?1", [id])?;
-                c.execute("DELETE FROM events WHERE id = ?1", [id])?;
-                insert(c, &event, now, grace)?;
-                return Ok(Created::New);
-            }
-            Ok(Created::Duplicate {
-                status: existing.status,
-                payload_sha256: existing.payload_sha256,
-            })
+        answer(self.write(Op::Create(event)).await?, |a| match a {
+            Answer::Created(c) => Some(c),
+            _ => None,
         })
-        .await
     }
 
     async fn claim(&self, key: &EventKey, owner: &str, lease: Duration) -> Result<Claim, StoreError> {
-        let (key, owner, lease) = (key.clone(), owner.to_owned(), ms(lease));
-        self.call(true, move |c, now| {
-            let claimed = c
-                .prepare_cached(&format!(
-                    "UPDATE events SET status = 'PROCESSING', lease_owner = ?3, lease_until = ?4, due_at = ?4,
-                            attempts = attempts + 1, updated_at = ?5
-                     WHERE source = ?1 AND event_id = ?2
-                       AND (status = 'RECEIVED'
-                            OR (status = 'FAILED' AND next_attempt_at <= ?5 + {DUE_SLACK_MS})
-                            OR (status = 'PROCESSING' AND lease_until <= ?5))
-                     RETURNING {COLUMNS}"
-                ))?
-                .query_row(
-                    params![
-                        key.source.as_str(),
-                        key.event_id.as_str(),
-                        owner,
-                        now.saturating_add(lease),
-                        now
-                    ],
-                    event_row,
-                )
-                .optional()?;
-            if let Some((id, event)) = claimed {
-                return Ok(Claim::Claimed(Box::new(with_payload(c, id, event)?)));
-            }
-            Ok(match current(c, &key)? {
-                None => Claim::Missing,
-                Some(Current {
-                    status: st @ (Status::Completed | Status::Dead),
-                    ..
-                }) => Claim::Done(st),
-                Some(Current {
-                    status: Status::Failed,
-                    next_attempt_at,
-                    ..
-                }) => Claim::NotDue(next_attempt_at.unwrap_or(now)),
-                Some(_) => Claim::OwnedElsewhere,
-            })
+        let op = Op::Claim {
+            key: key.clone(),
+            owner: owner.to_owned(),
+            lease: ms(lease),
+        };
+        answer(self.write(op).await?, |a| match a {
+            Answer::Claim(c) => Some(c),
+            _ => None,
         })
-        .await
     }
 
     async fn settle(
@@ -473,140 +967,71 @@ impl Ledger for SqliteLedger {
         owner: &str,
         settlement: Settlement,
     ) -> Result<Settled, StoreError> {
-        let (key, owner, grace) = (key.clone(), owner.to_owned(), self.grace);
-        self.call(true, move |c, now| {
-            let k = (key.source.as_str(), key.event_id.as_str(), owner.as_str());
-            let n = match settlement {
-                Settlement::Completed { retention } => c
-                    .prepare_cached(
-                        "UPDATE events SET status = 'COMPLETED', completed_at = ?4, expires_at = ?5, updated_at = ?4,
-                                lease_owner = NULL, lease_until = NULL, next_attempt_at = NULL, due_at = NULL
-                         WHERE source = ?1 AND event_id = ?2 AND status = 'PROCESSING' AND lease_owner = ?3",
-                    )?
-                    .execute(params![k.0, k.1, k.2, now, now.saturating_add(ms(retention))])?,
-                Settlement::Failed { error, delay } => {
-                    let next = now.saturating_add(ms(delay));
-                    c.prepare_cached(
-                        "UPDATE events SET status = 'FAILED', last_error = ?4, next_attempt_at = ?5, due_at = ?7,
-                                updated_at = ?6, lease_owner = NULL, lease_until = NULL
-                         WHERE source = ?1 AND event_id = ?2 AND status = 'PROCESSING' AND lease_owner = ?3",
-                    )?
-                    .execute(params![k.0, k.1, k.2, error, next, now, next.saturating_add(grace)])?
-                }
-                Settlement::Dead { error } => c
-                    .prepare_cached(
-                        "UPDATE events SET status = 'DEAD', last_error = ?4, updated_at = ?5, due_at = ?6,
-                                notified_at = NULL, lease_owner = NULL, lease_until = NULL, next_attempt_at = NULL
-                         WHERE source = ?1 AND event_id = ?2 AND status = 'PROCESSING' AND lease_owner = ?3",
-                    )?
-                    .execute(params![k.0, k.1, k.2, error, now, now.saturating_add(grace)])?,
-            };
-            Ok(if n == 1 { Settled::Done } else { Settled::LeaseLost })
+        let op = Op::Settle {
+            key: key.clone(),
+            owner: owner.to_owned(),
+            settlement,
+        };
+        answer(self.write(op).await?, |a| match a {
+            Answer::Settled(s) => Some(s),
+            _ => None,
         })
-        .await
     }
 
     async fn release(&self, key: &EventKey, owner: &str) -> Result<Settled, StoreError> {
-        let (key, owner) = (key.clone(), owner.to_owned());
-        self.call(true, move |c, now| {
-            let n = c
-                .prepare_cached(
-                    "UPDATE events SET lease_until = ?4, due_at = ?4, updated_at = ?4
-                     WHERE source = ?1 AND event_id = ?2 AND status = 'PROCESSING' AND lease_owner = ?3",
-                )?
-                .execute(params![key.source.as_str(), key.event_id.as_str(), owner, now])?;
-            Ok(if n == 1 { Settled::Done } else { Settled::LeaseLost })
+        let op = Op::Release {
+            key: key.clone(),
+            owner: owner.to_owned(),
+        };
+        answer(self.write(op).await?, |a| match a {
+            Answer::Settled(s) => Some(s),
+            _ => None,
         })
-        .await
     }
 
     async fn mark_dead(&self, key: &EventKey, reason: &str) -> Result<MarkDead, StoreError> {
-        let (key, reason, grace) = (key.clone(), reason.to_owned(), self.grace);
-        self.call(true, move |c, now| {
-            let dead = c
-                .prepare_cached(&format!(
-                    "UPDATE events SET status = 'DEAD', last_error = ?3, updated_at = ?4, due_at = ?5,
-                            notified_at = NULL, lease_owner = NULL, lease_until = NULL, next_attempt_at = NULL
-                     WHERE source = ?1 AND event_id = ?2 AND status IN ('RECEIVED', 'PROCESSING', 'FAILED')
-                     RETURNING {COLUMNS}"
-                ))?
-                .query_row(
-                    params![
-                        key.source.as_str(),
-                        key.event_id.as_str(),
-                        reason,
-                        now,
-                        now.saturating_add(grace)
-                    ],
-                    event_row,
-                )
-                .optional()?;
-            if let Some((_, event)) = dead {
-                return Ok(MarkDead::NewlyDead(Box::new(event)));
-            }
-            Ok(match current(c, &key)? {
-                None => MarkDead::Missing,
-                Some(Current {
-                    status: Status::Dead,
-                    notified,
-                    ..
-                }) => MarkDead::AlreadyDead { notified },
-                Some(_) => MarkDead::Completed,
-            })
+        let op = Op::MarkDead {
+            key: key.clone(),
+            reason: reason.to_owned(),
+        };
+        answer(self.write(op).await?, |a| match a {
+            Answer::MarkDead(m) => Some(m),
+            _ => None,
         })
-        .await
     }
 
     async fn mark_notified(&self, key: &EventKey) -> Result<(), StoreError> {
-        let key = key.clone();
-        self.call(true, move |c, now| {
-            c.prepare_cached(
-                "UPDATE events SET notified_at = ?3, due_at = NULL
-                 WHERE source = ?1 AND event_id = ?2 AND status = 'DEAD' AND notified_at IS NULL",
-            )?
-            .execute(params![key.source.as_str(), key.event_id.as_str(), now])?;
-            Ok(())
-        })
-        .await
+        self.write(Op::MarkNotified(key.clone())).await.map(|_| ())
+    }
+
+    async fn defer_alarm(&self, key: &EventKey, until: i64) -> Result<(), StoreError> {
+        let op = Op::DeferAlarm {
+            key: key.clone(),
+            until,
+        };
+        self.write(op).await.map(|_| ())
     }
 
     async fn replay(&self, key: &EventKey, force: bool) -> Result<Replay, StoreError> {
-        let key = key.clone();
-        self.call(true, move |c, now| {
-            let n = c
-                .prepare_cached(
-                    "UPDATE events SET status = 'RECEIVED', attempts = 0, replays = replays + 1, updated_at = ?3,
-                            due_at = ?3, lease_owner = NULL, lease_until = NULL, next_attempt_at = NULL,
-                            completed_at = NULL, expires_at = NULL, notified_at = NULL
-                     WHERE source = ?1 AND event_id = ?2
-                       AND (status = 'DEAD' OR (?4 AND status = 'COMPLETED' AND expires_at > ?3))",
-                )?
-                .execute(params![key.source.as_str(), key.event_id.as_str(), now, force])?;
-            if n == 1 {
-                return Ok(Replay::Replayed);
-            }
-            Ok(match current(c, &key)? {
-                None => Replay::Missing,
-                Some(cur) => Replay::NotEligible(cur.status),
-            })
+        let op = Op::Replay {
+            key: key.clone(),
+            force,
+        };
+        answer(self.write(op).await?, |a| match a {
+            Answer::Replay(r) => Some(r),
+            _ => None,
         })
-        .await
     }
 
     async fn get(&self, key: &EventKey) -> Result<Option<Event>, StoreError> {
         let key = key.clone();
-        self.call(true, move |c, now| {
-            let found = c
-                .prepare_cached(&format!(
-                    "SELECT {COLUMNS} FROM events WHERE source = ?1 AND event_id = ?2"
-                ))?
-                .query_row(params![key.source.as_str(), key.event_id.as_str()], event_row)
-                .optional()?;
-            match found {
-                Some((_, e)) if e.is_expired(now) => Ok(None),
-                Some((id, e)) => with_payload(c, id, e).map(Some),
-                None => Ok(None),
-            }
+        self.read(move |c, now| match find(c, &key)? {
+            Some((_, e)) if e.is_expired(now) => Ok(None),
+            Some((id, e)) => match with_payload(c, id, e)? {
+                Ok(event) => Ok(Some(event)),
+                Err(event) => Err(StoreError::Corrupt(rules::missing_body(&event))),
+            },
+            None => Ok(None),
         })
         .await
     }
@@ -614,31 +1039,95 @@ impl Ledger for SqliteLedger {
     async fn list(&self, filter: &ListFilter) -> Result<Vec<Event>, StoreError> {
         let status = filter.status.map(Status::as_str);
         let source = filter.source.as_ref().map(|s| s.as_str().to_owned());
-        let limit = filter.limit.min(i64::MAX as usize) as i64;
-        self.call(true, move |c, now| {
-            let mut stmt = c.prepare_cached(&format!(
-                "SELECT {COLUMNS} FROM events
-                 WHERE (?1 IS NULL OR status = ?1) AND (?2 IS NULL OR source = ?2)
-                   AND NOT (status = 'COMPLETED' AND expires_at <= ?3)
-                 ORDER BY received_at DESC, id DESC LIMIT ?4"
-            ))?;
-            let rows = stmt.query_map(params![status, source, now, limit], |r| {
-                event_row(r).map(|(_, e)| e)
-            })?;
-            rows.collect()
+        let limit = i64::try_from(filter.limit).unwrap_or(i64::MAX);
+        self.read(move |c, now| {
+            let mut stmt = c
+                .prepare_cached(&format!(
+                    "SELECT {COLUMNS} FROM events
+                     WHERE (?1 IS NULL OR status = ?1) AND (?2 IS NULL OR source = ?2)
+                       AND NOT (status = 'COMPLETED' AND expires_at <= ?3)
+                     ORDER BY received_at DESC, id DESC LIMIT ?4"
+                ))
+                .map_err(sql)?;
+            let rows = stmt
+                .query_map(params![status, source, now, limit], |r| {
+                    event_row(r).map(|(_, e)| e)
+                })
+                .map_err(sql)?;
+            rows.collect::<rusqlite::Result<_>>().map_err(sql)
         })
         .await
     }
 
     async fn due(&self, due_before: i64, limit: usize) -> Result<Vec<Event>, StoreError> {
-        let limit = limit.min(i64::MAX as usize) as i64;
-        self.call(true, move |c, _| {
-            let mut stmt = c.prepare_cached(&format!(
-                "SELECT {COLUMNS} FROM events WHERE due_at <= ?1 ORDER BY due_at LIMIT ?2"
-            ))?;
-            let rows = stmt.query_map(params![due_before, limit], |r| event_row(r).map(|(_, e)| e))?;
-            rows.collect()
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.read(move |c, _| {
+            let mut stmt = c
+                .prepare_cached(&format!(
+                    "SELECT {COLUMNS} FROM events WHERE due_at <= ?1 ORDER BY due_at LIMIT ?2"
+                ))
+                .map_err(sql)?;
+            let rows = stmt
+                .query_map(params![due_before, limit], |r| event_row(r).map(|(_, e)| e))
+                .map_err(sql)?;
+            rows.collect::<rusqlite::Result<_>>().map_err(sql)
         })
         .await
+    }
+
+    async fn present(&self, source: &SourceName, ids: &[EventId]) -> Result<HashSet<EventId>, StoreError> {
+        let (source, ids) = (source.clone(), ids.to_vec());
+        self.read(move |c, now| {
+            let mut stmt = c
+                .prepare_cached(
+                    "SELECT 1 FROM events WHERE source = ?1 AND event_id = ?2
+                       AND NOT (status = 'COMPLETED' AND expires_at <= ?3)",
+                )
+                .map_err(sql)?;
+            let mut found = HashSet::new();
+            for id in ids {
+                if stmt
+                    .exists(params![source.as_str(), id.as_str(), now])
+                    .map_err(sql)?
+                {
+                    found.insert(id);
+                }
+            }
+            Ok(found)
+        })
+        .await
+    }
+
+    async fn checkpoint(&self, source: &SourceName) -> Result<Option<Checkpoint>, StoreError> {
+        let source = source.clone();
+        self.read(move |c, _| {
+            let body: Option<String> = c
+                .prepare_cached("SELECT body FROM checkpoints WHERE source = ?1")
+                .and_then(|mut s| s.query_row([source.as_str()], |r| r.get(0)).optional())
+                .map_err(sql)?;
+            body.map(|b| {
+                serde_json::from_str(&b)
+                    .map_err(|e| StoreError::Corrupt(format!("the checkpoint of {source}: {e}")))
+            })
+            .transpose()
+        })
+        .await
+    }
+
+    async fn save_checkpoint(&self, source: &SourceName, checkpoint: &Checkpoint) -> Result<(), StoreError> {
+        let body = serde_json::to_string(checkpoint)
+            .map_err(|e| StoreError::Unavailable(format!("cannot encode the checkpoint of {source}: {e}")))?;
+        let op = Op::SaveCheckpoint {
+            source: source.clone(),
+            body,
+        };
+        self.write(op).await.map(|_| ())
+    }
+
+    fn check(&self) -> Result<(), StoreError> {
+        if self.jobs.is_closed() {
+            return Err(writer_stopped());
+        }
+        Ok(())
     }
 }

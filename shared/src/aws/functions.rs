@@ -10,7 +10,7 @@ use tracing::Instrument;
 use super::{emf, Runtime};
 use crate::adapters::sqs::{parse_pointer, sqs_seconds};
 use crate::machine::{Outcome, SweepReport, LEASE_MARGIN};
-use crate::ports::StoreError;
+use crate::ports::{MarkDead, StoreError};
 use crate::time::now_ms;
 
 /// The reason written on events that the redrive policy moved to the DLQ.
@@ -115,6 +115,13 @@ async fn bury_record(rt: &Runtime, record: &SqsMessage) -> bool {
         return true;
     };
     match rt.machine.bury(&key, REDRIVEN).await {
+        // A worker holds a live lease: its settle decides. The message comes back after its visibility timeout,
+        // and is buried then if that worker died.
+        Ok(MarkDead::Leased(until)) => {
+            tracing::info!(source = %key.source, event_id = %key.event_id, lease_until = until,
+                "dead letter of an event under a live lease: asked again later");
+            false
+        }
         Ok(outcome) => {
             tracing::info!(source = %key.source, event_id = %key.event_id, ?outcome, "dead letter handled");
             true

@@ -205,6 +205,8 @@ fn receiver(
         queue,
         metrics,
         read_timeout: Duration::from_secs(25),
+        // One request per invocation, its body already read by the runtime: the bound is one largest body.
+        inflight: crate::receiver::InflightBytes::new(crate::config::MAX_BODY_BYTES_LIMIT),
     })
 }
 

@@ -21,7 +21,7 @@ use crate::handlers::{http_client, Registry};
 use crate::machine::{Machine, Outcome, SweepReport};
 use crate::metrics::Metrics;
 use crate::ports::{Ledger, Queue, StoreError};
-use crate::receiver::{router, Receiver};
+use crate::receiver::{router, InflightBytes, Receiver};
 use crate::source::{LocalSecrets, Sources};
 use crate::time::now_ms;
 
@@ -72,14 +72,18 @@ pub async fn serve(
     let metrics = Arc::new(Metrics::new(sources.names()));
     let alarm = Arc::new(NotifyUrl::new(http_client(), config.alarm.notify_url.clone()));
     let owner = format!("embedded:{}:{}", std::process::id(), now_ms());
-    let machine = Arc::new(Machine::new(
-        shared.clone(),
-        sources.clone(),
-        metrics.clone(),
-        alarm,
-        config.retention,
-        owner.clone(),
-    ));
+    // Alarms go out on a task of their own: a slow notify URL holds up neither start-up nor the workers.
+    let machine = Arc::new(
+        Machine::new(
+            shared.clone(),
+            sources.clone(),
+            metrics.clone(),
+            alarm,
+            config.retention,
+            owner.clone(),
+        )
+        .with_background_alarms(),
+    );
     let (queue, deliveries) = InProcessQueue::new(QUEUE_CAPACITY);
 
     // The restart scan: whatever an earlier process left open is handed out again now.
@@ -116,6 +120,7 @@ pub async fn serve(
         queue: queue.clone(),
         metrics,
         read_timeout: config.server.read_timeout,
+        inflight: InflightBytes::new(config.server.max_inflight_bytes),
     });
     let listener = TcpListener::bind(config.server.listen)
         .await

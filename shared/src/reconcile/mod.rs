@@ -21,7 +21,7 @@ use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 
 use crate::config::{ConfigError, ReconcileConfig};
-use crate::model::{EventId, EventKey, KeptHeaders, NewEvent, SourceName};
+use crate::model::{EventId, EventKey, KeptHeaders, NewEvent, Origin, SourceName};
 use crate::ports::{Created, Ledger, Queue, RunRecord, StoreError};
 use crate::source::SecretResolver;
 use crate::time::{ms, now_ms, rfc3339};
@@ -207,6 +207,8 @@ pub struct Summary {
     pub pages: u64,
     /// Requests sent to the provider, rate-limited ones and detail fetches included.
     pub requests: u64,
+    /// Batched existence reads of the ledger (one per page with items).
+    pub existence_reads: u64,
     pub dry_run: bool,
 }
 
@@ -446,6 +448,7 @@ impl Reconciler {
             }
             if !fresh.is_empty() {
                 let ids: Vec<EventId> = fresh.iter().map(|(id, _)| id.clone()).collect();
+                summary.existence_reads += 1;
                 let present = ledger.present(&self.source, &ids).await?;
                 for (id, item) in fresh {
                     if present.contains(&id) {
@@ -506,7 +509,9 @@ impl Reconciler {
             payload_sha256: hex::encode(Sha256::digest(&payload)),
             payload,
             headers,
-            // MERGE: `origin: Origin::Reconciled,` once main's `ports:` commit is in.
+            origin: Origin::Reconciled,
+            // The id comes from the provider's API, not from a signed body that could be replayed under fresh ids.
+            unique_body_for: None,
         };
         match ledger.create(event).await? {
             Created::New => {

@@ -4,8 +4,8 @@
 use http::{HeaderMap, HeaderName};
 
 use super::{
-    decode, encode, header_text, header_values, mac, valid_id, valid_type, verify_mac, Body, HmacParams,
-    IdError, Identity, Key, Locator, VerifyError,
+    decode, encode, header_text, header_values, mac, type_from_header, valid_id, verify_mac, Body,
+    HmacParams, IdError, Identity, Key, Locator, VerifyError,
 };
 
 pub(super) fn verify(
@@ -40,10 +40,7 @@ pub(super) fn identify(params: &HmacParams, headers: &HeaderMap, body: &[u8]) ->
     };
     let event_type = match &params.event_type {
         None => None,
-        Some(Locator::Header(name)) => match header_text(headers, name)? {
-            Some(value) => valid_type(&format!("header {name}"), value)?,
-            None => None,
-        },
+        Some(Locator::Header(name)) => type_from_header(headers, name)?,
         Some(Locator::Json(pointer)) => body.type_at(pointer)?,
         Some(Locator::BodySha256) => Some(body.sha256_hex()),
     };

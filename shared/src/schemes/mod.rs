@@ -276,6 +276,17 @@ impl Scheme {
         }
     }
 
+    /// Whether a captured delivery could be resent under a fresh id with its signature still valid: the
+    /// signature covers the body but neither the id nor a timestamp (GitHub, Shopify, `hmac` with an id header).
+    /// Such sources refuse a resent body by default.
+    pub fn signs_body_but_not_id(&self) -> bool {
+        match self {
+            Scheme::Github | Scheme::Shopify => true,
+            Scheme::Hmac(params) => matches!(params.id, Locator::Header(_)),
+            Scheme::Stripe | Scheme::StandardWebhooks | Scheme::Svix | Scheme::Slack => false,
+        }
+    }
+
     /// The answer to a scheme handshake, which is answered without storing (call after `verify` succeeded).
     pub fn handshake(&self, body: &[u8]) -> Option<serde_json::Value> {
         match self {
@@ -476,12 +487,26 @@ fn header_text(headers: &HeaderMap, name: &HeaderName) -> Result<Option<String>,
     }
 }
 
-/// Checks an optional type: empty is `None`, anything else must pass as an id would.
-fn valid_type(place: &str, value: String) -> Result<Option<String>, IdError> {
-    if value.is_empty() {
-        return Ok(None);
+/// An optional type as found: empty is `None`. It is checked once, by [`checked_type`]: a bad type never turns
+/// a verified delivery away.
+fn valid_type(_place: &str, value: String) -> Result<Option<String>, IdError> {
+    Ok((!value.is_empty()).then_some(value))
+}
+
+/// The event type to store, and why it was left out where it was: an optional type that is too long, holds
+/// control characters or was not UTF-8 is dropped, never a reason to refuse a verified event (a 400 would be
+/// answered to every retry of it, forever).
+pub fn checked_type(found: Option<String>) -> (Option<String>, Option<String>) {
+    let Some(value) = found else {
+        return (None, None);
+    };
+    if value.contains(char::REPLACEMENT_CHARACTER) {
+        return (None, Some("the event type is not UTF-8".to_owned()));
     }
-    valid_id(place, value).map(Some)
+    match valid_id("the event type", value) {
+        Ok(t) => (Some(t), None),
+        Err(e) => (None, Some(e.to_string())),
+    }
 }
 
 /// A required id from a header.
@@ -493,10 +518,14 @@ fn id_from_header(headers: &HeaderMap, name: &HeaderName) -> Result<String, IdEr
     }
 }
 
-/// An optional type from a header: absent is `None`, present must be a valid id.
+/// An optional type from a header: absent is `None`; bytes that are not UTF-8 are kept as replacement
+/// characters, for [`checked_type`] to drop.
 fn type_from_header(headers: &HeaderMap, name: &HeaderName) -> Result<Option<String>, IdError> {
-    match header_text(headers, name)? {
-        Some(value) => valid_type(&format!("header {name}"), value),
+    match headers.get(name) {
+        Some(value) => valid_type(
+            &format!("header {name}"),
+            String::from_utf8_lossy(value.as_bytes()).into_owned(),
+        ),
         None => Ok(None),
     }
 }

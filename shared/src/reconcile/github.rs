@@ -283,7 +283,20 @@ impl Provider for Github {
 
 #[cfg(test)]
 mod tests {
-    use super::next_link;
+    use super::{next_link, Auth};
+
+    #[test]
+    fn an_app_key_that_is_not_a_key_is_refused_without_quoting_it() {
+        let pem =
+            "-----BEGIN RSA PRIVATE KEY-----\nc2VjcmV0LWJ1dC1ub3QtYS1rZXk=\n-----END RSA PRIVATE KEY-----\n";
+        let err = Auth::app(42, pem).err().unwrap_or_default();
+        assert!(err.contains("not an RSA private key"), "{err}");
+        assert!(!err.contains("c2VjcmV0"), "{err}");
+        assert_eq!(
+            format!("{:?}", Auth::token("ghp_secret".into())),
+            "Token([redacted])"
+        );
+    }
 
     #[test]
     fn the_next_link_is_found_among_others() {

@@ -97,6 +97,191 @@ pub struct SourceConfig {
     /// A body already stored under another id (within retention) is answered as a duplicate of that event: for
     /// schemes that sign the body but not the id, where a captured delivery could be resent under fresh ids.
     pub refuse_resent_bodies: bool,
+    /// `[sources.X.reconcile]`: the periodic check against the provider's API (DESIGN.md "Reconciliation").
+    pub reconcile: Option<ReconcileConfig>,
+}
+
+/// How and how often to ask the provider which events exist. Credentials are references, never values.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReconcileConfig {
+    pub provider: ProviderConfig,
+    pub interval: Duration,
+    /// How far back a run looks at most; never past the provider's retention.
+    pub lookback: Duration,
+    /// Events younger than this are left to normal delivery.
+    pub settle: Duration,
+    /// The provider's API root (tests point it at a local server).
+    pub api_base: reqwest::Url,
+}
+
+pub const DEFAULT_RECONCILE_INTERVAL: Duration = Duration::from_secs(15 * 60);
+pub const DEFAULT_RECONCILE_LOOKBACK: Duration = Duration::from_secs(72 * 3600);
+pub const DEFAULT_RECONCILE_SETTLE: Duration = Duration::from_secs(5 * 60);
+
+/// One variant per provider: adding a provider adds a variant here and its file under `reconcile/`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProviderConfig {
+    Stripe {
+        api_key: SecretRef,
+        /// Connect: the connected account whose events are listed (`Stripe-Account`).
+        account: Option<String>,
+    },
+    Github {
+        hook: GithubHook,
+        auth: GithubAuth,
+    },
+}
+
+impl ProviderConfig {
+    /// The name used in the config and in logs.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ProviderConfig::Stripe { .. } => "stripe",
+            ProviderConfig::Github { .. } => "github",
+        }
+    }
+    /// How long the provider keeps what it lists: Stripe events 30 days, GitHub hook deliveries 3 days.
+    pub fn retention(&self) -> Duration {
+        match self {
+            ProviderConfig::Stripe { .. } => Duration::from_secs(30 * 86_400),
+            ProviderConfig::Github { .. } => Duration::from_secs(3 * 86_400),
+        }
+    }
+    pub fn default_api_base(&self) -> &'static str {
+        match self {
+            ProviderConfig::Stripe { .. } => "https://api.stripe.com",
+            ProviderConfig::Github { .. } => "https://api.github.com",
+        }
+    }
+    /// Resolves the credentials and builds the provider. `at` is the block's field path, for errors.
+    pub(crate) async fn connect(
+        &self,
+        at: &str,
+        api_base: &reqwest::Url,
+        secrets: &dyn crate::source::SecretResolver,
+    ) -> Result<std::sync::Arc<dyn crate::reconcile::Provider>, ConfigError> {
+        let built: Result<std::sync::Arc<dyn crate::reconcile::Provider>, String> = match self {
+            ProviderConfig::Stripe { api_key, account } => {
+                let key = resolve(secrets, at, "api_key", api_key).await?;
+                crate::reconcile::stripe::Stripe::new(api_base.clone(), key, account.clone())
+                    .map(|p| std::sync::Arc::new(p) as _)
+            }
+            ProviderConfig::Github { hook, auth } => {
+                let auth = match auth {
+                    GithubAuth::Token(token) => {
+                        crate::reconcile::github::Auth::token(resolve(secrets, at, "token", token).await?)
+                    }
+                    GithubAuth::App { app_id, private_key } => {
+                        let pem = resolve(secrets, at, "private_key", private_key).await?;
+                        crate::reconcile::github::Auth::app(*app_id, &pem).map_err(|m| {
+                            ConfigError::new(format!("{at}.private_key"), format!("{private_key}: {m}"))
+                        })?
+                    }
+                };
+                crate::reconcile::github::Github::new(api_base.clone(), hook.clone(), auth)
+                    .map(|p| std::sync::Arc::new(p) as _)
+            }
+        };
+        built.map_err(|m| ConfigError::new(at, m))
+    }
+
+    /// The signature scheme a source must have for this provider's events to be the same events.
+    fn scheme_fits(&self, scheme: &Scheme) -> bool {
+        match self {
+            ProviderConfig::Stripe { .. } => matches!(scheme, Scheme::Stripe),
+            ProviderConfig::Github { .. } => matches!(scheme, Scheme::Github),
+        }
+    }
+}
+
+/// A credential's value; the error names the field and the reference, never a value.
+async fn resolve(
+    secrets: &dyn crate::source::SecretResolver,
+    at: &str,
+    field: &str,
+    reference: &SecretRef,
+) -> Result<String, ConfigError> {
+    secrets
+        .resolve(reference)
+        .await
+        .map(|v| v.trim().to_owned())
+        .map_err(|m| ConfigError::new(format!("{at}.{field}"), format!("{reference}: {m}")))
+}
+
+/// Whose deliveries a GitHub reconciliation lists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GithubHook {
+    Repo {
+        owner: String,
+        repo: String,
+        id: u64,
+    },
+    Org {
+        org: String,
+        id: u64,
+    },
+    /// The GitHub App's own webhook (needs the App's JWT).
+    App,
+}
+
+impl GithubHook {
+    /// The API path of the hook's deliveries, without a leading slash.
+    pub fn deliveries_path(&self) -> String {
+        match self {
+            GithubHook::Repo { owner, repo, id } => format!("repos/{owner}/{repo}/hooks/{id}/deliveries"),
+            GithubHook::Org { org, id } => format!("orgs/{org}/hooks/{id}/deliveries"),
+            GithubHook::App => "app/hook/deliveries".to_owned(),
+        }
+    }
+}
+
+impl std::str::FromStr for GithubHook {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        // Owner, repository and organization names: letters, digits, '-', '_' and '.', never "." or "..", so the
+        // path cannot climb out of the API.
+        fn name(n: &str) -> Option<String> {
+            let ok = !n.is_empty()
+                && n.len() <= 100
+                && n != "."
+                && n != ".."
+                && n.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+            ok.then(|| n.to_owned())
+        }
+        fn id(n: &str) -> Option<u64> {
+            n.bytes()
+                .all(|b| b.is_ascii_digit())
+                .then(|| n.parse().ok())
+                .flatten()
+                .filter(|&i| i > 0)
+        }
+        let parts: Vec<&str> = s.split('/').collect();
+        let hook = match parts.as_slice() {
+            ["app"] => Some(GithubHook::App),
+            ["repos", owner, repo, "hooks", hook] => match (name(owner), name(repo), id(hook)) {
+                (Some(owner), Some(repo), Some(id)) => Some(GithubHook::Repo { owner, repo, id }),
+                _ => None,
+            },
+            ["orgs", org, "hooks", hook] => match (name(org), id(hook)) {
+                (Some(org), Some(id)) => Some(GithubHook::Org { org, id }),
+                _ => None,
+            },
+            _ => None,
+        };
+        hook.ok_or_else(|| {
+            format!("{s:?} is not \"repos/OWNER/REPO/hooks/ID\", \"orgs/ORG/hooks/ID\" or \"app\"")
+        })
+    }
+}
+
+/// How a GitHub reconciliation authenticates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GithubAuth {
+    /// A token (fine-grained: the repository's or organization's webhooks, read) for a repository or org hook.
+    Token(SecretRef),
+    /// A GitHub App: a JWT signed with its private key (PEM), for the App's own hook.
+    App { app_id: u64, private_key: SecretRef },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -277,6 +462,23 @@ struct RawSource {
     id: Option<String>,
     #[serde(rename = "type")]
     event_type: Option<String>,
+    reconcile: Option<RawReconcile>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawReconcile {
+    provider: String,
+    api_key: Option<String>,
+    token: Option<String>,
+    app_id: Option<u64>,
+    private_key: Option<String>,
+    hook: Option<String>,
+    interval: Option<String>,
+    lookback: Option<String>,
+    settle: Option<String>,
+    api_base: Option<String>,
+    account: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -505,6 +707,10 @@ impl RawSource {
             None => retry,
             Some(r) => r.over(&format!("{at}.retry"), retry)?,
         };
+        let reconcile = self
+            .reconcile
+            .map(|r| r.validate(&format!("{at}.reconcile"), &scheme))
+            .transpose()?;
         let refuse_resent_bodies = self
             .refuse_resent_bodies
             .unwrap_or_else(|| scheme.signs_body_but_not_id());
@@ -516,6 +722,7 @@ impl RawSource {
             handler,
             retry,
             refuse_resent_bodies,
+            reconcile,
         })
     }
 
@@ -590,6 +797,178 @@ impl RawSource {
             }
         }
         Ok(scheme)
+    }
+}
+
+impl RawReconcile {
+    fn validate(self, at: &str, scheme: &Scheme) -> Result<ReconcileConfig, ConfigError> {
+        let field = |f: &str| format!("{at}.{f}");
+        let secret = |f: &str, v: &str| -> Result<SecretRef, ConfigError> {
+            v.parse::<SecretRef>().map_err(|m| ConfigError::new(field(f), m))
+        };
+        let not_for = |f: &str, set: bool, provider: &str| -> Result<(), ConfigError> {
+            if set {
+                Err(ConfigError::new(
+                    field(f),
+                    format!("the {provider} provider does not take this field"),
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        let provider = match self.provider.as_str() {
+            "stripe" => {
+                not_for("token", self.token.is_some(), "stripe")?;
+                not_for("app_id", self.app_id.is_some(), "stripe")?;
+                not_for("private_key", self.private_key.is_some(), "stripe")?;
+                not_for("hook", self.hook.is_some(), "stripe")?;
+                let api_key = self.api_key.as_deref().ok_or_else(|| {
+                    ConfigError::new(
+                        field("api_key"),
+                        "missing: a reference to a key with read access to events (env:NAME, file:PATH, …)",
+                    )
+                })?;
+                let account = match self.account {
+                    Some(a) if a.is_empty() || !a.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') => {
+                        return Err(ConfigError::new(
+                            field("account"),
+                            "must be a Stripe account id such as acct_1032D82eZvKYlo2C",
+                        ))
+                    }
+                    a => a,
+                };
+                ProviderConfig::Stripe {
+                    api_key: secret("api_key", api_key)?,
+                    account,
+                }
+            }
+            "github" => {
+                not_for("api_key", self.api_key.is_some(), "github")?;
+                not_for("account", self.account.is_some(), "github")?;
+                let hook: GithubHook = self
+                    .hook
+                    .as_deref()
+                    .ok_or_else(|| {
+                        ConfigError::new(
+                            field("hook"),
+                            "missing: \"repos/OWNER/REPO/hooks/ID\", \"orgs/ORG/hooks/ID\" or \"app\"",
+                        )
+                    })?
+                    .parse()
+                    .map_err(|m: String| ConfigError::new(field("hook"), m))?;
+                let auth = match (&hook, &self.token, self.app_id, &self.private_key) {
+                    (GithubHook::App, Some(_), _, _) => {
+                        return Err(ConfigError::new(
+                            field("token"),
+                            "an App's hook is read with the App's JWT: give app_id and private_key, not a token",
+                        ))
+                    }
+                    (GithubHook::App, None, Some(app_id), Some(key)) => GithubAuth::App {
+                        app_id,
+                        private_key: secret("private_key", key)?,
+                    },
+                    (GithubHook::App, None, None, _) => {
+                        return Err(ConfigError::new(
+                            field("app_id"),
+                            "missing: hook = \"app\" needs the App's id and private key",
+                        ))
+                    }
+                    (GithubHook::App, None, Some(_), None) => {
+                        return Err(ConfigError::new(
+                            field("private_key"),
+                            "missing: a reference to the App's PEM private key",
+                        ))
+                    }
+                    (_, _, Some(_), _) => {
+                        return Err(ConfigError::new(
+                            field("app_id"),
+                            "only hook = \"app\" is read with an App's JWT; a repository or organization hook takes a token",
+                        ))
+                    }
+                    (_, _, None, Some(_)) => {
+                        return Err(ConfigError::new(
+                            field("private_key"),
+                            "only hook = \"app\" is read with an App's JWT; a repository or organization hook takes a token",
+                        ))
+                    }
+                    (_, Some(token), None, None) => GithubAuth::Token(secret("token", token)?),
+                    (_, None, None, None) => {
+                        return Err(ConfigError::new(
+                            field("token"),
+                            "missing: a reference to a token that can read the hook's deliveries",
+                        ))
+                    }
+                };
+                ProviderConfig::Github { hook, auth }
+            }
+            other => {
+                return Err(ConfigError::new(
+                    field("provider"),
+                    format!("unknown provider {other:?} (stripe or github)"),
+                ))
+            }
+        };
+        if !provider.scheme_fits(scheme) {
+            return Err(ConfigError::new(
+                field("provider"),
+                format!(
+                    "the {} provider lists {}'s events, which only a source with scheme \"{}\" receives",
+                    provider.name(),
+                    provider.name(),
+                    provider.name()
+                ),
+            ));
+        }
+        let interval = positive(
+            &field("interval"),
+            duration(
+                &field("interval"),
+                self.interval.as_ref(),
+                DEFAULT_RECONCILE_INTERVAL,
+            )?,
+        )?;
+        let lookback = positive(
+            &field("lookback"),
+            duration(
+                &field("lookback"),
+                self.lookback.as_ref(),
+                DEFAULT_RECONCILE_LOOKBACK,
+            )?,
+        )?;
+        if lookback > provider.retention() {
+            return Err(ConfigError::new(
+                field("lookback"),
+                format!(
+                    "{} keeps {} days of history: a longer lookback cannot be listed",
+                    provider.name(),
+                    provider.retention().as_secs() / 86_400
+                ),
+            ));
+        }
+        let settle = duration(&field("settle"), self.settle.as_ref(), DEFAULT_RECONCILE_SETTLE)?;
+        if settle >= lookback {
+            return Err(ConfigError::new(
+                field("settle"),
+                "must be shorter than lookback, or no event is ever old enough to be listed",
+            ));
+        }
+        let api_base = http_url(
+            &field("api_base"),
+            self.api_base.as_deref().unwrap_or(provider.default_api_base()),
+        )?;
+        if !api_base.username().is_empty() || api_base.password().is_some() {
+            return Err(ConfigError::new(
+                field("api_base"),
+                "must not hold credentials (they go in the secret references)",
+            ));
+        }
+        Ok(ReconcileConfig {
+            provider,
+            interval,
+            lookback,
+            settle,
+            api_base,
+        })
     }
 }
 
@@ -722,5 +1101,236 @@ handler = { kind = "log" }
     fn error_text_never_holds_a_literal_secret() {
         let e = err("[sources.s]\nscheme=\"stripe\"\nhandler={kind=\"log\"}\nsecrets=[\"whsec_topsecret\"]");
         assert!(!e.to_string().contains("topsecret"), "{e}");
+    }
+
+    fn reconcile(scheme: &str, block: &str) -> Result<Config, ConfigError> {
+        Config::from_toml(&format!(
+            "[sources.s]\nscheme=\"{scheme}\"\nsecrets=[\"env:X\"]\nhandler={{kind=\"log\"}}\n[sources.s.reconcile]\n{block}"
+        ))
+    }
+
+    fn reconcile_err(scheme: &str, block: &str) -> ConfigError {
+        reconcile(scheme, block).unwrap_err()
+    }
+
+    #[test]
+    fn reconcile_blocks_load_with_design_defaults() {
+        let c = reconcile("stripe", "provider=\"stripe\"\napi_key=\"env:STRIPE_KEY\"").unwrap();
+        let r = c.sources[&SourceName::parse("s").unwrap()]
+            .reconcile
+            .clone()
+            .unwrap();
+        assert_eq!(r.interval, Duration::from_secs(15 * 60));
+        assert_eq!(r.lookback, Duration::from_secs(72 * 3600));
+        assert_eq!(r.settle, Duration::from_secs(5 * 60));
+        assert_eq!(r.api_base.as_str(), "https://api.stripe.com/");
+        assert_eq!(
+            r.provider,
+            ProviderConfig::Stripe {
+                api_key: SecretRef::Env("STRIPE_KEY".into()),
+                account: None
+            }
+        );
+
+        let c = reconcile(
+            "stripe",
+            "provider=\"stripe\"\napi_key=\"file:/k\"\naccount=\"acct_1\"\nlookback=\"30d\"\nsettle=\"0\"\napi_base=\"http://127.0.0.1:9/\"",
+        )
+        .unwrap();
+        let r = c.sources[&SourceName::parse("s").unwrap()]
+            .reconcile
+            .clone()
+            .unwrap();
+        assert_eq!(r.lookback, Duration::from_secs(30 * 86_400));
+        assert_eq!(r.settle, Duration::ZERO);
+        assert!(matches!(r.provider, ProviderConfig::Stripe { account: Some(ref a), .. } if a == "acct_1"));
+
+        let c = reconcile(
+            "github",
+            "provider=\"github\"\ntoken=\"env:GH\"\nhook=\"repos/octo-org/hello.world/hooks/12345\"",
+        )
+        .unwrap();
+        let r = c.sources[&SourceName::parse("s").unwrap()]
+            .reconcile
+            .clone()
+            .unwrap();
+        assert_eq!(r.api_base.as_str(), "https://api.github.com/");
+        let ProviderConfig::Github { hook, auth } = r.provider else {
+            panic!("github expected")
+        };
+        assert_eq!(
+            hook.deliveries_path(),
+            "repos/octo-org/hello.world/hooks/12345/deliveries"
+        );
+        assert_eq!(auth, GithubAuth::Token(SecretRef::Env("GH".into())));
+
+        let c = reconcile(
+            "github",
+            "provider=\"github\"\napp_id=42\nprivate_key=\"file:/app.pem\"\nhook=\"app\"",
+        )
+        .unwrap();
+        let r = c.sources[&SourceName::parse("s").unwrap()]
+            .reconcile
+            .clone()
+            .unwrap();
+        assert!(matches!(
+            r.provider,
+            ProviderConfig::Github {
+                hook: GithubHook::App,
+                auth: GithubAuth::App { app_id: 42, .. }
+            }
+        ));
+        let org: GithubHook = "orgs/octo/hooks/7".parse().unwrap();
+        assert_eq!(org.deliveries_path(), "orgs/octo/hooks/7/deliveries");
+    }
+
+    #[test]
+    fn reconcile_refusals_name_the_field() {
+        let gh = |rest: &str| format!("provider=\"github\"\ntoken=\"env:GH\"\n{rest}");
+        let cases: Vec<(&str, String, &str)> = vec![
+            // The provider must list the events the source receives.
+            (
+                "github",
+                "provider=\"stripe\"\napi_key=\"env:K\"".into(),
+                "provider",
+            ),
+            ("stripe", gh("hook=\"repos/o/r/hooks/1\""), "provider"),
+            ("stripe", "provider=\"shopify\"".into(), "provider"),
+            ("slack", gh("hook=\"repos/o/r/hooks/1\""), "provider"),
+            // Credentials are references, and the right ones for the provider.
+            ("stripe", "provider=\"stripe\"".into(), "api_key"),
+            (
+                "stripe",
+                "provider=\"stripe\"\napi_key=\"rk_live_abc\"".into(),
+                "api_key",
+            ),
+            (
+                "stripe",
+                "provider=\"stripe\"\napi_key=\"env:K\"\ntoken=\"env:T\"".into(),
+                "token",
+            ),
+            (
+                "stripe",
+                "provider=\"stripe\"\napi_key=\"env:K\"\nhook=\"app\"".into(),
+                "hook",
+            ),
+            (
+                "stripe",
+                "provider=\"stripe\"\napi_key=\"env:K\"\naccount=\"acct/../x\"".into(),
+                "account",
+            ),
+            (
+                "github",
+                gh("hook=\"repos/o/r/hooks/1\"\napi_key=\"env:K\""),
+                "api_key",
+            ),
+            (
+                "github",
+                gh("hook=\"repos/o/r/hooks/1\"\naccount=\"acct_1\""),
+                "account",
+            ),
+            (
+                "github",
+                "provider=\"github\"\nhook=\"repos/o/r/hooks/1\"".into(),
+                "token",
+            ),
+            (
+                "github",
+                "provider=\"github\"\ntoken=\"ghp_abc\"\nhook=\"repos/o/r/hooks/1\"".into(),
+                "token",
+            ),
+            // The hook.
+            ("github", "provider=\"github\"\ntoken=\"env:GH\"".into(), "hook"),
+            ("github", gh("hook=\"repos/o/r/hooks/x\""), "hook"),
+            ("github", gh("hook=\"repos/o/hooks/1\""), "hook"),
+            ("github", gh("hook=\"repos/../r/hooks/1\""), "hook"),
+            ("github", gh("hook=\"orgs/o/hooks/0\""), "hook"),
+            ("github", gh("hook=\"users/o/hooks/1\""), "hook"),
+            ("github", gh("hook=\"repos/o/r/hooks/1/\""), "hook"),
+            // An App's hook takes the App's JWT, and only it does.
+            ("github", gh("hook=\"app\""), "token"),
+            ("github", "provider=\"github\"\nhook=\"app\"".into(), "app_id"),
+            (
+                "github",
+                "provider=\"github\"\nhook=\"app\"\napp_id=1".into(),
+                "private_key",
+            ),
+            (
+                "github",
+                "provider=\"github\"\nhook=\"app\"\napp_id=1\nprivate_key=\"-----BEGIN\"".into(),
+                "private_key",
+            ),
+            ("github", gh("hook=\"repos/o/r/hooks/1\"\napp_id=1"), "app_id"),
+            (
+                "github",
+                gh("hook=\"orgs/o/hooks/1\"\nprivate_key=\"file:/k\""),
+                "private_key",
+            ),
+            // Times: past the provider's retention, zero, malformed.
+            (
+                "github",
+                gh("hook=\"repos/o/r/hooks/1\"\nlookback=\"4d\""),
+                "lookback",
+            ),
+            (
+                "stripe",
+                "provider=\"stripe\"\napi_key=\"env:K\"\nlookback=\"31d\"".into(),
+                "lookback",
+            ),
+            (
+                "stripe",
+                "provider=\"stripe\"\napi_key=\"env:K\"\nlookback=\"0\"".into(),
+                "lookback",
+            ),
+            (
+                "stripe",
+                "provider=\"stripe\"\napi_key=\"env:K\"\ninterval=\"0\"".into(),
+                "interval",
+            ),
+            (
+                "stripe",
+                "provider=\"stripe\"\napi_key=\"env:K\"\ninterval=\"15 fortnights\"".into(),
+                "interval",
+            ),
+            (
+                "stripe",
+                "provider=\"stripe\"\napi_key=\"env:K\"\nlookback=\"1h\"\nsettle=\"2h\"".into(),
+                "settle",
+            ),
+            (
+                "stripe",
+                "provider=\"stripe\"\napi_key=\"env:K\"\napi_base=\"ftp://x\"".into(),
+                "api_base",
+            ),
+            (
+                "stripe",
+                "provider=\"stripe\"\napi_key=\"env:K\"\napi_base=\"https://u:p@api.stripe.com\"".into(),
+                "api_base",
+            ),
+        ];
+        for (scheme, block, field) in cases {
+            let e = reconcile_err(scheme, &block);
+            assert_eq!(e.field, format!("sources.s.reconcile.{field}"), "{block:?}: {e}");
+        }
+        // An unknown field is refused where it stands.
+        let e = reconcile_err("stripe", "provider=\"stripe\"\napi_key=\"env:K\"\nlookbak=\"1h\"");
+        assert_eq!(e.field, "sources.s");
+        assert!(e.message.contains("lookbak"), "{e}");
+    }
+
+    #[test]
+    fn reconcile_errors_never_hold_a_literal_credential() {
+        for block in [
+            "provider=\"stripe\"\napi_key=\"sk_live_topsecret\"",
+            "provider=\"github\"\nhook=\"repos/o/r/hooks/1\"\ntoken=\"ghp_topsecret\"",
+        ] {
+            let scheme = if block.contains("stripe") {
+                "stripe"
+            } else {
+                "github"
+            };
+            let e = reconcile_err(scheme, block);
+            assert!(!e.to_string().contains("topsecret"), "{e}");
+        }
     }
 }

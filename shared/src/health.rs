@@ -151,13 +151,12 @@ impl DeliveryHealth {
             Seen::Refused => {
                 bucket.refused.fetch_add(1, Relaxed);
                 let w = s.window(minute);
-                if w.refused >= self.thresholds.min_refused && w.accepted == 0 && w.duplicate == 0 {
-                    if !s.refused_firing.swap(true, Relaxed) {
-                        self.raise(s, "signatures_refused", w, json!({
-                            "why": "every delivery in the window was refused 401: a wrong or rotated secret; \
-                                    webhooks are being lost now",
-                        }));
-                    }
+                let only_refused =
+                    w.refused >= self.thresholds.min_refused && w.accepted == 0 && w.duplicate == 0;
+                if only_refused && !s.refused_firing.swap(true, Relaxed) {
+                    let why = "every delivery in the window was refused 401: a wrong or rotated secret; \
+                               webhooks are being lost now";
+                    self.raise(s, "signatures_refused", w, json!({ "why": why }));
                 }
             }
             Seen::Duplicate { key, mismatch } => {

@@ -18,6 +18,7 @@ pub mod metrics;
 pub mod model;
 pub mod ports;
 pub mod receiver;
+pub mod reconcile;
 pub mod rules;
 pub mod schemes;
 pub mod source;

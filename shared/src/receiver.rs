@@ -102,7 +102,7 @@ async fn healthz(State(r): State<Arc<Receiver>>) -> Response {
 
 async fn metrics(State(r): State<Arc<Receiver>>) -> Response {
     (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        [(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)],
         r.metrics.render(),
     )
         .into_response()

@@ -43,6 +43,13 @@ pub fn rfc3339(ms: i64) -> String {
     humantime::format_rfc3339_millis(at).to_string()
 }
 
+/// Parses an RFC 3339 instant in UTC (`2021-05-12T20:33:44Z`, `…44.123Z`), as GitHub writes `delivered_at`, into
+/// UTC milliseconds. `None` for anything else (offsets other than `Z` included: no provider here writes them).
+pub fn parse_rfc3339(text: &str) -> Option<i64> {
+    let at = humantime::parse_rfc3339(text).ok()?;
+    i64::try_from(at.duration_since(UNIX_EPOCH).ok()?.as_millis()).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -90,5 +97,23 @@ mod tests {
         assert_eq!(rfc3339(i64::MIN), "1970-01-01T00:00:00.000Z");
         assert_eq!(rfc3339(LAST_MS), "9999-12-31T23:59:59.999Z");
         assert_eq!(rfc3339(i64::MAX), "9999-12-31T23:59:59.999Z");
+    }
+
+    #[test]
+    fn rfc3339_parses_what_providers_write() {
+        for ms in [0, 1_766_254_257_123, 951_782_400_000, 1_620_851_624_000] {
+            assert_eq!(parse_rfc3339(&rfc3339(ms)), Some(ms));
+        }
+        assert_eq!(parse_rfc3339("2021-05-12T20:33:44Z"), Some(1_620_851_624_000));
+        assert_eq!(parse_rfc3339("2021-05-12T20:33:44.5Z"), Some(1_620_851_624_500));
+        for bad in [
+            "",
+            "2021-05-12",
+            "2021-05-12T20:33:44",
+            "2021-13-12T20:33:44Z",
+            "x021-05-12T20:33:44Z",
+        ] {
+            assert_eq!(parse_rfc3339(bad), None, "{bad:?}");
+        }
     }
 }

@@ -1011,8 +1011,8 @@ pub async fn create_table(client: &Client, table: &str) -> Result<(), StoreError
 
 /// The COMPLETED settle of `key` under `owner`'s lease, as one `Update` of a `TransactWriteItems`: the same
 /// update, condition and values as [`DynamoLedger`]'s own settle, so that a handler committing its effect in the
-/// same transaction (see `aws::wallet`) settles exactly as the ledger would. A failed condition (the lease was lost)
-/// returns the item as it stands in the cancellation reason.
+/// same transaction (see the wallet example, `tests/aws/wallet.rs`) settles exactly as the ledger would. A failed
+/// condition (the lease was lost) returns the item as it stands in the cancellation reason.
 pub fn completed_update(
     table: &str,
     key: &EventKey,

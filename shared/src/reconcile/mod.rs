@@ -1,0 +1,575 @@
+//! Reconciliation (DESIGN.md "Reconciliation"): a periodic job, independent of the webhook endpoint, that asks
+//! the provider's API which events exist and ingests those the ledger lacks, through the receiver's own
+//! conditional create with `origin = reconciled`, then enqueues them.
+//!
+//! A provider is one file behind [`Provider`]: it lists one page of a window, newest first, and fetches a listed
+//! item's payload where the listing does not carry it. The walk, the batched existence reads, the rate-limit
+//! waits, the budgets and the checkpoint live here, once for every provider.
+
+pub mod github;
+pub mod stripe;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use http::HeaderMap;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use tokio::time::Instant;
+
+use crate::config::{ConfigError, ReconcileConfig};
+use crate::model::{EventId, EventKey, KeptHeaders, NewEvent, Origin, SourceName};
+use crate::ports::{Created, Ledger, Queue, RunRecord, StoreError};
+use crate::source::SecretResolver;
+use crate::time::{ms, now_ms, rfc3339};
+
+/// Creation times in UTC milliseconds, `[from_ms, to_ms)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Window {
+    pub from_ms: i64,
+    pub to_ms: i64,
+}
+
+impl Window {
+    pub fn contains(&self, at_ms: i64) -> bool {
+        self.from_ms <= at_ms && at_ms < self.to_ms
+    }
+}
+
+/// One event as the provider lists it.
+#[derive(Debug, Clone)]
+pub struct Listed {
+    /// The id the webhook would carry (Stripe `id`, GitHub `guid` = `X-GitHub-Delivery`); parsed by the run.
+    pub id: String,
+    pub event_type: Option<String>,
+    pub created_ms: i64,
+    /// The payload to store, where the listing carries it (Stripe); `None` where [`Provider::fetch`] must get it.
+    pub payload: Option<Bytes>,
+    /// Headers kept with the event, as the receiver keeps them for a webhook.
+    pub headers: KeptHeaders,
+    /// What [`Provider::fetch`] needs to find the item (GitHub: the delivery's numeric id).
+    pub handle: String,
+}
+
+/// A listed item's payload, from its detail.
+#[derive(Debug, Clone)]
+pub struct Fetched {
+    pub payload: Bytes,
+    pub event_type: Option<String>,
+    pub headers: KeptHeaders,
+}
+
+/// One page of a listing: the items in the window, newest first, and the cursor of the next page (`None` at
+/// the end of the window).
+#[derive(Debug, Clone, Default)]
+pub struct Page {
+    pub items: Vec<Listed>,
+    pub next: Option<String>,
+}
+
+/// A provider's API, reduced to what a run needs.
+#[async_trait]
+pub trait Provider: Send + Sync {
+    /// One page of the events created in `window`, newest first; `cursor` is the previous page's `next`. The
+    /// same id may appear more than once (GitHub redeliveries); the run counts it once.
+    async fn list(&self, window: Window, cursor: Option<&str>) -> Result<Page, ProviderError>;
+
+    /// The payload of a listed item whose listing does not carry it.
+    async fn fetch(&self, item: &Listed) -> Result<Fetched, ProviderError>;
+}
+
+/// What a provider's answer means for the run. No text here ever holds a credential: texts are built from the
+/// status and our own words, never from request headers or the provider's error bodies.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProviderError {
+    /// Wait and ask again: `wait` as the provider said (`Retry-After`, `X-RateLimit-Reset`), or `None` when it
+    /// did not say (the run then backs off exponentially).
+    #[error("rate limited by the provider")]
+    RateLimited { wait: Option<Duration> },
+    /// The credentials were refused (401, or a 403 that is not a rate limit): no retry helps.
+    #[error("bad credentials: {0}")]
+    BadCredentials(String),
+    /// Anything else: a 5xx, a transport error, a response that does not parse.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// How long the provider asked us to wait, from the headers of a 403/429: `Retry-After` (seconds), else
+/// `X-RateLimit-Reset` (epoch seconds) when `X-RateLimit-Remaining` is 0 (GitHub's documented order,
+/// https://docs.github.com/en/rest/using-the-rest-api/rate-limits-for-the-rest-api).
+pub fn rate_limit_wait(headers: &HeaderMap, now_unix: i64) -> Option<Duration> {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
+    if let Some(secs) = header("retry-after").and_then(|v| v.parse::<u64>().ok()) {
+        return Some(Duration::from_secs(secs));
+    }
+    if header("x-ratelimit-remaining") == Some("0") {
+        let reset = header("x-ratelimit-reset")?.parse::<i64>().ok()?;
+        // One second more: the reset is a whole second and clocks differ a little.
+        let wait = reset.saturating_sub(now_unix).saturating_add(1).max(1);
+        return Some(Duration::from_secs(u64::try_from(wait).unwrap_or(1)));
+    }
+    None
+}
+
+/// A transport error's text with its causes, for the log; reqwest's own text leaves the cause out. Our request
+/// URLs hold no credential (they travel in headers), but the URL is dropped anyway.
+pub(crate) fn transport_error(e: reqwest::Error) -> ProviderError {
+    let e = e.without_url();
+    let mut text = e.to_string();
+    let mut cause = std::error::Error::source(&e);
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    ProviderError::Failed(format!("request failed: {text}"))
+}
+
+/// A 200's JSON body.
+pub(crate) async fn json<T: serde::de::DeserializeOwned>(
+    response: reqwest::Response,
+    what: &str,
+) -> Result<T, ProviderError> {
+    let body = response.bytes().await.map_err(transport_error)?;
+    serde_json::from_slice(&body)
+        .map_err(|e| ProviderError::Failed(format!("{what}: the answer does not parse: {e}")))
+}
+
+/// The HTTP client the providers share: bounded waits, so a hung provider cannot hold a run past its budget.
+pub(crate) fn http_client() -> Result<reqwest::Client, String> {
+    reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .timeout(Duration::from_secs(30))
+        .user_agent(concat!("webhook-inbox-reconciler/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| format!("cannot build the HTTP client: {e}"))
+}
+
+/// `api_base` joined with `path`, whatever slashes either has.
+pub(crate) fn endpoint(api_base: &reqwest::Url, path: &str) -> String {
+    format!(
+        "{}/{}",
+        api_base.as_str().trim_end_matches('/'),
+        path.trim_start_matches('/')
+    )
+}
+
+/// How long and how far one run may go. A run that spends either ends early with the checkpoint unchanged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    /// Wall time, rate-limit waits included.
+    pub time: Duration,
+    /// Listing pages (detail fetches are not pages).
+    pub pages: u32,
+}
+
+impl Default for Budget {
+    /// Ten minutes (below a Lambda's 15) and 2,000 pages (200,000 events: far more than 72 h of most accounts).
+    fn default() -> Self {
+        Self {
+            time: Duration::from_secs(600),
+            pages: 2_000,
+        }
+    }
+}
+
+/// The least overlap a run re-reads below its checkpoint. The provider's clock and ours differ, and a listing
+/// index can lag its writes by a little: an event created just below the last run's upper end may have been
+/// invisible then. Re-reading a few minutes costs a page or less at steady state and closes that gap.
+pub const MIN_OVERLAP: Duration = Duration::from_secs(5 * 60);
+
+/// What a run is asked to do.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunOptions {
+    /// Look back this far instead of the configured lookback, ignoring the checkpoint (`inbox reconcile
+    /// --since`). The checkpoint still advances if the window reaches it.
+    pub since: Option<Duration>,
+    /// List and read the ledger, but create and enqueue nothing and save no checkpoint.
+    pub dry_run: bool,
+}
+
+/// A run's counts: what `inbox reconcile` prints and the run record keeps.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Summary {
+    pub window: Option<Window>,
+    /// Distinct ids listed in the window.
+    pub listed: u64,
+    /// Already in the ledger (a webhook that won a race with the create counts here too).
+    pub present: u64,
+    /// Created by this run (in a dry run: would have been).
+    pub recovered: u64,
+    /// Listed but not recoverable (an id or payload the ledger cannot take).
+    pub failed: u64,
+    /// Listing pages read.
+    pub pages: u64,
+    /// Requests sent to the provider, rate-limited ones and detail fetches included.
+    pub requests: u64,
+    /// Batched existence reads of the ledger (one per page with items).
+    pub existence_reads: u64,
+    pub dry_run: bool,
+}
+
+/// Where a run is, for a progress bar.
+#[derive(Debug, Clone, Copy)]
+pub struct Progress {
+    pub summary: Summary,
+    /// The oldest creation time listed so far; the walk goes from the window's end down to its start.
+    pub reached_ms: i64,
+}
+
+impl Progress {
+    /// How much of the window has been walked, 0.0 to 1.0.
+    pub fn fraction(&self) -> f64 {
+        let Some(w) = self.summary.window else {
+            return 1.0;
+        };
+        let span = (w.to_ms - w.from_ms).max(1) as f64;
+        ((w.to_ms - self.reached_ms.clamp(w.from_ms, w.to_ms)) as f64 / span).clamp(0.0, 1.0)
+    }
+}
+
+/// Why a run ended early. The text names the source and never holds a credential.
+#[derive(Debug, thiserror::Error)]
+#[error("reconcile {source_name}: {kind}")]
+pub struct RunError {
+    pub source_name: SourceName,
+    pub kind: RunErrorKind,
+    /// What the run did before it ended (recovered events stay recovered).
+    pub summary: Summary,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunErrorKind {
+    #[error("the {provider} API refused the credentials ({detail}); check sources.{source_name}.reconcile")]
+    BadCredentials {
+        provider: &'static str,
+        source_name: SourceName,
+        detail: String,
+    },
+    #[error("rate limited for {0:?}, past the run's time budget")]
+    RateLimited(Duration),
+    #[error("the provider failed: {0}")]
+    Provider(String),
+    #[error("the ledger failed: {0}")]
+    Store(#[from] StoreError),
+    #[error("the run spent its {0} budget before the end of the window")]
+    Budget(&'static str),
+}
+
+/// One source's reconciliation: its provider and its times. Built once; [`Reconciler::run`] is called on the
+/// interval (embedded: a task of `inbox serve`; AWS: the scheduled function) or by hand (`inbox reconcile`).
+pub struct Reconciler {
+    source: SourceName,
+    provider_name: &'static str,
+    provider: Arc<dyn Provider>,
+    lookback: Duration,
+    settle: Duration,
+    interval: Duration,
+    budget: Budget,
+}
+
+impl Reconciler {
+    /// Resolves the credentials and builds the provider the config names. Errors name the field
+    /// (`sources.X.reconcile.api_key`) and never hold a value.
+    pub async fn from_config(
+        source: &SourceName,
+        config: &ReconcileConfig,
+        secrets: &dyn SecretResolver,
+    ) -> Result<Reconciler, ConfigError> {
+        let at = format!("sources.{source}.reconcile");
+        let provider = config.provider.connect(&at, &config.api_base, secrets).await?;
+        Ok(Reconciler {
+            source: source.clone(),
+            provider_name: config.provider.name(),
+            provider,
+            lookback: config.lookback,
+            settle: config.settle,
+            interval: config.interval,
+            budget: Budget::default(),
+        })
+    }
+
+    /// A reconciler over any provider (tests, and programs embedding webhook-inbox with their own provider).
+    pub fn new(
+        source: SourceName,
+        provider_name: &'static str,
+        provider: Arc<dyn Provider>,
+        lookback: Duration,
+        settle: Duration,
+    ) -> Reconciler {
+        Reconciler {
+            source,
+            provider_name,
+            provider,
+            lookback,
+            settle,
+            interval: crate::config::DEFAULT_RECONCILE_INTERVAL,
+            budget: Budget::default(),
+        }
+    }
+
+    /// Sets the budget (the AWS function passes its remaining time, less a margin to record the run).
+    pub fn with_budget(mut self, budget: Budget) -> Reconciler {
+        self.budget = budget;
+        self
+    }
+
+    pub fn source(&self) -> &SourceName {
+        &self.source
+    }
+
+    /// How often the runtime should run it.
+    pub fn interval(&self) -> Duration {
+        self.interval
+    }
+
+    /// How far below the checkpoint a run re-reads: the settle time, and at least [`MIN_OVERLAP`].
+    pub fn overlap(&self) -> Duration {
+        self.settle.max(MIN_OVERLAP)
+    }
+
+    /// One run: lists `[max(now − lookback, checkpoint − overlap), now − settle)` to the end of the provider's
+    /// pagination, creates and enqueues what the ledger lacks, and advances the checkpoint only if the whole
+    /// window was listed. Every run but a dry one is recorded in the checkpoint's `last_run`, failed or not.
+    pub async fn run(
+        &self,
+        ledger: &dyn Ledger,
+        queue: &dyn Queue,
+        options: RunOptions,
+        progress: &mut (dyn FnMut(&Progress) + Send),
+    ) -> Result<Summary, RunError> {
+        let started_at = now_ms();
+        let fail = |kind: RunErrorKind, summary: Summary| RunError {
+            source_name: self.source.clone(),
+            kind,
+            summary,
+        };
+        let checkpoint = ledger
+            .checkpoint(&self.source)
+            .await
+            .map_err(|e| fail(e.into(), Summary::default()))?
+            .unwrap_or_default();
+        let floor = started_at - ms(options.since.unwrap_or(self.lookback));
+        let from_ms = match options.since {
+            None if checkpoint.scanned_to > 0 => floor.max(checkpoint.scanned_to - ms(self.overlap())),
+            _ => floor,
+        };
+        let window = Window {
+            from_ms,
+            to_ms: started_at - ms(self.settle),
+        };
+        let mut summary = Summary {
+            window: Some(window),
+            dry_run: options.dry_run,
+            ..Summary::default()
+        };
+        let walked = if window.from_ms < window.to_ms {
+            self.walk(ledger, queue, window, options.dry_run, &mut summary, progress)
+                .await
+        } else {
+            Ok(())
+        };
+        if options.dry_run {
+            return walked.map(|()| summary).map_err(|kind| fail(kind, summary));
+        }
+
+        // The checkpoint advances only over a window listed completely and joined to what was listed before
+        // (or reaching the lookback's floor, below which nothing is wanted): never over a gap.
+        let mut next = checkpoint.clone();
+        let joined = window.from_ms <= checkpoint.scanned_to.max(started_at - ms(self.lookback));
+        if walked.is_ok() && joined {
+            next.scanned_to = checkpoint.scanned_to.max(window.to_ms);
+        }
+        next.last_run = Some(RunRecord {
+            started_at,
+            finished_at: now_ms(),
+            listed: summary.listed,
+            present: summary.present,
+            recovered: summary.recovered,
+            failed: summary.failed,
+            error: walked.as_ref().err().map(ToString::to_string),
+        });
+        let saved = ledger.save_checkpoint(&self.source, &next).await;
+        match (walked, saved) {
+            (Err(kind), _) => {
+                tracing::warn!(source = %self.source, error = %kind, ?summary, "reconciliation ended early; the checkpoint stays where it was");
+                Err(fail(kind, summary))
+            }
+            (Ok(()), Err(e)) => Err(fail(e.into(), summary)),
+            (Ok(()), Ok(())) => {
+                tracing::info!(source = %self.source, ?summary, "reconciliation run done");
+                Ok(summary)
+            }
+        }
+    }
+
+    async fn walk(
+        &self,
+        ledger: &dyn Ledger,
+        queue: &dyn Queue,
+        window: Window,
+        dry_run: bool,
+        summary: &mut Summary,
+        progress: &mut (dyn FnMut(&Progress) + Send),
+    ) -> Result<(), RunErrorKind> {
+        let deadline = Instant::now() + self.budget.time;
+        let mut seen: HashSet<String> = HashSet::new();
+        let mut cursor: Option<String> = None;
+        let mut reached_ms = window.to_ms;
+        loop {
+            if summary.pages >= u64::from(self.budget.pages) {
+                return Err(RunErrorKind::Budget("page"));
+            }
+            let page = self
+                .call(deadline, summary, || {
+                    self.provider.list(window, cursor.as_deref())
+                })
+                .await?;
+            summary.pages += 1;
+
+            // One id once per run, whatever the provider lists again (GitHub: a guid per delivery attempt).
+            let mut fresh = Vec::with_capacity(page.items.len());
+            for item in page.items {
+                reached_ms = reached_ms.min(item.created_ms);
+                if !window.contains(item.created_ms) || !seen.insert(item.id.clone()) {
+                    continue;
+                }
+                summary.listed += 1;
+                match EventId::parse(&item.id) {
+                    Ok(id) => fresh.push((id, item)),
+                    Err(e) => {
+                        summary.failed += 1;
+                        tracing::warn!(source = %self.source, reason = %e, "reconciliation: listed an id the ledger cannot take");
+                    }
+                }
+            }
+            if !fresh.is_empty() {
+                let ids: Vec<EventId> = fresh.iter().map(|(id, _)| id.clone()).collect();
+                summary.existence_reads += 1;
+                let present = ledger.present(&self.source, &ids).await?;
+                for (id, item) in fresh {
+                    if present.contains(&id) {
+                        summary.present += 1;
+                        continue;
+                    }
+                    self.recover(ledger, queue, deadline, id, item, dry_run, summary)
+                        .await?;
+                }
+            }
+            if page.next.is_none() {
+                reached_ms = window.from_ms;
+            }
+            progress(&Progress {
+                summary: *summary,
+                reached_ms,
+            });
+            match page.next {
+                Some(next) => cursor = Some(next),
+                None => return Ok(()),
+            }
+            if Instant::now() >= deadline {
+                return Err(RunErrorKind::Budget("time"));
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn recover(
+        &self,
+        ledger: &dyn Ledger,
+        queue: &dyn Queue,
+        deadline: Instant,
+        id: EventId,
+        item: Listed,
+        dry_run: bool,
+        summary: &mut Summary,
+    ) -> Result<(), RunErrorKind> {
+        let created = rfc3339(item.created_ms);
+        if dry_run {
+            summary.recovered += 1;
+            tracing::info!(source = %self.source, event_id = %id, event_type = item.event_type.as_deref().unwrap_or(""), %created, "reconciliation (dry run): would recover");
+            return Ok(());
+        }
+        let (payload, event_type, headers) = match item.payload.clone() {
+            Some(p) => (p, item.event_type.clone(), item.headers.clone()),
+            None => {
+                let f = self
+                    .call(deadline, summary, || self.provider.fetch(&item))
+                    .await?;
+                (f.payload, f.event_type.or(item.event_type.clone()), f.headers)
+            }
+        };
+        let key = EventKey::new(self.source.clone(), id);
+        let event = NewEvent {
+            key: key.clone(),
+            event_type: event_type.clone(),
+            payload_sha256: hex::encode(Sha256::digest(&payload)),
+            payload,
+            headers,
+            origin: Origin::Reconciled,
+            // The id comes from the provider's API, not from a signed body that could be replayed under fresh ids.
+            unique_body_for: None,
+        };
+        match ledger.create(event).await? {
+            Created::New => {
+                summary.recovered += 1;
+                tracing::warn!(
+                    source = %self.source, event_id = %key.event_id, event_type = event_type.as_deref().unwrap_or(""),
+                    %created, "reconciled: an event the webhook path never delivered"
+                );
+                if let Err(e) = queue.enqueue(&key, Duration::ZERO).await {
+                    tracing::warn!(source = %self.source, event_id = %key.event_id, error = %e, "enqueue failed after the durable write; the sweeper will pick it up");
+                }
+            }
+            // A webhook won the race since the existence read: it is delivered, not recovered.
+            Created::Duplicate { .. } => summary.present += 1,
+        }
+        Ok(())
+    }
+
+    /// One provider request, waiting out rate limits as told while the budget lasts.
+    async fn call<T, F, Fut>(
+        &self,
+        deadline: Instant,
+        summary: &mut Summary,
+        mut request: F,
+    ) -> Result<T, RunErrorKind>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, ProviderError>>,
+    {
+        let mut backoff = Duration::from_secs(1);
+        loop {
+            summary.requests += 1;
+            match request().await {
+                Ok(v) => return Ok(v),
+                Err(ProviderError::RateLimited { wait }) => {
+                    let wait = wait.unwrap_or_else(|| {
+                        let b = backoff;
+                        backoff = (backoff * 2).min(Duration::from_secs(60));
+                        b
+                    });
+                    if Instant::now() + wait > deadline {
+                        return Err(RunErrorKind::RateLimited(wait));
+                    }
+                    tracing::info!(source = %self.source, ?wait, "reconciliation: rate limited; waiting as told");
+                    tokio::time::sleep(wait).await;
+                }
+                Err(ProviderError::BadCredentials(detail)) => {
+                    return Err(RunErrorKind::BadCredentials {
+                        provider: self.provider_name,
+                        source_name: self.source.clone(),
+                        detail,
+                    })
+                }
+                Err(ProviderError::Failed(text)) => return Err(RunErrorKind::Provider(text)),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

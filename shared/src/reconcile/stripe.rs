@@ -1,0 +1,156 @@
+//! Stripe: `GET /v1/events?created[gte]=S&created[lt]=S&limit=100[&starting_after=ID]`, newest first
+//! (https://docs.stripe.com/api/events/list), cursor = the last id of the previous page while `has_more`
+//! (https://docs.stripe.com/api/pagination). Stripe keeps events 30 days. The payload stored is the event object
+//! as listed; a webhook of the same id arriving later is a duplicate.
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use secrecy::{ExposeSecret, SecretString};
+use serde::Deserialize;
+
+use super::{
+    endpoint, http_client, json, rate_limit_wait, transport_error, Fetched, Listed, Page, Provider,
+    ProviderError, Window,
+};
+
+pub struct Stripe {
+    client: reqwest::Client,
+    events_url: reqwest::Url,
+    api_key: SecretString,
+    account: Option<String>,
+}
+
+impl std::fmt::Debug for Stripe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stripe")
+            .field("events_url", &self.events_url.as_str())
+            .field("api_key", &"[redacted]")
+            .field("account", &self.account)
+            .finish()
+    }
+}
+
+#[derive(Deserialize)]
+struct List {
+    data: Vec<serde_json::Value>,
+    has_more: bool,
+}
+
+impl Stripe {
+    /// `api_key`: a secret or restricted key with read access to events. `account`: Connect's `Stripe-Account`.
+    pub fn new(api_base: reqwest::Url, api_key: String, account: Option<String>) -> Result<Stripe, String> {
+        Ok(Stripe {
+            client: http_client()?,
+            events_url: reqwest::Url::parse(&endpoint(&api_base, "v1/events"))
+                .map_err(|e| format!("api_base: {e}"))?,
+            api_key: SecretString::from(api_key),
+            account,
+        })
+    }
+}
+
+/// Whole seconds `s` with `s * 1000 >= ms`: Stripe's `created` is in seconds, our window in milliseconds.
+fn ceil_secs(ms: i64) -> i64 {
+    ms.div_euclid(1000) + i64::from(ms.rem_euclid(1000) != 0)
+}
+
+#[async_trait]
+impl Provider for Stripe {
+    async fn list(&self, window: Window, cursor: Option<&str>) -> Result<Page, ProviderError> {
+        let mut url = self.events_url.clone();
+        {
+            let mut query = url.query_pairs_mut();
+            query
+                .append_pair("created[gte]", &ceil_secs(window.from_ms).to_string())
+                .append_pair("created[lt]", &ceil_secs(window.to_ms).to_string())
+                .append_pair("limit", "100");
+            if let Some(after) = cursor {
+                query.append_pair("starting_after", after);
+            }
+        }
+        let mut request = self.client.get(url).bearer_auth(self.api_key.expose_secret());
+        if let Some(account) = &self.account {
+            request = request.header("Stripe-Account", account);
+        }
+        let response = request.send().await.map_err(transport_error)?;
+        let status = response.status().as_u16();
+        match status {
+            200 => {}
+            401 => {
+                return Err(ProviderError::BadCredentials(
+                    "401: the API key is not valid".into(),
+                ))
+            }
+            403 => {
+                return Err(ProviderError::BadCredentials(
+                    "403: the key may not read events (a restricted key needs read access to Events)".into(),
+                ))
+            }
+            // https://docs.stripe.com/rate-limits: back off on 429; Stripe does not promise a Retry-After.
+            429 => {
+                return Err(ProviderError::RateLimited {
+                    wait: rate_limit_wait(response.headers(), crate::time::now_ms() / 1000),
+                })
+            }
+            s => return Err(ProviderError::Failed(format!("GET /v1/events answered {s}"))),
+        }
+        let list: List = json(response, "GET /v1/events").await?;
+        let mut items = Vec::with_capacity(list.data.len());
+        for event in &list.data {
+            let id = event.get("id").and_then(|v| v.as_str());
+            let created = event.get("created").and_then(serde_json::Value::as_i64);
+            let (Some(id), Some(created)) = (id, created) else {
+                return Err(ProviderError::Failed(
+                    "GET /v1/events: an event without an id or a created time".into(),
+                ));
+            };
+            let payload = serde_json::to_vec(event)
+                .map_err(|e| ProviderError::Failed(format!("cannot serialise an event: {e}")))?;
+            items.push(Listed {
+                id: id.to_owned(),
+                event_type: event.get("type").and_then(|v| v.as_str()).map(str::to_owned),
+                created_ms: created.saturating_mul(1000),
+                payload: Some(Bytes::from(payload)),
+                headers: vec![("content-type".into(), "application/json".into())],
+                handle: id.to_owned(),
+            });
+        }
+        let next = match (list.has_more, items.last()) {
+            (true, Some(last)) => Some(last.id.clone()),
+            (true, None) => {
+                return Err(ProviderError::Failed(
+                    "GET /v1/events: has_more with an empty page".into(),
+                ))
+            }
+            (false, _) => None,
+        };
+        Ok(Page { items, next })
+    }
+
+    async fn fetch(&self, item: &Listed) -> Result<Fetched, ProviderError> {
+        // The list carries every event whole; nothing is ever fetched.
+        match &item.payload {
+            Some(payload) => Ok(Fetched {
+                payload: payload.clone(),
+                event_type: item.event_type.clone(),
+                headers: item.headers.clone(),
+            }),
+            None => Err(ProviderError::Failed(
+                "a Stripe event was listed without its body".into(),
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ceil_secs;
+
+    #[test]
+    fn window_edges_round_up_to_whole_seconds() {
+        assert_eq!(ceil_secs(5_000), 5);
+        assert_eq!(ceil_secs(5_001), 6);
+        assert_eq!(ceil_secs(4_999), 5);
+        assert_eq!(ceil_secs(-1), 0);
+    }
+}

@@ -73,6 +73,7 @@ struct PerSource {
     completed: Counter,
     retried: Counter,
     dead: Counter,
+    reconciled: Counter,
     rejected: [Counter; Reject::ALL.len()],
 }
 
@@ -106,11 +107,24 @@ pub struct Counts {
     pub completed: u64,
     pub retried: u64,
     pub dead: u64,
+    /// Duplicates whose payload differed from the first one's.
+    pub payload_mismatch: u64,
+    /// Of `rejected`: refused for their signature or timestamp (401).
+    pub signature_rejected: u64,
+    /// Events the webhook path lost and reconciliation recovered.
+    pub reconciled: u64,
 }
 
 impl Counts {
     pub fn is_zero(&self) -> bool {
-        self.accepted + self.duplicate + self.rejected + self.completed + self.retried + self.dead == 0
+        self.accepted
+            + self.duplicate
+            + self.rejected
+            + self.completed
+            + self.retried
+            + self.dead
+            + self.reconciled
+            == 0
     }
 }
 
@@ -147,6 +161,11 @@ impl Metrics {
             "Handler attempts that failed and will be retried",
         );
         let dead = family(&mut registry, "dead", "Events moved to the dead letters");
+        let reconciled = family(
+            &mut registry,
+            "reconciled",
+            "Events the webhook path lost, recovered from the provider's API",
+        );
         let rejected = Family::<RejectLabels, Counter>::default();
         registry.register("rejected", "Requests turned away, by reason", rejected.clone());
         let latency = Histogram::new(BUCKETS);
@@ -185,6 +204,7 @@ impl Metrics {
                     completed: series(&completed),
                     retried: series(&retried),
                     dead: dead.get_or_create_owned(&label),
+                    reconciled: series(&reconciled),
                     rejected,
                 }
             })
@@ -232,14 +252,26 @@ impl Metrics {
             .names
             .iter()
             .zip(&self.per)
-            .map(|(n, p)| Counts {
-                source: n.clone(),
-                accepted: take(&p.accepted),
-                duplicate: take(&p.duplicate),
-                rejected: p.rejected.iter().map(take).sum(),
-                completed: take(&p.completed),
-                retried: take(&p.retried),
-                dead: take(&p.dead),
+            .map(|(n, p)| {
+                let rejected = p.rejected.each_ref().map(take);
+                let refused = |r: Reject| {
+                    Reject::ALL
+                        .iter()
+                        .position(|a| *a == r)
+                        .map_or(0, |i| rejected[i])
+                };
+                Counts {
+                    source: n.clone(),
+                    accepted: take(&p.accepted),
+                    duplicate: take(&p.duplicate),
+                    rejected: rejected.iter().sum(),
+                    completed: take(&p.completed),
+                    retried: take(&p.retried),
+                    dead: take(&p.dead),
+                    payload_mismatch: take(&p.payload_mismatch),
+                    signature_rejected: refused(Reject::Signature) + refused(Reject::Timestamp),
+                    reconciled: take(&p.reconciled),
+                }
             })
             .collect();
         let (sum, n) = (self.age_sum_ms.swap(0, Relaxed), self.age_count.swap(0, Relaxed));
@@ -251,6 +283,10 @@ impl Metrics {
     }
     pub fn dead(&self, s: Slot) {
         self.slot(s).dead.inc();
+    }
+    /// `n` events recovered by a reconciliation run of source `s`.
+    pub fn reconciled(&self, s: Slot, n: u64) {
+        self.slot(s).reconciled.inc_by(n);
     }
 
     /// Totals by name (`accepted`, `duplicate`, `rejected`, `completed`, `retried`, `dead`) over every source.
@@ -264,6 +300,7 @@ impl Metrics {
                 "completed" => p.completed.get(),
                 "retried" => p.retried.get(),
                 "dead" => p.dead.get(),
+                "reconciled" => p.reconciled.get(),
                 "rejected" => p.rejected.iter().map(Counter::get).sum(),
                 _ => 0,
             })

@@ -35,6 +35,9 @@ fn values(c: &Counts) -> Vec<(&'static str, f64, &'static str)> {
         ("Completed", c.completed),
         ("Retried", c.retried),
         ("DeadEvents", c.dead),
+        ("PayloadMismatch", c.payload_mismatch),
+        ("SignatureRejected", c.signature_rejected),
+        ("Reconciled", c.reconciled),
     ]
     .into_iter()
     .filter(|(_, v)| *v > 0)
@@ -54,6 +57,9 @@ pub fn lines(metrics: &Metrics) -> Vec<String> {
         total.completed += c.completed;
         total.retried += c.retried;
         total.dead += c.dead;
+        total.payload_mismatch += c.payload_mismatch;
+        total.signature_rejected += c.signature_rejected;
+        total.reconciled += c.reconciled;
         if !c.source.is_empty() {
             let mut extra = Map::new();
             extra.insert("Source".into(), json!(c.source));

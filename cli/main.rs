@@ -19,6 +19,7 @@ use inbox_core::config::Config;
 use inbox_core::handlers::{http_client, Registry};
 use inbox_core::model::{Event, EventId, EventKey, SourceName, Status};
 use inbox_core::ports::{Ledger, ListFilter, Queue, Replay};
+use inbox_core::reconcile::{Progress, Reconciler, RunOptions};
 use inbox_core::schemes::Identity;
 use inbox_core::source::{LocalSecrets, Sources};
 use inbox_core::time::{now_ms, rfc3339};
@@ -71,6 +72,23 @@ enum Command {
         /// Allow replaying completed events (their handler runs again).
         #[arg(long)]
         force: bool,
+    },
+    /// Ask the provider's API which events exist and ingest those the ledger lacks (the source's `reconcile`
+    /// block says how): for an outage longer than the sender retries, or to check delivery by hand.
+    Reconcile {
+        #[command(flatten)]
+        store: StoreArgs,
+        #[arg(long)]
+        source: SourceName,
+        /// Look back this far (e.g. 72h) instead of from the checkpoint.
+        #[arg(long, value_parser = duration)]
+        since: Option<Duration>,
+        /// List and compare, create and enqueue nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Print the summary as one JSON object.
+        #[arg(long)]
+        json: bool,
     },
     /// The AWS runtime's resources.
     Aws {
@@ -329,7 +347,126 @@ async fn run(cli: Cli) -> Result<()> {
             event_type,
             url,
         } => send(&config, source, body, event_id, event_type, url).await,
+        Command::Reconcile {
+            store,
+            source,
+            since,
+            dry_run,
+            json,
+        } => reconcile(store, source, since, dry_run, json).await,
     }
+}
+
+fn duration(text: &str) -> Result<Duration, String> {
+    inbox_core::time::parse_duration(text)
+}
+
+/// Where embedded events wait when no process holds the in-memory queue: in the ledger itself. A running `inbox
+/// serve` takes them from there (its sweep, within the sweeper's grace), as it does after a restart.
+struct LedgerIsTheQueue;
+
+#[async_trait::async_trait]
+impl Queue for LedgerIsTheQueue {
+    async fn enqueue(&self, _key: &EventKey, _delay: Duration) -> Result<(), inbox_core::ports::QueueError> {
+        Ok(())
+    }
+}
+
+async fn reconcile(
+    store: StoreArgs,
+    source: SourceName,
+    since: Option<Duration>,
+    dry_run: bool,
+    json: bool,
+) -> Result<()> {
+    let opened = store.open().await?;
+    let (config, reconciler) = if store.aws {
+        let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .load()
+            .await;
+        let secrets = inbox_core::aws::AwsSecrets::new(&sdk);
+        let config = inbox_core::aws::load_config(&secrets).await?;
+        let block = reconcile_block(&config, &source)?;
+        let r = Reconciler::from_config(&source, block, &secrets).await?;
+        (config, r)
+    } else {
+        let Some(path) = &store.config else {
+            bail!("inbox reconcile needs the config that holds the source's reconcile block: --config FILE (or --aws)");
+        };
+        let config = load(path)?;
+        let block = reconcile_block(&config, &source)?;
+        let r = Reconciler::from_config(&source, block, &LocalSecrets).await?;
+        (config, r)
+    };
+    drop(config);
+    let queue: Arc<dyn Queue> = opened.queue.unwrap_or_else(|| Arc::new(LedgerIsTheQueue));
+    let bar = indicatif::ProgressBar::new(1000);
+    if json || !std::io::stderr().is_terminal() {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:40} {percent}% {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let mut progress = |p: &Progress| {
+        bar.set_position((p.fraction() * 1000.0) as u64);
+        bar.set_message(format!(
+            "listed {}, already stored {}, recovered {}",
+            p.summary.listed, p.summary.present, p.summary.recovered
+        ));
+    };
+    let options = RunOptions { since, dry_run };
+    let run = reconciler
+        .run(opened.ledger.as_ref(), queue.as_ref(), options, &mut progress)
+        .await;
+    bar.finish_and_clear();
+    let (summary, error) = match run {
+        Ok(summary) => (summary, None),
+        Err(e) => (e.summary, Some(e.to_string())),
+    };
+    if json {
+        let mut v = serde_json::to_value(summary)?;
+        v["source"] = serde_json::json!(source);
+        v["error"] = serde_json::json!(error);
+        if let Some(w) = summary.window {
+            v["window"] = serde_json::json!({"from": rfc3339(w.from_ms), "to": rfc3339(w.to_ms)});
+        }
+        println!("{v}");
+    } else {
+        let verb = if dry_run { "would recover" } else { "recovered" };
+        println!(
+            "{source}: listed {}, already stored {}, {verb} {}, failed {} ({} API requests, {} ledger reads)",
+            summary.listed,
+            summary.present,
+            summary.recovered,
+            summary.failed,
+            summary.requests,
+            summary.existence_reads
+        );
+        if let Some(w) = summary.window {
+            println!("window: {} to {}", rfc3339(w.from_ms), rfc3339(w.to_ms));
+        }
+        if !dry_run && summary.recovered > 0 && !store.aws {
+            println!("a running `inbox serve` processes the recovered events within the sweeper's grace");
+        }
+    }
+    match error {
+        Some(e) => bail!(e),
+        None => Ok(()),
+    }
+}
+
+fn reconcile_block<'a>(
+    config: &'a Config,
+    source: &SourceName,
+) -> Result<&'a inbox_core::config::ReconcileConfig> {
+    config
+        .sources
+        .get(source)
+        .with_context(|| format!("no source {source} in the config"))?
+        .reconcile
+        .as_ref()
+        .with_context(|| format!("sources.{source} has no [sources.{source}.reconcile] block"))
 }
 
 async fn shutdown_signal() {

@@ -23,6 +23,7 @@ use crate::machine::{Machine, Outcome, SweepReport};
 use crate::metrics::Metrics;
 use crate::ports::{Ledger, Queue, StoreError};
 use crate::receiver::{router, InflightBytes, Receiver};
+use crate::reconcile::{reconcilers, Reconciler, RunOptions};
 use crate::source::{LocalSecrets, Sources};
 use crate::time::now_ms;
 
@@ -32,6 +33,9 @@ const QUEUE_CAPACITY: usize = 20_000;
 const REFILL: usize = QUEUE_CAPACITY / 2;
 /// How long in-flight handlers get to finish at shutdown before their leases are given back.
 const DRAIN: Duration = Duration::from_secs(20);
+/// How soon after start the first reconciliation runs at the earliest: after the start-up sweep's work is handed
+/// out.
+const FIRST_RECONCILE_AFTER: Duration = Duration::from_secs(2);
 /// How often the server looks for changes made by another process (`inbox replay`).
 const WATCH_EVERY: Duration = Duration::from_secs(1);
 
@@ -68,6 +72,7 @@ pub async fn serve(
     })?;
 
     let sources = Sources::build(&config, Some(&LocalSecrets), &handlers).await?;
+    let reconcilers = reconcilers(&config, &LocalSecrets).await?;
     let ledger = SqliteLedger::open(data_dir, config.server.max_pending_writes, config.sweeper.grace)?;
     let shared: Arc<dyn Ledger> = Arc::new(ledger.clone());
     let metrics = Arc::new(Metrics::new(sources.names()));
@@ -117,8 +122,23 @@ pub async fn serve(
         ledger.clone(),
         queue.clone(),
         config.sweeper.interval,
-        stop_rx,
+        stop_rx.clone(),
     ));
+    // Reconciliation: a task per source with a `reconcile` block, on its interval, beside receiving.
+    let mut reconciling = JoinSet::new();
+    for reconciler in reconcilers {
+        let slot = sources
+            .get(reconciler.source().as_str())
+            .map_or(Metrics::UNKNOWN, |s| s.index);
+        reconciling.spawn(run_reconciler(
+            reconciler,
+            shared.clone(),
+            queue.clone(),
+            metrics.clone(),
+            slot,
+            stop_rx.clone(),
+        ));
+    }
 
     let receiver = Arc::new(Receiver {
         sources,
@@ -145,6 +165,8 @@ pub async fn serve(
     tracing::info!("shutting down: no new requests; finishing in-flight handlers");
     let _ = stop_tx.send(true);
     let _ = sweeper.await;
+    // A run cut short leaves its checkpoint where it was: the next one lists that window again.
+    reconciling.abort_all();
     let _ = workers.await;
     let released = ledger.expire_leases(&owner, true).await?;
     if released > 0 {
@@ -232,6 +254,54 @@ async fn refill(
         queue.mark_overflow();
     }
     found
+}
+
+/// One source's reconciliation on its interval: the first run once the last recorded one is an interval old (at
+/// once on a fresh store, a moment after start), then every interval. A failed run is logged and counted, and the
+/// next one starts over from the checkpoint; receiving never waits for it.
+async fn run_reconciler(
+    reconciler: Reconciler,
+    ledger: Arc<dyn Ledger>,
+    queue: Arc<InProcessQueue>,
+    metrics: Arc<Metrics>,
+    slot: usize,
+    mut stop: watch::Receiver<bool>,
+) {
+    let interval = reconciler.interval();
+    let last = match ledger.checkpoint(reconciler.source()).await {
+        Ok(cp) => cp.and_then(|c| c.last_run).map(|r| r.finished_at),
+        Err(e) => {
+            tracing::warn!(source = %reconciler.source(), error = %e, "cannot read the reconciliation checkpoint");
+            None
+        }
+    };
+    let since_last = last.map_or(Duration::MAX, |t| {
+        Duration::from_millis(u64::try_from(now_ms().saturating_sub(t)).unwrap_or(0))
+    });
+    let mut wait = interval.saturating_sub(since_last).max(FIRST_RECONCILE_AFTER);
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = stop.changed() => return,
+        }
+        let run = reconciler
+            .run(
+                ledger.as_ref(),
+                queue.as_ref(),
+                RunOptions::default(),
+                &mut |_| {},
+            )
+            .await;
+        let recovered = match run {
+            Ok(summary) => summary.recovered,
+            Err(e) => {
+                tracing::error!(error = %e, "reconciliation run failed; the next one starts over");
+                e.summary.recovered
+            }
+        };
+        metrics.reconciled(slot, recovered);
+        wait = interval;
+    }
 }
 
 /// The sweeper on its interval, plus a quick look whenever another process changed the ledger.

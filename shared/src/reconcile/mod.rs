@@ -259,6 +259,21 @@ pub enum RunErrorKind {
     Budget(&'static str),
 }
 
+/// A reconciler for every source with a `reconcile` block, credentials resolved: at start, so that a reference that
+/// cannot be read fails the start naming the field (a credential the provider refuses is a failed run instead).
+pub async fn reconcilers(
+    config: &crate::config::Config,
+    secrets: &dyn SecretResolver,
+) -> Result<Vec<Reconciler>, ConfigError> {
+    let mut all = Vec::new();
+    for (name, source) in &config.sources {
+        if let Some(reconcile) = &source.reconcile {
+            all.push(Reconciler::from_config(name, reconcile, secrets).await?);
+        }
+    }
+    Ok(all)
+}
+
 /// One source's reconciliation: its provider and its times. Built once; [`Reconciler::run`] is called on the
 /// interval (embedded: a task of `inbox serve`; AWS: the scheduled function) or by hand (`inbox reconcile`).
 pub struct Reconciler {

@@ -294,6 +294,8 @@ impl Machine {
     }
 
     async fn settle_dead(&self, mut event: Event, token: &str, error: String) -> Result<Outcome, StoreError> {
+        // The budget's message wraps the last error: bounded again as a whole.
+        let error = bounded_error(&error);
         let key = event.key();
         let settled = self
             .ledger

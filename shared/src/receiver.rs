@@ -12,7 +12,7 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use http_body_util::BodyExt;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -222,25 +222,15 @@ fn unavailable(retry_after: &'static str) -> Response {
     resp
 }
 
-/// Reads the body into one buffer of at most `limit` bytes (never more than `limit` is read), within `timeout`.
+/// Reads the body, at most `limit` bytes of it (no byte past the limit is read), within `timeout`.
 async fn read_body(body: Body, limit: usize, timeout: Duration) -> Result<Bytes, Rejection> {
-    let read = async {
-        let mut body = body;
-        let mut buf = bytes::BytesMut::new();
-        while let Some(frame) = body.frame().await {
-            let frame = frame.map_err(|_| Rejection::Unreadable)?;
-            if let Ok(data) = frame.into_data() {
-                if buf.len().saturating_add(data.len()) > limit {
-                    return Err(Rejection::TooLarge);
-                }
-                buf.extend_from_slice(&data);
-            }
-        }
-        Ok(buf.freeze())
-    };
-    tokio::time::timeout(timeout, read)
-        .await
-        .unwrap_or(Err(Rejection::SlowClient))
+    let limited = Limited::new(body, limit);
+    match tokio::time::timeout(timeout, limited.collect()).await {
+        Err(_) => Err(Rejection::SlowClient),
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => Err(Rejection::TooLarge),
+        Ok(Err(_)) => Err(Rejection::Unreadable),
+    }
 }
 
 async fn accept(

@@ -154,12 +154,21 @@ mod tests {
         assert_eq!(github["Source"], "github");
         assert_eq!(names(github), ["Rejected", "SignatureRejected"]);
         assert_eq!(github["Rejected"], 3.0);
-        assert_eq!(github["SignatureRejected"], 2.0, "signature and timestamp refusals are 401s");
+        assert_eq!(
+            github["SignatureRejected"], 2.0,
+            "signature and timestamp refusals are 401s"
+        );
         let total = &out[2];
         assert_eq!(total["_aws"]["CloudWatchMetrics"][0]["Dimensions"], json!([[]]));
         assert_eq!(
             names(total),
-            ["Duplicate", "Rejected", "PayloadMismatch", "SignatureRejected", "Reconciled"]
+            [
+                "Duplicate",
+                "Rejected",
+                "PayloadMismatch",
+                "SignatureRejected",
+                "Reconciled"
+            ]
         );
         assert_eq!(total["Reconciled"], 3.0);
         assert_eq!(total["PayloadMismatch"], 1.0);

@@ -3,3 +3,4 @@
 //! users import it by name and build it once.
 
 pub mod calls;
+pub mod providers;

@@ -117,4 +117,62 @@ mod tests {
         assert_eq!(total["_aws"]["CloudWatchMetrics"][0]["Dimensions"], json!([[]]));
         assert!(lines(&m).is_empty(), "counts are per flush");
     }
+
+    /// The delivery-health alarms and the reconciliation alarm in the template read these names, per source and
+    /// in the totals line (no dimension).
+    #[test]
+    fn reconciled_mismatches_and_401s_are_emitted_when_counted() {
+        let m = Metrics::new(&[
+            SourceName::parse("stripe").unwrap(),
+            SourceName::parse("github").unwrap(),
+        ]);
+        m.reconciled(0, 3);
+        m.duplicate(0);
+        m.payload_mismatch(0);
+        m.rejected(1, crate::metrics::Reject::Signature);
+        m.rejected(1, crate::metrics::Reject::Timestamp);
+        m.rejected(1, crate::metrics::Reject::MissingId);
+        let out: Vec<Value> = lines(&m)
+            .iter()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(out.len(), 3, "{out:?}");
+        let names = |v: &Value| -> Vec<String> {
+            v["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| m["Name"].as_str().unwrap().to_owned())
+                .collect()
+        };
+        let stripe = &out[0];
+        assert_eq!(stripe["Source"], "stripe");
+        assert_eq!(names(stripe), ["Duplicate", "PayloadMismatch", "Reconciled"]);
+        assert_eq!(stripe["Reconciled"], 3.0);
+        assert_eq!(stripe["PayloadMismatch"], 1.0);
+        let github = &out[1];
+        assert_eq!(github["Source"], "github");
+        assert_eq!(names(github), ["Rejected", "SignatureRejected"]);
+        assert_eq!(github["Rejected"], 3.0);
+        assert_eq!(
+            github["SignatureRejected"], 2.0,
+            "signature and timestamp refusals are 401s"
+        );
+        let total = &out[2];
+        assert_eq!(total["_aws"]["CloudWatchMetrics"][0]["Dimensions"], json!([[]]));
+        assert_eq!(
+            names(total),
+            [
+                "Duplicate",
+                "Rejected",
+                "PayloadMismatch",
+                "SignatureRejected",
+                "Reconciled"
+            ]
+        );
+        assert_eq!(total["Reconciled"], 3.0);
+        assert_eq!(total["PayloadMismatch"], 1.0);
+        assert_eq!(total["SignatureRejected"], 2.0);
+        assert!(lines(&m).is_empty(), "counts are per flush");
+    }
 }

@@ -7,11 +7,12 @@ use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use futures_util::future::join_all;
 use tracing::Instrument;
 
-use super::{emf, Runtime};
+use super::{emf, ReconciledSource, ReconcilerRuntime, Runtime};
 use crate::adapters::sqs::{parse_pointer, sqs_seconds};
 use crate::machine::{Outcome, SweepReport, LEASE_MARGIN};
-use crate::ports::{MarkDead, StoreError};
-use crate::time::now_ms;
+use crate::ports::{Checkpoint, Ledger, MarkDead, StoreError};
+use crate::reconcile::{Budget, Progress, Reconciler, RunOptions, Summary};
+use crate::time::{ms, now_ms, rfc3339};
 
 /// The reason written on events that the redrive policy moved to the DLQ.
 pub const REDRIVEN: &str = "moved to the dead-letter queue after the queue's maxReceiveCount receives";
@@ -162,4 +163,167 @@ pub async fn sweeper(rt: &Runtime) -> Result<SweepReport, StoreError> {
     println!("{found}");
     emf::flush(&rt.metrics);
     Ok(report)
+}
+
+/// A source is due when its last run is at least its interval less this old: the schedule's invocations come a
+/// little early or late (EventBridge fires within its minute), and without the slack a run 14:59 after the last
+/// one would wait a whole schedule period more.
+pub const INTERVAL_SLACK: Duration = Duration::from_secs(60);
+
+/// What a run leaves of the invocation's remaining time: recording the run (the checkpoint's write) and the
+/// metrics' flush.
+pub const RECORD_MARGIN: Duration = Duration::from_secs(3);
+
+/// What one invocation of the reconciler did for one source. Texts name the source and never hold a credential.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum SourceRun {
+    /// Its last run is younger than its interval.
+    Skipped {
+        source: String,
+        last_run: String,
+    },
+    Ran {
+        source: String,
+        summary: Summary,
+    },
+    /// The credentials could not be read, the provider or the ledger failed, or the budget ran out; what was
+    /// recovered before stays recovered (`summary`, when the run started).
+    Failed {
+        source: String,
+        error: String,
+        summary: Option<Summary>,
+    },
+}
+
+impl SourceRun {
+    pub fn source(&self) -> &str {
+        match self {
+            SourceRun::Skipped { source, .. }
+            | SourceRun::Ran { source, .. }
+            | SourceRun::Failed { source, .. } => source,
+        }
+    }
+}
+
+/// The reconciler function's answer: one entry per source with a `reconcile` block.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct ReconcileReport {
+    pub sources: Vec<SourceRun>,
+}
+
+impl ReconcileReport {
+    /// The sources whose run failed, for the invocation's error.
+    pub fn failed(&self) -> Vec<&str> {
+        self.sources
+            .iter()
+            .filter(|r| matches!(r, SourceRun::Failed { .. }))
+            .map(SourceRun::source)
+            .collect()
+    }
+}
+
+/// The reconciler (on a schedule): every source with a `reconcile` block whose interval has passed is run at once,
+/// each within the invocation's remaining time, and one source's failure (bad credentials, a provider's 500) never
+/// stops another. Recovered events are counted (`Reconciled`) and the EMF lines flushed before it returns.
+pub async fn reconciler(rt: &ReconcilerRuntime, deadline_ms: u64) -> ReconcileReport {
+    let time = remaining(deadline_ms).saturating_sub(RECORD_MARGIN);
+    let runs = join_all(
+        rt.sources()
+            .iter()
+            .enumerate()
+            .map(|(slot, source)| reconcile_source(rt, slot, source, time)),
+    )
+    .await;
+    for run in &runs {
+        match run {
+            SourceRun::Skipped { source, last_run } => {
+                tracing::info!(source = %source, %last_run, "reconcile: not due (its last run is younger than its interval)");
+            }
+            SourceRun::Ran { source, summary } => {
+                tracing::info!(
+                    source = %source, listed = summary.listed, present = summary.present,
+                    recovered = summary.recovered, failed = summary.failed, pages = summary.pages,
+                    requests = summary.requests, existence_reads = summary.existence_reads, "reconcile: done"
+                );
+            }
+            SourceRun::Failed {
+                source,
+                error,
+                summary,
+            } => {
+                let s = summary.unwrap_or_default();
+                tracing::error!(
+                    source = %source, %error, listed = s.listed, present = s.present, recovered = s.recovered,
+                    "reconcile: failed; the checkpoint stays where it was and the next due run starts over"
+                );
+            }
+        }
+    }
+    emf::flush(&rt.metrics);
+    ReconcileReport { sources: runs }
+}
+
+async fn reconcile_source(
+    rt: &ReconcilerRuntime,
+    slot: usize,
+    source: &ReconciledSource,
+    time: Duration,
+) -> SourceRun {
+    let name = source.name.to_string();
+    let failed = |error: String, summary: Option<Summary>| SourceRun::Failed {
+        source: name.clone(),
+        error,
+        summary,
+    };
+    match rt.ledger.checkpoint(&source.name).await {
+        Ok(Some(Checkpoint {
+            last_run: Some(last), ..
+        })) if now_ms().saturating_sub(last.started_at)
+            < ms(source.config.interval.saturating_sub(INTERVAL_SLACK)) =>
+        {
+            return SourceRun::Skipped {
+                source: name.clone(),
+                last_run: rfc3339(last.started_at),
+            };
+        }
+        Ok(_) => {}
+        Err(e) => return failed(format!("reconcile {name}: the ledger failed: {e}"), None),
+    }
+    // Built at the source's first run and kept: the credentials are read once per container, and one that cannot
+    // be read is asked for again at the next invocation (a secret created after the deployment).
+    let mut built = source.built.lock().await;
+    let reconciler = match built.take() {
+        Some(r) => r,
+        None => match Reconciler::from_config(&source.name, &source.config, rt.secrets()).await {
+            Ok(r) => r,
+            Err(e) => return failed(format!("reconcile {name}: {e}"), None),
+        },
+    };
+    let reconciler = reconciler.with_budget(Budget {
+        time,
+        ..Budget::default()
+    });
+    let result = reconciler
+        .run(
+            rt.ledger.as_ref(),
+            rt.queue.as_ref(),
+            RunOptions::default(),
+            &mut |_: &Progress| {},
+        )
+        .await;
+    *built = Some(reconciler);
+    match result {
+        Ok(summary) => {
+            rt.metrics.reconciled(slot, summary.recovered);
+            SourceRun::Ran {
+                source: name,
+                summary,
+            }
+        }
+        Err(e) => {
+            rt.metrics.reconciled(slot, e.summary.recovered);
+            failed(e.to_string(), Some(e.summary))
+        }
+    }
 }

@@ -18,12 +18,14 @@ pub use secrets::AwsSecrets;
 use crate::adapters::dynamodb::DynamoLedger;
 use crate::adapters::s3::S3Payloads;
 use crate::adapters::sqs::SqsQueue;
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, ConfigError, ReconcileConfig};
 use crate::handlers::Registry;
 use crate::machine::Machine;
 use crate::metrics::Metrics;
+use crate::model::SourceName;
 use crate::ports::Ledger;
 use crate::receiver::Receiver;
+use crate::reconcile::Reconciler;
 use crate::source::{SecretResolver, Sources};
 
 /// The resources a function works on, from the environment the template sets.
@@ -168,6 +170,90 @@ pub async fn receiver_from_env() -> Result<Arc<Receiver>, RuntimeError> {
     );
     let metrics = Arc::new(Metrics::new(sources.names()));
     Ok(receiver(sources, ledger, queue, metrics))
+}
+
+/// The reconciler function's start: the ledger, its payload bucket and the queue, and the sources that have a
+/// `reconcile` block. Only the provider credentials are read (never the webhook signing secrets), and each one
+/// when its source first runs: a credential that cannot be read fails its source alone, naming it, and is asked
+/// for again at the next invocation.
+pub async fn reconciler_from_env() -> Result<ReconcilerRuntime, RuntimeError> {
+    let (sdk, resources, config, secrets) = start().await?;
+    let clients = Clients::new(&sdk);
+    Ok(ReconcilerRuntime::new(
+        &clients,
+        Arc::new(secrets),
+        &resources,
+        &config,
+    ))
+}
+
+/// Everything the reconciler function needs, built once per cold start.
+pub struct ReconcilerRuntime {
+    pub ledger: Arc<DynamoLedger>,
+    pub queue: Arc<SqsQueue>,
+    /// One slot per reconciled source, in [`ReconcilerRuntime::sources`]' order.
+    pub metrics: Arc<Metrics>,
+    sources: Vec<ReconciledSource>,
+    secrets: Arc<dyn SecretResolver>,
+}
+
+/// One source with a `reconcile` block, and its reconciler once its credentials have been read.
+pub(crate) struct ReconciledSource {
+    pub(crate) name: SourceName,
+    pub(crate) config: ReconcileConfig,
+    /// Taken out for a run (the run's budget is set on it) and put back after; `None` until built. Invocations of
+    /// one container never overlap, so the lock is never contended.
+    pub(crate) built: tokio::sync::Mutex<Option<Reconciler>>,
+}
+
+impl ReconcilerRuntime {
+    /// Reads no secret: each source's credentials are read at its first run ([`functions::reconciler`]).
+    pub fn new(
+        clients: &Clients,
+        secrets: Arc<dyn SecretResolver>,
+        resources: &Resources,
+        config: &Config,
+    ) -> Self {
+        let sources: Vec<ReconciledSource> = config
+            .sources
+            .iter()
+            .filter_map(|(name, sc)| {
+                sc.reconcile.as_ref().map(|r| ReconciledSource {
+                    name: name.clone(),
+                    config: r.clone(),
+                    built: tokio::sync::Mutex::new(None),
+                })
+            })
+            .collect();
+        let names: Vec<SourceName> = sources.iter().map(|s| s.name.clone()).collect();
+        let (ledger, queue) = store(
+            clients.dynamodb.clone(),
+            clients.sqs.clone(),
+            clients.s3.clone(),
+            resources,
+            config,
+        );
+        Self {
+            ledger,
+            queue,
+            metrics: Arc::new(Metrics::new(&names)),
+            sources,
+            secrets,
+        }
+    }
+
+    /// The reconciled sources' names, in metric slot order.
+    pub fn source_names(&self) -> Vec<SourceName> {
+        self.sources.iter().map(|s| s.name.clone()).collect()
+    }
+
+    pub(crate) fn sources(&self) -> &[ReconciledSource] {
+        &self.sources
+    }
+
+    pub(crate) fn secrets(&self) -> &dyn SecretResolver {
+        self.secrets.as_ref()
+    }
 }
 
 /// The ledger (with its payload bucket, where one is set) and the queue, as every function uses them.

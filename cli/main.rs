@@ -500,6 +500,8 @@ fn event_json(e: &Event, payload: bool) -> serde_json::Value {
         "expires_at": time(e.expires_at),
         "last_error": e.last_error,
         "payload_sha256": e.payload_sha256,
+        "origin": e.origin,
+        "replayed_at": time(e.replayed_at),
     });
     if payload {
         v["headers"] = serde_json::json!(e.headers);

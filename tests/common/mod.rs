@@ -103,6 +103,16 @@ impl App {
         &self.data_dir
     }
 
+    /// The config file the server reads at each start.
+    pub fn config_path(&self) -> &Path {
+        &self.config_path
+    }
+
+    /// Replaces the config that the next [`App::restart`] reads.
+    pub fn write_config(&self, config: &str) {
+        std::fs::write(&self.config_path, config).expect("write config");
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.as_ref().expect("the server is not running").id()
     }

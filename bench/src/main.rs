@@ -7,6 +7,7 @@ mod aws;
 mod hardening;
 mod load;
 mod proc;
+mod reconcile;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -28,7 +29,7 @@ use load::{EventGen, Stats};
 /// The secret the bench's Stripe source verifies with (never a real one).
 pub const SECRET: &str = "whsec_bench_secret";
 /// What `--only=` may name. `readers` and `slow` (issue 13's checks) run only when named.
-const PARTS: [&str; 6] = ["ceiling", "accept", "e2e", "aws", "readers", "slow"];
+const PARTS: [&str; 7] = ["ceiling", "accept", "e2e", "aws", "readers", "slow", "reconcile"];
 /// The parts a run without `--only` leaves out.
 const ON_REQUEST: [&str; 2] = ["readers", "slow"];
 /// Connections of the closed-loop load (keep-alive).
@@ -397,6 +398,9 @@ async fn run(opts: Opts, moto_port: Option<u16>) -> Result<()> {
     }
     if opts.runs("slow") {
         hardening::slow_clients(&opts, &inbox, &mut rows).await?;
+    }
+    if opts.runs("reconcile") {
+        reconcile::run(&mut rows).await?;
     }
 
     println!("\n## summary");

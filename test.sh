@@ -39,7 +39,7 @@ export AWS_REGION=us-east-1 INBOX_REQUIRE_AWS=1
 
 cargo test --workspace --locked
 
-# The deployment: the template linted (cfn-lint, checkov, sam validate), and the four functions built as the
+# The deployment: the template linted (cfn-lint, checkov, sam validate), and the five functions built as the
 # Lambda zips that deploy (cargo-lambda from pip; release, x86_64).
 bash infra/lint.sh
 CARGO_LAMBDA_VERSION=1.9.2
@@ -47,7 +47,7 @@ if [ "$(.venv/bin/pip show cargo-lambda 2>/dev/null | sed -n 's/^Version: //p')"
   .venv/bin/pip install --quiet --disable-pip-version-check "cargo-lambda==$CARGO_LAMBDA_VERSION"
 fi
 PATH="$PWD/.venv/bin:$PATH" cargo lambda build --release --locked --output-format zip \
-  -p receiver -p processor -p alarm -p sweeper
-for f in receiver processor alarm sweeper; do
+  -p receiver -p processor -p alarm -p sweeper -p reconciler
+for f in receiver processor alarm sweeper reconciler; do
   printf 'lambda zip %-10s %s bytes\n' "$f" "$(stat -c %s "target/lambda/$f/bootstrap.zip")"
 done

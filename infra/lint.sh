@@ -80,6 +80,8 @@ on = {
     "arn:aws:secretsmanager:eu-west-1:111122223333:secret:b-AbCdEf",
     "SsmSecureStringParameterArns": "arn:aws:ssm:eu-west-1:111122223333:parameter/a",
     "SecretsKmsKeyArns": "arn:aws:kms:eu-west-1:111122223333:key/00000000-0000-0000-0000-000000000000",
+    "ReconcileSecretsManagerSecretArns": "arn:aws:secretsmanager:eu-west-1:111122223333:secret:webhook-inbox/reconcile/stripe-AbCdEf",
+    "ReconcileSsmSecureStringParameterArns": "arn:aws:ssm:eu-west-1:111122223333:parameter/webhook-inbox/reconcile/github",
     "PermissionsBoundaryArn": "arn:aws:iam::111122223333:policy/boundary",
     "AlarmEmail": "ops@example.com",
 }

@@ -111,19 +111,7 @@ async fn stack_with(
 ) -> Stack {
     let resources = create_stack(sdk, &prefix(), settings).await.unwrap();
     let counter = CallCounter::default();
-    let clients = Clients {
-        dynamodb: aws_sdk_dynamodb::Client::from_conf(
-            aws_sdk_dynamodb::config::Builder::from(sdk)
-                .interceptor(counter.clone())
-                .build(),
-        ),
-        sqs: aws_sdk_sqs::Client::from_conf(
-            aws_sdk_sqs::config::Builder::from(sdk)
-                .interceptor(counter.clone())
-                .build(),
-        ),
-        ..Clients::new(sdk)
-    };
+    let clients = counted_clients(sdk, &counter);
     std::env::set_var("AWS_TEST_SOURCE_SECRET", SECRET);
     let config = Config::from_toml(&format!(
         "[retry]\n{retry}\n[sweeper]\ngrace = \"0\"\n\
@@ -1408,14 +1396,9 @@ struct ReconcileStack {
     counter: CallCounter,
 }
 
-/// A fresh stack and the reconciler function's runtime over it, its DynamoDB and SQS calls counted; `sources` is
-/// the config's `[sources.*]` TOML. The provider credentials are `env:` references read by [`LocalSecrets`].
-async fn reconcile_stack(sdk: &aws_config::SdkConfig, sources: &str) -> ReconcileStack {
-    let resources = create_stack(sdk, &prefix(), QueueSettings::default())
-        .await
-        .unwrap();
-    let counter = CallCounter::default();
-    let clients = Clients {
+/// The functions' clients, their DynamoDB and SQS calls counted by `counter`.
+fn counted_clients(sdk: &aws_config::SdkConfig, counter: &CallCounter) -> Clients {
+    Clients {
         dynamodb: aws_sdk_dynamodb::Client::from_conf(
             aws_sdk_dynamodb::config::Builder::from(sdk)
                 .interceptor(counter.clone())
@@ -1427,7 +1410,17 @@ async fn reconcile_stack(sdk: &aws_config::SdkConfig, sources: &str) -> Reconcil
                 .build(),
         ),
         ..Clients::new(sdk)
-    };
+    }
+}
+
+/// A fresh stack and the reconciler function's runtime over it, its DynamoDB and SQS calls counted; `sources` is
+/// the config's `[sources.*]` TOML. The provider credentials are `env:` references read by [`LocalSecrets`].
+async fn reconcile_stack(sdk: &aws_config::SdkConfig, sources: &str) -> ReconcileStack {
+    let resources = create_stack(sdk, &prefix(), QueueSettings::default())
+        .await
+        .unwrap();
+    let counter = CallCounter::default();
+    let clients = counted_clients(sdk, &counter);
     std::env::set_var("AWS_TEST_SOURCE_SECRET", SECRET);
     std::env::set_var("AWS_TEST_STRIPE_KEY", STRIPE_KEY);
     std::env::set_var("AWS_TEST_WRONG_STRIPE_KEY", WRONG_STRIPE_KEY);

@@ -341,11 +341,18 @@ async fn accept(
             }
             // A reconciled record holds the provider's API object, which need not match the webhook's bytes.
             let mismatch = first != payload_sha256 && origin == Origin::Webhook && event_id == key.event_id;
-            let stored = EventKey::new(key.source.clone(), event_id.clone());
+            // The stored event's key: this one's, unless the body was refused as a resend under a fresh id.
+            let resent;
+            let stored = if event_id == key.event_id {
+                &key
+            } else {
+                resent = EventKey::new(key.source.clone(), event_id.clone());
+                &resent
+            };
             r.health.seen(
                 source.index,
                 Seen::Duplicate {
-                    key: &stored,
+                    key: stored,
                     mismatch,
                 },
             );
@@ -358,7 +365,7 @@ async fn accept(
             }
             // Still RECEIVED: the first enqueue may have been lost in a crash; enqueueing again is cheap.
             if status == Status::Received {
-                enqueue(r, &stored).await;
+                enqueue(r, stored).await;
             }
             Ok(Json(json!({"status": "duplicate", "event_id": event_id, "state": status})).into_response())
         }

@@ -211,12 +211,7 @@ impl DynamoLedger {
             .set_item(Some(item))
             .condition_expression(CREATE_IF_ABSENT)
             .expression_attribute_names("#status", "status")
-            .set_expression_attribute_values(Some(
-                Values::default()
-                    .status(":completed", Status::Completed)
-                    .n(":now_secs", secs(now))
-                    .0,
-            ))
+            .set_expression_attribute_values(Some(create_values(now).0))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
             .await;
@@ -802,12 +797,7 @@ impl DynamoLedger {
                 .set_item(Some(item.clone()))
                 .condition_expression(CREATE_IF_ABSENT)
                 .expression_attribute_names("#status", "status")
-                .set_expression_attribute_values(Some(
-                    Values::default()
-                        .status(":completed", Status::Completed)
-                        .n(":now_secs", secs(now))
-                        .0,
-                ))
+                .set_expression_attribute_values(Some(create_values(now).0))
                 .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
                 .build()
                 .map_err(|e| StoreError::Unavailable(format!("cannot build the create: {e}")))?;
@@ -1030,6 +1020,13 @@ pub fn completed_update(
         .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
         .build()
         .map_err(|e| StoreError::Unavailable(format!("cannot build the settle of {key}: {e}")))
+}
+
+/// The values of [`CREATE_IF_ABSENT`].
+fn create_values(now: i64) -> Values {
+    Values::default()
+        .status(":completed", Status::Completed)
+        .n(":now_secs", secs(now))
 }
 
 /// The values of [`OWNED`].

@@ -258,6 +258,7 @@ async fn run(cli: Cli) -> Result<()> {
                     status,
                     source,
                     limit,
+                    ..Default::default()
                 })
                 .await?;
             if json {
@@ -432,6 +433,7 @@ async fn replay(
                 status: Some(status),
                 source,
                 limit: usize::MAX,
+                ..Default::default()
             })
             .await?
             .iter()

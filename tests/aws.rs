@@ -756,6 +756,7 @@ async fn all_events(stack: &Stack) -> Vec<Event> {
         status: None,
         source: None,
         limit: 10_000,
+        ..Default::default()
     };
     stack.rt.ledger.list(&filter).await.unwrap()
 }

@@ -963,7 +963,7 @@ fn summarize(c: &Connection, now: i64) -> rusqlite::Result<Summary> {
         &[&now],
     )?;
     let expired_total: i64 = expired.iter().map(|(_, n)| n).sum();
-    let mut by_status = Vec::new();
+    let mut by_status: Vec<(Status, Option<u64>)> = Status::ALL.iter().map(|st| (*st, Some(0))).collect();
     for (st, n) in pairs("SELECT status, count(*) FROM events GROUP BY status", &[])? {
         let st: Status = st.parse().map_err(|_| conversion(0, "bad status"))?;
         let n = if st == Status::Completed {
@@ -971,7 +971,9 @@ fn summarize(c: &Connection, now: i64) -> rusqlite::Result<Summary> {
         } else {
             n
         };
-        by_status.push((st, Some(u64::try_from(n).unwrap_or(0))));
+        if let Some(slot) = by_status.iter_mut().find(|(s, _)| *s == st) {
+            slot.1 = Some(u64::try_from(n).unwrap_or(0));
+        }
     }
     let totals = pairs("SELECT source, count(*) FROM events GROUP BY source", &[])?;
     let mut stmt = c.prepare_cached(

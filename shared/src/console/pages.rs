@@ -229,7 +229,7 @@ fn chart(buckets: &[Bucket]) -> Markup {
     };
     let total: u64 = buckets.iter().map(|b| b.accepted).sum();
     html! {
-        svg.chart viewBox="0 0 480 120" role="img" aria-label=(format!("{total} events accepted in the last 24 hours")) {
+        svg.chart viewBox="0 0 480 120" preserveAspectRatio="none" role="img" aria-label=(format!("{total} events accepted in the last 24 hours")) {
             polyline.accepted points=(line(&|b| b.accepted)) {}
             polyline.completed points=(line(&|b| b.completed)) {}
             polyline.dead points=(line(&|b| b.dead)) {}

@@ -189,6 +189,7 @@ async fn the_overview_counts_by_status_and_source_shows_dead_first_and_reconcili
     );
     assert!(page.contains("<svg"), "the chart");
     assert!(page.contains("Oldest open event"));
+    assert!(!page.contains("n/a"), "SQLite counts every status, zero included");
     assert!(!page.contains("Reconciliation"), "no panel without a checkpoint");
     assert!(page.contains("href=\"/events?source=github\""));
     // GIVEN a reconciliation run recorded for stripe THEN the panel shows what it recovered.

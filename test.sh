@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
 # Runs every test: formatting, lints, then the whole workspace's tests — unit, signature vectors, end to end over
 # HTTP against real `inbox serve` processes, and the AWS runtime against a local AWS emulator (moto's server,
-# installed into .venv with pip and started on a free loopback port for the run). Needs the Rust toolchain and
-# Python with pip.
+# installed into .venv with pip and started on a free loopback port for the run), and the operator console in
+# Chromium (Debian's chromium and chromium-driver, installed with apt when missing). Needs the Rust toolchain,
+# Python with pip, and apt (root) on a machine without chromedriver.
 set -euo pipefail
 cd "$(dirname "$0")"
+
+# The operator console's browser test drives Debian's Chromium through chromedriver (CI runs as root).
+if ! command -v chromedriver >/dev/null || ! command -v chromium >/dev/null; then
+  apt-get update && apt-get install -y chromium chromium-driver
+fi
+export CI="${CI:-1}"  # the browser test fails, not skips, without a browser
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings

@@ -90,6 +90,14 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Serve the operator console (a web page) over the same store: overview, events, one event, replay.
+    Console {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// Where to listen; anything but loopback needs INBOX_CONSOLE_TOKEN.
+        #[arg(long, default_value = inbox_core::console::DEFAULT_LISTEN)]
+        listen: std::net::SocketAddr,
+    },
     /// The AWS runtime's resources.
     Aws {
         #[command(subcommand)]
@@ -276,6 +284,7 @@ async fn run(cli: Cli) -> Result<()> {
                     status,
                     source,
                     limit,
+                    ..Default::default()
                 })
                 .await?;
             if json {
@@ -317,6 +326,7 @@ async fn run(cli: Cli) -> Result<()> {
             dry_run,
             force,
         } => replay(store.open().await?, status, source, event_id, dry_run, force).await,
+        Command::Console { store, listen } => console(store, listen).await,
         Command::Aws {
             command:
                 AwsCommand::Init {
@@ -571,6 +581,7 @@ async fn replay(
                 status: Some(status),
                 source,
                 limit: usize::MAX,
+                ..Default::default()
             })
             .await?
             .iter()
@@ -618,6 +629,36 @@ async fn replay(
     } else {
         println!("replayed {replayed} event(s), skipped {skipped}; a running `inbox serve` picks them up within seconds");
     }
+    Ok(())
+}
+
+async fn console(store: StoreArgs, listen: std::net::SocketAddr) -> Result<()> {
+    let token = std::env::var(inbox_core::console::TOKEN_ENV)
+        .ok()
+        .filter(|t| !t.is_empty())
+        .map(secrecy::SecretString::from);
+    inbox_core::console::check_listen(listen, token.as_ref())?;
+    let name = if store.aws {
+        format!(
+            "DynamoDB table {}",
+            std::env::var("INBOX_TABLE").unwrap_or_default()
+        )
+    } else {
+        match (&store.data_dir, &store.config) {
+            (Some(dir), _) => format!("SQLite in {}", dir.display()),
+            (None, Some(config)) => format!("SQLite named by {}", config.display()),
+            (None, None) => String::new(),
+        }
+    };
+    let opened = store.open().await?;
+    let app = inbox_core::console::Console::new(opened.ledger, opened.queue, token, name).router();
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    println!("inbox console: http://{}", listener.local_addr()?);
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown_signal())
+        .await?;
     Ok(())
 }
 

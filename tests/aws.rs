@@ -747,6 +747,7 @@ async fn all_events(stack: &Stack) -> Vec<Event> {
         status: None,
         source: None,
         limit: 10_000,
+        ..Default::default()
     };
     stack.rt.ledger.list(&filter).await.unwrap()
 }
@@ -1549,9 +1550,8 @@ async fn the_reconciler_function_recovers_the_window_with_one_write_per_missing_
         .rt
         .ledger
         .list(&ListFilter {
-            status: None,
-            source: None,
             limit: 10_000,
+            ..Default::default()
         })
         .await
         .unwrap();

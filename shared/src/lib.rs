@@ -7,6 +7,7 @@ pub mod adapters;
 #[cfg(feature = "aws")]
 pub mod aws;
 pub mod config;
+pub mod console;
 #[cfg(feature = "embedded")]
 pub mod embedded;
 #[doc(hidden)]

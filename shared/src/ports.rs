@@ -66,6 +66,42 @@ pub trait Ledger: Send + Sync + 'static {
 
     async fn save_checkpoint(&self, source: &SourceName, checkpoint: &Checkpoint) -> Result<(), StoreError>;
 
+    /// Counts for the operator console. By default from the listings of open and dead events (which every
+    /// adapter serves from its sparse index); completed events are not counted.
+    async fn summary(&self) -> Result<Summary, StoreError> {
+        let mut summary = Summary::default();
+        let mut per_source = std::collections::BTreeMap::<(SourceName, &'static str), (Status, u64)>::new();
+        for status in [Status::Received, Status::Processing, Status::Failed, Status::Dead] {
+            let events = self
+                .list(&ListFilter {
+                    status: Some(status),
+                    limit: usize::MAX,
+                    ..Default::default()
+                })
+                .await?;
+            summary.by_status.push((status, Some(events.len() as u64)));
+            for e in &events {
+                per_source
+                    .entry((e.source.clone(), status.as_str()))
+                    .or_insert((status, 0))
+                    .1 += 1;
+                if status.is_open() {
+                    summary.oldest_open = Some(
+                        summary
+                            .oldest_open
+                            .map_or(e.received_at, |t| t.min(e.received_at)),
+                    );
+                }
+            }
+        }
+        summary.by_status.push((Status::Completed, None));
+        summary.by_source = per_source
+            .into_iter()
+            .map(|((source, _), (status, n))| (source, status, n))
+            .collect();
+        Ok(summary)
+    }
+
     /// Whether the store can still take writes from this process (`/healthz`); asks nothing of the store.
     fn check(&self) -> Result<(), StoreError> {
         Ok(())
@@ -166,11 +202,87 @@ pub struct RunRecord {
     pub error: Option<String>,
 }
 
+/// Which events a listing wants, newest first. Every field narrows; `Default` lists everything (up to `limit`).
 #[derive(Debug, Clone, Default)]
 pub struct ListFilter {
     pub status: Option<Status>,
     pub source: Option<crate::model::SourceName>,
     pub limit: usize,
+    /// Only events of this type (exact match).
+    pub event_type: Option<String>,
+    /// Only events with this id (of any source, unless `source` is set too).
+    pub event_id: Option<EventId>,
+    /// Only events received at or after this time (UTC ms).
+    pub received_from: Option<i64>,
+    /// Only events received before this time (UTC ms).
+    pub received_to: Option<i64>,
+    /// Only events strictly after this one in the listing's order (the next page).
+    pub before: Option<Cursor>,
+}
+
+/// A position in a listing (newest first by `received_at`, ties broken by source then event id, descending):
+/// what the next page starts after.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cursor {
+    pub received_at: i64,
+    pub source: SourceName,
+    pub event_id: EventId,
+}
+
+impl Cursor {
+    /// The cursor that continues a listing after `event`.
+    pub fn after(event: &Event) -> Self {
+        Self {
+            received_at: event.received_at,
+            source: event.source.clone(),
+            event_id: event.event_id.clone(),
+        }
+    }
+
+    /// Whether `event` comes after this position in a listing's order.
+    pub fn precedes(&self, event: &Event) -> bool {
+        (event.received_at, &event.source, &event.event_id) < (self.received_at, &self.source, &self.event_id)
+    }
+}
+
+impl ListFilter {
+    /// Whether `event` passes the filter's every condition (the cursor included). Adapters that cannot ask their
+    /// store for a condition check it here, so both adapters answer the same.
+    pub fn admits(&self, event: &Event) -> bool {
+        self.status.is_none_or(|s| event.status == s)
+            && self.source.as_ref().is_none_or(|s| &event.source == s)
+            && self
+                .event_type
+                .as_ref()
+                .is_none_or(|t| event.event_type.as_deref() == Some(t.as_str()))
+            && self.event_id.as_ref().is_none_or(|id| &event.event_id == id)
+            && self.received_from.is_none_or(|t| event.received_at >= t)
+            && self.received_to.is_none_or(|t| event.received_at < t)
+            && self.before.as_ref().is_none_or(|c| c.precedes(event))
+    }
+}
+
+/// What the console's overview shows: counts and the oldest open event, as cheaply as the store can say them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// Events by status; `None` where counting them would scan the table (completed events on DynamoDB).
+    pub by_status: Vec<(Status, Option<u64>)>,
+    /// Per source, events by status, for the statuses counted in `by_status`.
+    pub by_source: Vec<(SourceName, Status, u64)>,
+    /// When the oldest open (RECEIVED, PROCESSING or FAILED) event was received (UTC ms).
+    pub oldest_open: Option<i64>,
+    /// Events received per hour over the last day and what became of them, oldest hour first; empty where the
+    /// store cannot say it without a scan.
+    pub timeline: Vec<Bucket>,
+}
+
+/// One hour of the overview's chart: events received in it, and how many of those are completed or dead now.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Bucket {
+    pub start: i64,
+    pub accepted: u64,
+    pub completed: u64,
+    pub dead: u64,
 }
 
 #[derive(Debug, Clone, thiserror::Error)]

@@ -66,6 +66,7 @@ fn of_status(status: Status) -> ListFilter {
         status: Some(status),
         source: None,
         limit: 100,
+        ..Default::default()
     }
 }
 
@@ -172,6 +173,7 @@ ledger_tests!(
     the_sparse_index_holds_only_what_the_sweeper_must_see,
     completed_events_past_retention_count_as_absent,
     list_filters_by_status_and_source,
+    list_filters_by_type_id_time_and_pages_with_a_cursor,
     the_dead_letter_path_waits_for_a_live_lease,
     a_missing_body_is_a_corrupt_claim_never_an_empty_one,
     a_body_resent_under_a_fresh_id_is_a_duplicate_of_the_stored_event,
@@ -549,6 +551,7 @@ async fn list_filters_by_status_and_source(store: &dyn Store) {
             status,
             source: Some(other.clone()),
             limit: 100,
+            ..Default::default()
         };
         assert!(l.list(&filter).await.unwrap().is_empty(), "{status:?}");
     }
@@ -556,10 +559,86 @@ async fn list_filters_by_status_and_source(store: &dyn Store) {
         status: Some(Status::Received),
         source: Some(SourceName::parse("src").unwrap()),
         limit: 2,
+        ..Default::default()
     };
     assert_eq!(ids(&l.list(&mine).await.unwrap()), ["e4", "e3"]);
     assert_eq!(ids(&l.list(&all(2)).await.unwrap()), ["e4", "e3"]);
     assert!(l.list(&of_status(Status::Completed)).await.unwrap().is_empty());
+}
+
+/// The console's filters (issue 15): type, id, a time range, and cursor pages that neither skip nor repeat.
+async fn list_filters_by_type_id_time_and_pages_with_a_cursor(store: &dyn Store) {
+    let l = store.open(LONG).await;
+    let mut times = Vec::new();
+    for i in 0..7 {
+        let mut e = new_event(&format!("e{i}"), &format!("b{i}"));
+        e.event_type = Some(if i % 2 == 0 { "even" } else { "odd" }.into());
+        l.create(e).await.unwrap();
+        times.push(l.get(&key(&format!("e{i}"))).await.unwrap().unwrap().received_at);
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    // GIVEN two of them dead, so the dead listing comes from the sparse index on DynamoDB.
+    for id in ["e1", "e4"] {
+        l.mark_dead(&key(id), "gone").await.unwrap();
+    }
+    let filter = |f: ListFilter| ListFilter { limit: 100, ..f };
+    let odd = filter(ListFilter {
+        event_type: Some("odd".into()),
+        ..Default::default()
+    });
+    assert_eq!(ids(&l.list(&odd).await.unwrap()), ["e5", "e3", "e1"]);
+    let one = filter(ListFilter {
+        event_id: Some(EventId::parse("e2").unwrap()),
+        ..Default::default()
+    });
+    assert_eq!(ids(&l.list(&one).await.unwrap()), ["e2"]);
+    let window = filter(ListFilter {
+        received_from: Some(times[2]),
+        received_to: Some(times[5]),
+        ..Default::default()
+    });
+    assert_eq!(ids(&l.list(&window).await.unwrap()), ["e4", "e3", "e2"]);
+    let dead_even = filter(ListFilter {
+        status: Some(Status::Dead),
+        event_type: Some("even".into()),
+        ..Default::default()
+    });
+    let dead_even = eventually(|| l.list(&dead_even), |r| r.as_ref().is_ok_and(|r| r.len() == 1)).await;
+    assert_eq!(ids(&dead_even.unwrap()), ["e4"]);
+    // WHEN paging by threes THEN every event comes once, newest first.
+    let mut seen = Vec::new();
+    let mut before = None;
+    loop {
+        let page = l
+            .list(&ListFilter {
+                limit: 3,
+                before: before.clone(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let Some(last) = page.last() else { break };
+        before = Some(inbox_core::ports::Cursor::after(last));
+        seen.extend(ids(&page));
+    }
+    assert_eq!(seen, ["e6", "e5", "e4", "e3", "e2", "e1", "e0"]);
+    // The overview's counts agree with the listings.
+    let summary = eventually(
+        || l.summary(),
+        |s| {
+            s.as_ref()
+                .is_ok_and(|s| s.by_status.contains(&(Status::Dead, Some(2))))
+        },
+    )
+    .await
+    .unwrap();
+    assert!(
+        summary.by_status.contains(&(Status::Received, Some(5))),
+        "{summary:?}"
+    );
+    assert_eq!(summary.oldest_open, Some(times[0]));
+    let src = SourceName::parse("src").unwrap();
+    assert!(summary.by_source.contains(&(src, Status::Dead, 2)), "{summary:?}");
 }
 
 /// Issue 13, defect 7: the DLQ path marked an event DEAD under a live lease, beside a running worker.

@@ -371,6 +371,7 @@ async fn a_record_without_its_body_is_buried_not_run() {
             status: Some(Status::Dead),
             source: None,
             limit: 10,
+            ..Default::default()
         })
         .await
         .unwrap()[0];

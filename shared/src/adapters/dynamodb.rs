@@ -612,6 +612,11 @@ impl Ledger for DynamoLedger {
     /// Open and dead events are listed from the sparse index (every shard read whole, since the order is by
     /// `received_at`, not by due time). A list of COMPLETED events, or of every status, scans the table: an
     /// operator's occasional question, paid in read units for the whole table.
+    /// Dead and open events (a status filter of DEAD, RECEIVED, PROCESSING or FAILED) are queried from the
+    /// sparse index, so their cost grows with how many are dead or open, never with the table. Any other listing
+    /// (completed events, or no status) **scans the whole table**: one read unit per 4 KB of every item, each
+    /// time, whatever the limit (the filter narrows what comes back, not what is read). The operator console says
+    /// so beside that listing. Type, id, time range and cursor are applied to what was read.
     async fn list(&self, filter: &ListFilter) -> Result<Vec<Event>, StoreError> {
         if filter.limit == 0 {
             return Ok(Vec::new());
@@ -656,6 +661,7 @@ impl Ledger for DynamoLedger {
             }
         };
         let mut events = items.iter().map(event_of).collect::<Result<Vec<_>, _>>()?;
+        events.retain(|e| filter.admits(e));
         events.sort_by(|a, b| {
             (b.received_at, &b.source, &b.event_id).cmp(&(a.received_at, &a.source, &a.event_id))
         });

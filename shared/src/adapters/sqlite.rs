@@ -20,7 +20,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::model::{Event, EventId, EventKey, NewEvent, Origin, SourceName, Status};
 use crate::ports::{
-    Checkpoint, Claim, Created, Ledger, ListFilter, MarkDead, Replay, Settled, Settlement, StoreError,
+    Bucket, Checkpoint, Claim, Created, Ledger, ListFilter, MarkDead, Replay, Settled, Settlement,
+    StoreError, Summary,
 };
 use crate::rules::{self, Due};
 use crate::time::{ms, now_ms};
@@ -35,7 +36,7 @@ const CHECKPOINT_EVERY: Duration = Duration::from_millis(5);
 /// fall behind; below it the writer never does.
 const INLINE_CHECKPOINT_PAGES: u32 = 8192;
 /// The schema version this code writes (`PRAGMA user_version`); older files are brought up to it at open.
-const SCHEMA_VERSION: i64 = 2;
+const SCHEMA_VERSION: i64 = 3;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS events (
@@ -87,6 +88,16 @@ CREATE TABLE IF NOT EXISTS checkpoints (
     source TEXT PRIMARY KEY,
     body   TEXT NOT NULL
 );
+";
+
+/// Version 3: the operator console's listings, newest first, filtered by source, type or id, each served from an
+/// index rather than a walk of the table. Only inserts write them (`received_at`, `source`, `event_type` and
+/// `event_id` never change), so the state transitions cost what they did.
+const SCHEMA_V3: &str = "
+CREATE INDEX IF NOT EXISTS events_received ON events (received_at);
+CREATE INDEX IF NOT EXISTS events_source ON events (source, received_at);
+CREATE INDEX IF NOT EXISTS events_type ON events (event_type, received_at);
+CREATE INDEX IF NOT EXISTS events_event_id ON events (event_id);
 ";
 
 const COLUMNS: &str =
@@ -358,8 +369,11 @@ fn migrate(conn: &Connection) -> Result<(), StoreError> {
         if version >= SCHEMA_VERSION {
             return Ok(());
         }
-        conn.execute_batch(SCHEMA)?;
-        conn.execute_batch(SCHEMA_V2)?;
+        if version < 2 {
+            conn.execute_batch(SCHEMA)?;
+            conn.execute_batch(SCHEMA_V2)?;
+        }
+        conn.execute_batch(SCHEMA_V3)?;
         conn.pragma_update(None, "user_version", SCHEMA_VERSION)
     })();
     match migrated {
@@ -933,6 +947,105 @@ fn with_payload(c: &Connection, id: i64, mut event: Event) -> Result<Result<Even
     Ok(Ok(event))
 }
 
+/// Hours the overview's chart covers.
+const TIMELINE_HOURS: i64 = 24;
+const HOUR_MS: i64 = 3_600_000;
+
+/// The console's overview counts; see [`Ledger::summary`].
+fn summarize(c: &Connection, now: i64) -> rusqlite::Result<Summary> {
+    let pairs = |sql: &str, p: &[&dyn rusqlite::ToSql]| -> rusqlite::Result<Vec<(String, i64)>> {
+        let mut stmt = c.prepare_cached(sql)?;
+        let rows = stmt.query_map(p, |r| Ok((r.get(0)?, r.get(1)?)))?;
+        rows.collect()
+    };
+    let expired = pairs(
+        "SELECT source, count(*) FROM events WHERE expires_at <= ?1 GROUP BY source",
+        &[&now],
+    )?;
+    let expired_total: i64 = expired.iter().map(|(_, n)| n).sum();
+    let mut by_status: Vec<(Status, Option<u64>)> = Status::ALL.iter().map(|st| (*st, Some(0))).collect();
+    for (st, n) in pairs("SELECT status, count(*) FROM events GROUP BY status", &[])? {
+        let st: Status = st.parse().map_err(|_| conversion(0, "bad status"))?;
+        let n = if st == Status::Completed {
+            n - expired_total
+        } else {
+            n
+        };
+        if let Some(slot) = by_status.iter_mut().find(|(s, _)| *s == st) {
+            slot.1 = Some(u64::try_from(n).unwrap_or(0));
+        }
+    }
+    let totals = pairs("SELECT source, count(*) FROM events GROUP BY source", &[])?;
+    let mut stmt = c.prepare_cached(
+        "SELECT source, status, count(*) FROM events
+         WHERE status IN ('RECEIVED', 'PROCESSING', 'FAILED', 'DEAD') GROUP BY source, status",
+    )?;
+    let open = stmt
+        .query_map([], |r| {
+            Ok((r.get::<_, String>(0)?, status(r, 1)?, r.get::<_, i64>(2)?))
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let mut by_source = Vec::new();
+    for (source, total) in totals {
+        let name = SourceName::parse(&source).map_err(|_| conversion(0, "bad source"))?;
+        let mut rest = total;
+        for (_, st, n) in open.iter().filter(|(s, _, _)| *s == source) {
+            rest -= n;
+            by_source.push((name.clone(), *st, u64::try_from(*n).unwrap_or(0)));
+        }
+        rest -= expired
+            .iter()
+            .filter(|(s, _)| *s == source)
+            .map(|(_, n)| n)
+            .sum::<i64>();
+        if rest > 0 {
+            by_source.push((name, Status::Completed, u64::try_from(rest).unwrap_or(0)));
+        }
+    }
+    let mut oldest_open: Option<i64> = None;
+    for st in ["RECEIVED", "PROCESSING", "FAILED"] {
+        let t: Option<i64> = c
+            .prepare_cached("SELECT min(received_at) FROM events WHERE status = ?1")?
+            .query_row([st], |r| r.get(0))?;
+        oldest_open = match (oldest_open, t) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+    let first = (now / HOUR_MS - (TIMELINE_HOURS - 1)) * HOUR_MS;
+    let mut timeline: Vec<Bucket> = (0..TIMELINE_HOURS)
+        .map(|h| Bucket {
+            start: first + h * HOUR_MS,
+            ..Default::default()
+        })
+        .collect();
+    let mut stmt = c.prepare_cached(
+        "SELECT (received_at - ?1) / ?2, status, count(*) FROM events WHERE received_at >= ?1 GROUP BY 1, 2",
+    )?;
+    let rows = stmt.query_map(params![first, HOUR_MS], |r| {
+        Ok((r.get::<_, i64>(0)?, status(r, 1)?, r.get::<_, i64>(2)?))
+    })?;
+    for row in rows {
+        let (hour, st, n) = row?;
+        let Some(bucket) = usize::try_from(hour).ok().and_then(|h| timeline.get_mut(h)) else {
+            continue;
+        };
+        let n = u64::try_from(n).unwrap_or(0);
+        bucket.accepted += n;
+        match st {
+            Status::Completed => bucket.completed += n,
+            Status::Dead => bucket.dead += n,
+            _ => {}
+        }
+    }
+    Ok(Summary {
+        by_status,
+        by_source,
+        oldest_open,
+        timeline,
+    })
+}
+
 /// Which [`Answer`] an operation's caller expects.
 trait FromAnswer: Sized {
     fn from_answer(answer: Answer) -> Option<Self>;
@@ -1039,26 +1152,68 @@ impl Ledger for SqliteLedger {
     }
 
     async fn list(&self, filter: &ListFilter) -> Result<Vec<Event>, StoreError> {
-        let status = filter.status.map(Status::as_str);
-        let source = filter.source.as_ref().map(|s| s.as_str().to_owned());
+        use rusqlite::types::Value;
         let limit = i64::try_from(filter.limit).unwrap_or(i64::MAX);
+        // Only the conditions the filter sets, so that SQLite picks the index that serves them (see SCHEMA_V3).
+        let mut conditions = vec!["NOT (status = 'COMPLETED' AND expires_at <= ?1)".to_owned()];
+        let mut values: Vec<Value> = Vec::new();
+        let mut bind = |condition: &str, value: Value| {
+            values.push(value);
+            conditions.push(condition.replace('?', &format!("?{}", values.len() + 1)));
+        };
+        if let Some(st) = filter.status {
+            bind("status = ?", Value::Text(st.as_str().to_owned()));
+        }
+        if let Some(source) = &filter.source {
+            bind("source = ?", Value::Text(source.as_str().to_owned()));
+        }
+        if let Some(t) = &filter.event_type {
+            bind("event_type = ?", Value::Text(t.clone()));
+        }
+        if let Some(id) = &filter.event_id {
+            bind("event_id = ?", Value::Text(id.as_str().to_owned()));
+        }
+        if let Some(t) = filter.received_from {
+            bind("received_at >= ?", Value::Integer(t));
+        }
+        if let Some(t) = filter.received_to {
+            bind("received_at < ?", Value::Integer(t));
+        }
+        if let Some(c) = &filter.before {
+            bind("received_at <= ?", Value::Integer(c.received_at));
+            let n = values.len() + 1;
+            values.push(Value::Text(c.source.as_str().to_owned()));
+            values.push(Value::Text(c.event_id.as_str().to_owned()));
+            conditions.push(format!(
+                "(received_at < ?{} OR (source, event_id) < (?{}, ?{}))",
+                n,
+                n + 1,
+                n + 2
+            ));
+        }
+        values.push(Value::Integer(limit));
+        let query = format!(
+            "SELECT {COLUMNS} FROM events WHERE {} ORDER BY received_at DESC, source DESC, event_id DESC LIMIT ?{}",
+            conditions.join(" AND "),
+            values.len() + 1
+        );
         self.read(move |c, now| {
-            let mut stmt = c
-                .prepare_cached(&format!(
-                    "SELECT {COLUMNS} FROM events
-                     WHERE (?1 IS NULL OR status = ?1) AND (?2 IS NULL OR source = ?2)
-                       AND NOT (status = 'COMPLETED' AND expires_at <= ?3)
-                     ORDER BY received_at DESC, id DESC LIMIT ?4"
-                ))
-                .map_err(sql)?;
+            let mut stmt = c.prepare_cached(&query).map_err(sql)?;
+            let params = std::iter::once(Value::Integer(now)).chain(values);
             let rows = stmt
-                .query_map(params![status, source, now, limit], |r| {
+                .query_map(rusqlite::params_from_iter(params), |r| {
                     event_row(r).map(|(_, e)| e)
                 })
                 .map_err(sql)?;
             rows.collect::<rusqlite::Result<_>>().map_err(sql)
         })
         .await
+    }
+
+    /// Each count from an index: by status from `events_status`, per source from `events_source`, less the
+    /// completed events past retention (from `events_expiry`), the open and dead ones per source looked up.
+    async fn summary(&self) -> Result<Summary, StoreError> {
+        self.read(|c, now| summarize(c, now).map_err(sql)).await
     }
 
     async fn due(&self, due_before: i64, limit: usize) -> Result<Vec<Event>, StoreError> {

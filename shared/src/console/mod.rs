@@ -1,0 +1,761 @@
+//! The operator console (DESIGN.md "Operator console"): server-rendered pages over the ledger port, for either
+//! runtime. What arrived, what is stuck or dead, and a replay through the same conditional transition as
+//! `inbox replay` (two replays at once enqueue once).
+//!
+//! Security, in the order a request meets it ([`guard`]):
+//! - loopback by default; a listener elsewhere needs a token ([`check_listen`]), and then every request carries it
+//!   (`Authorization: Bearer`, or the `HttpOnly`, `SameSite=Strict` session cookie the login form sets);
+//! - on a loopback listener without a token, the `Host` must be a loopback name, so a DNS-rebinding page cannot
+//!   read the console from the operator's browser;
+//! - every state change is a POST carrying a CSRF token (an HMAC, under a per-process random key, of the session)
+//!   from a page of the same origin (`Origin` and `Sec-Fetch-Site` checked);
+//! - every answer carries a strict Content-Security-Policy (no script at all), `X-Frame-Options: DENY` and
+//!   `X-Content-Type-Options: nosniff`; payloads are rendered as escaped text by the templates, and downloaded as
+//!   `application/octet-stream` attachments; no secret is ever rendered (signature-like kept headers are not shown).
+
+mod pages;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Query, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::get;
+use axum::{Form, Router};
+use hmac::{Hmac, Mac};
+use secrecy::{ExposeSecret, SecretString};
+use serde::Deserialize;
+use sha2::Sha256;
+use subtle::ConstantTimeEq;
+
+use crate::model::{EventId, EventKey, SourceName, Status};
+use crate::ports::{Cursor, Ledger, ListFilter, Queue, Replay, StoreError};
+
+/// Where `inbox console` listens unless told otherwise.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:3001";
+/// The environment variable holding the token a non-loopback console requires.
+pub const TOKEN_ENV: &str = "INBOX_CONSOLE_TOKEN";
+/// Events per page of the events list.
+pub const PAGE_SIZE: usize = 50;
+/// The session cookie's name.
+const COOKIE: &str = "inbox_console";
+/// No script, no frames, no plugins; styles and images only from the console itself; forms post only to it.
+pub const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; \
+    frame-ancestors 'none'; base-uri 'none'";
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// Why the console will not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("the console listens on {0}, which is not a loopback address: set {TOKEN_ENV} so that every request must carry it")]
+    TokenRequired(SocketAddr),
+    #[error("{TOKEN_ENV} is set but shorter than 16 characters")]
+    WeakToken,
+}
+
+/// Refuses a non-loopback listener without a token (and a token too short to stand guessing).
+pub fn check_listen(addr: SocketAddr, token: Option<&SecretString>) -> Result<(), StartError> {
+    match token {
+        Some(t) if t.expose_secret().len() < 16 => Err(StartError::WeakToken),
+        Some(_) => Ok(()),
+        None if addr.ip().is_loopback() => Ok(()),
+        None => Err(StartError::TokenRequired(addr)),
+    }
+}
+
+/// What the console serves from: the ledger, and the queue replays are sent to (AWS; the embedded `inbox serve`
+/// notices another process's replay by itself).
+pub struct Console {
+    ledger: Arc<dyn Ledger>,
+    queue: Option<Arc<dyn Queue>>,
+    token: Option<SecretString>,
+    /// Signs sessions and CSRF tokens; new in every process, so a restart logs everyone out.
+    key: [u8; 32],
+    /// What the overview calls this store ("SQLite at …", "DynamoDB table …").
+    store_name: String,
+}
+
+impl Console {
+    pub fn new(
+        ledger: Arc<dyn Ledger>,
+        queue: Option<Arc<dyn Queue>>,
+        token: Option<SecretString>,
+        store_name: impl Into<String>,
+    ) -> Self {
+        Self {
+            ledger,
+            queue,
+            token,
+            key: rand::random(),
+            store_name: store_name.into(),
+        }
+    }
+
+    /// The console's routes, with its security layer around every one of them.
+    pub fn router(self) -> Router {
+        let state = Arc::new(self);
+        Router::new()
+            .route("/", get(overview))
+            .route("/events", get(events))
+            .route("/event", get(event))
+            .route("/event/raw", get(raw))
+            .route("/event/replay", axum::routing::post(replay_one))
+            .route("/replay", get(confirm_replay).post(replay_many))
+            .route("/login", get(login_page).post(login))
+            .route("/style.css", get(stylesheet))
+            .fallback(not_found)
+            .layer(middleware::from_fn_with_state(state.clone(), guard))
+            .with_state(state)
+    }
+
+    fn mac(&self, purpose: &str, value: &str) -> String {
+        // `new_from_slice` accepts any key length for HMAC; the fallback is never taken.
+        let Ok(mut mac) = HmacSha256::new_from_slice(&self.key) else {
+            return String::new();
+        };
+        mac.update(purpose.as_bytes());
+        mac.update(b"\0");
+        mac.update(value.as_bytes());
+        hex::encode(mac.finalize().into_bytes())
+    }
+
+    /// The CSRF token of a session: what every form of its pages carries.
+    fn csrf(&self, session: &Session) -> String {
+        self.mac("csrf", &session.id)
+    }
+
+    fn new_session_cookie(&self) -> String {
+        let id = hex::encode(rand::random::<[u8; 16]>());
+        format!("{id}.{}", self.mac("session", &id))
+    }
+
+    /// The session id of a valid cookie value.
+    fn session_of_cookie(&self, value: &str) -> Option<String> {
+        let (id, mac) = value.split_once('.')?;
+        let expected = self.mac("session", id);
+        bool::from(expected.as_bytes().ct_eq(mac.as_bytes())).then(|| id.to_owned())
+    }
+
+    fn token_matches(&self, offered: &str) -> bool {
+        self.token
+            .as_ref()
+            .is_some_and(|t| bool::from(t.expose_secret().as_bytes().ct_eq(offered.as_bytes())))
+    }
+}
+
+/// Who is asking: the session the CSRF token is bound to, and whether a bearer token vouched for the request
+/// (a header no browser adds by itself, so such a request needs neither Origin nor CSRF token).
+#[derive(Clone, Debug)]
+struct Session {
+    id: String,
+    bearer: bool,
+}
+
+/// The anonymous session: a loopback console without a token, or the login form.
+const ANONYMOUS: &str = "anonymous";
+
+/// Answers that are not pages.
+#[derive(Debug, thiserror::Error)]
+enum ConsoleError {
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("not found")]
+    NotFound,
+    #[error("{0}")]
+    Forbidden(&'static str),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl IntoResponse for ConsoleError {
+    fn into_response(self) -> Response {
+        let (status, text) = match &self {
+            ConsoleError::BadRequest(why) => (StatusCode::BAD_REQUEST, why.clone()),
+            ConsoleError::NotFound => (StatusCode::NOT_FOUND, "No such page or event.".to_owned()),
+            ConsoleError::Forbidden(why) => (StatusCode::FORBIDDEN, (*why).to_owned()),
+            ConsoleError::Store(StoreError::Busy) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "The store is busy; try again.".to_owned(),
+            ),
+            ConsoleError::Store(e) => {
+                // The cause goes to the log, never to the page.
+                tracing::error!(error = %e, "console: the store failed");
+                (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "The store failed; see the log.".to_owned(),
+                )
+            }
+        };
+        (status, pages::message(status.as_str(), &text)).into_response()
+    }
+}
+
+/// The security layer: host, authentication, origin; then the headers every answer carries.
+async fn guard(State(console): State<Arc<Console>>, mut request: Request, next: Next) -> Response {
+    let mut response = match admit(&console, &request) {
+        Ok(session) => {
+            request.extensions_mut().insert(session);
+            next.run(request).await
+        }
+        Err(refused) => *refused,
+    };
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    // Not `no-referrer`: under it a browser posts `Origin: null`, and the origin check would refuse every form.
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+/// Decides whether a request may reach its page, and as which session.
+fn admit(console: &Console, request: &Request) -> Result<Session, Box<Response>> {
+    let headers = request.headers();
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("");
+    if console.token.is_none() && !is_loopback_host(host) {
+        return Err(Box::new(forbidden(
+            "This console answers only to a loopback host name.",
+        )));
+    }
+    let path = request.uri().path();
+    let open_path = path == "/login" || path == "/style.css";
+    let bearer = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|h| h.to_str().ok())
+        .and_then(|h| h.strip_prefix("Bearer "))
+        .is_some_and(|t| console.token_matches(t));
+    let cookie = cookie(headers, COOKIE).and_then(|v| console.session_of_cookie(v));
+    let session = match (&console.token, bearer, cookie) {
+        (_, true, _) => Session {
+            id: ANONYMOUS.to_owned(),
+            bearer: true,
+        },
+        (Some(_), false, Some(id)) => Session { id, bearer: false },
+        (Some(_), false, None) if !open_path => {
+            let page = pages::login(&console.csrf(&anonymous()), true);
+            return Err(Box::new((StatusCode::UNAUTHORIZED, page).into_response()));
+        }
+        _ => anonymous(),
+    };
+    if request.method() != Method::GET && request.method() != Method::HEAD && !session.bearer {
+        same_origin(headers, host).map_err(|why| Box::new(forbidden(why)))?;
+    }
+    Ok(session)
+}
+
+fn anonymous() -> Session {
+    Session {
+        id: ANONYMOUS.to_owned(),
+        bearer: false,
+    }
+}
+
+/// A state change must come from one of the console's own pages: the browser says where it was sent from.
+fn same_origin(headers: &HeaderMap, host: &str) -> Result<(), &'static str> {
+    if let Some(site) = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()) {
+        if site != "same-origin" && site != "none" {
+            return Err("Refused: this request came from another site.");
+        }
+    }
+    let origin = headers
+        .get(header::ORIGIN)
+        .and_then(|v| v.to_str().ok())
+        .ok_or("Refused: a state change needs an Origin header.")?;
+    let matches = origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"))
+        .is_some_and(|o| !host.is_empty() && o.eq_ignore_ascii_case(host));
+    if matches {
+        Ok(())
+    } else {
+        Err("Refused: this request came from another origin.")
+    }
+}
+
+fn forbidden(why: &str) -> Response {
+    (StatusCode::FORBIDDEN, pages::message("403", why)).into_response()
+}
+
+fn is_loopback_host(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => host.rsplit_once(':').map_or(host, |(h, _)| h),
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|kv| kv.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v)
+}
+
+/// A form's CSRF token must be the one the session's pages carry.
+fn check_csrf(console: &Console, session: &Session, offered: Option<&str>) -> Result<(), ConsoleError> {
+    if session.bearer {
+        return Ok(());
+    }
+    let expected = console.csrf(session);
+    match offered {
+        Some(t) if bool::from(expected.as_bytes().ct_eq(t.as_bytes())) => Ok(()),
+        _ => Err(ConsoleError::Forbidden(
+            "Refused: the form's CSRF token is missing or wrong. Reload the page and try again.",
+        )),
+    }
+}
+
+/// The filters of the events list, as they appear in its URL (every one optional, empty meaning unset).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub(crate) struct Filters {
+    #[serde(default)]
+    pub source: String,
+    #[serde(default)]
+    pub status: String,
+    #[serde(default, rename = "type")]
+    pub event_type: String,
+    #[serde(default)]
+    pub id: String,
+    #[serde(default)]
+    pub from: String,
+    #[serde(default)]
+    pub to: String,
+    #[serde(default)]
+    pub before: String,
+}
+
+impl Filters {
+    /// The port's filter, parsed once here; a bad value is the operator's 400, naming the field.
+    fn parse(&self, limit: usize) -> Result<ListFilter, ConsoleError> {
+        let bad =
+            |field: &str, why: &dyn std::fmt::Display| ConsoleError::BadRequest(format!("{field}: {why}"));
+        let opt = |s: &str| Some(s.trim()).filter(|s| !s.is_empty()).map(str::to_owned);
+        Ok(ListFilter {
+            status: opt(&self.status)
+                .map(|s| s.parse::<Status>())
+                .transpose()
+                .map_err(|e| bad("status", &e))?,
+            source: opt(&self.source)
+                .map(|s| SourceName::parse(&s))
+                .transpose()
+                .map_err(|e| bad("source", &e))?,
+            limit,
+            event_type: opt(&self.event_type),
+            event_id: opt(&self.id)
+                .map(|s| EventId::parse(&s))
+                .transpose()
+                .map_err(|e| bad("id", &e))?,
+            received_from: opt(&self.from)
+                .map(|s| parse_time(&s).ok_or_else(|| bad("from", &TIME_FORMAT)))
+                .transpose()?,
+            received_to: opt(&self.to)
+                .map(|s| parse_time(&s).ok_or_else(|| bad("to", &TIME_FORMAT)))
+                .transpose()?,
+            before: opt(&self.before)
+                .map(|s| parse_cursor(&s).ok_or_else(|| bad("before", &"not a page cursor")))
+                .transpose()?,
+        })
+    }
+
+    /// The query string of these filters (the cursor left out unless `with_cursor`).
+    pub(crate) fn query(&self, with_cursor: bool) -> String {
+        let mut pairs = vec![
+            ("source", &self.source),
+            ("status", &self.status),
+            ("type", &self.event_type),
+            ("id", &self.id),
+            ("from", &self.from),
+            ("to", &self.to),
+        ];
+        if with_cursor {
+            pairs.push(("before", &self.before));
+        }
+        pairs
+            .into_iter()
+            .filter(|(_, v)| !v.trim().is_empty())
+            .map(|(k, v)| format!("{k}={}", encode(v.trim())))
+            .collect::<Vec<_>>()
+            .join("&")
+    }
+}
+
+const TIME_FORMAT: &str = "a time is RFC 3339 in UTC (2026-12-01T09:30:00Z) or YYYY-MM-DDTHH:MM (UTC)";
+
+/// RFC 3339 in UTC, or what an `<input type="datetime-local">` sends (`2026-12-01T09:30`, read as UTC).
+fn parse_time(text: &str) -> Option<i64> {
+    crate::time::parse_rfc3339(text)
+        .or_else(|| crate::time::parse_rfc3339(&format!("{text}Z")))
+        .or_else(|| crate::time::parse_rfc3339(&format!("{text}:00Z")))
+}
+
+/// A cursor as it travels in a URL: `received_at:source:event_id` (source names hold no ':').
+pub(crate) fn cursor_text(c: &Cursor) -> String {
+    format!("{}:{}:{}", c.received_at, c.source, c.event_id)
+}
+
+fn parse_cursor(text: &str) -> Option<Cursor> {
+    let (at, rest) = text.split_once(':')?;
+    let (source, id) = rest.split_once(':')?;
+    Some(Cursor {
+        received_at: at.parse().ok()?,
+        source: SourceName::parse(source).ok()?,
+        event_id: EventId::parse(id).ok()?,
+    })
+}
+
+/// Percent-encodes everything but the unreserved characters, for query strings.
+pub(crate) fn encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The link to one event's page.
+pub(crate) fn event_link(key: &EventKey) -> String {
+    format!(
+        "/event?source={}&id={}",
+        encode(key.source.as_str()),
+        encode(key.event_id.as_str())
+    )
+}
+
+async fn overview(
+    State(console): State<Arc<Console>>,
+    axum::Extension(session): axum::Extension<Session>,
+) -> Result<Response, ConsoleError> {
+    let summary = console.ledger.summary().await?;
+    let dead = console
+        .ledger
+        .list(&ListFilter {
+            status: Some(Status::Dead),
+            limit: 20,
+            ..Default::default()
+        })
+        .await?;
+    let mut sources: Vec<SourceName> = summary.by_source.iter().map(|(s, _, _)| s.clone()).collect();
+    sources.dedup();
+    let mut runs = Vec::new();
+    for source in sources {
+        if let Some(checkpoint) = console.ledger.checkpoint(&source).await? {
+            runs.push((source, checkpoint));
+        }
+    }
+    let page = pages::overview(&pages::Overview {
+        store: &console.store_name,
+        summary: &summary,
+        dead: &dead,
+        runs: &runs,
+        csrf: &console.csrf(&session),
+        now: crate::time::now_ms(),
+    });
+    Ok(page.into_response())
+}
+
+async fn events(
+    State(console): State<Arc<Console>>,
+    axum::Extension(session): axum::Extension<Session>,
+    Query(filters): Query<Filters>,
+) -> Result<Response, ConsoleError> {
+    let filter = filters.parse(PAGE_SIZE + 1)?;
+    let mut events = console.ledger.list(&filter).await?;
+    let next = (events.len() > PAGE_SIZE).then(|| {
+        events.truncate(PAGE_SIZE);
+        events.last().map(Cursor::after)
+    });
+    let next = next.flatten().map(|c| {
+        let mut f = filters.clone();
+        f.before = cursor_text(&c);
+        f.query(true)
+    });
+    let scans = console.queue.is_some() && !matches!(filter.status, Some(s) if s != Status::Completed);
+    Ok(pages::events(&pages::EventsPage {
+        filters: &filters,
+        events: &events,
+        next: next.as_deref(),
+        scans,
+        csrf: &console.csrf(&session),
+    })
+    .into_response())
+}
+
+#[derive(Debug, Deserialize)]
+struct KeyQuery {
+    #[serde(default)]
+    source: String,
+    #[serde(default)]
+    id: String,
+    /// What the last action did, said once on the page it redirected to.
+    flash: Option<String>,
+}
+
+impl KeyQuery {
+    fn key(&self) -> Result<EventKey, ConsoleError> {
+        let source =
+            SourceName::parse(&self.source).map_err(|e| ConsoleError::BadRequest(format!("source: {e}")))?;
+        let id = EventId::parse(&self.id).map_err(|e| ConsoleError::BadRequest(format!("id: {e}")))?;
+        Ok(EventKey::new(source, id))
+    }
+}
+
+async fn event(
+    State(console): State<Arc<Console>>,
+    axum::Extension(session): axum::Extension<Session>,
+    Query(q): Query<KeyQuery>,
+) -> Result<Response, ConsoleError> {
+    let key = q.key()?;
+    let Some(event) = console.ledger.get(&key).await? else {
+        return Err(ConsoleError::NotFound);
+    };
+    Ok(pages::event(
+        &event,
+        &console.csrf(&session),
+        crate::time::now_ms(),
+        q.flash.as_deref(),
+    )
+    .into_response())
+}
+
+/// The stored body as a download: an attachment of a type no browser runs, whatever the sender put in it.
+async fn raw(
+    State(console): State<Arc<Console>>,
+    Query(q): Query<KeyQuery>,
+) -> Result<Response, ConsoleError> {
+    let key = q.key()?;
+    let Some(event) = console.ledger.get(&key).await? else {
+        return Err(ConsoleError::NotFound);
+    };
+    let name: String = format!("{}-{}", key.source, key.event_id)
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(120)
+        .collect();
+    let disposition = HeaderValue::from_str(&format!("attachment; filename=\"{name}.bin\""))
+        .unwrap_or_else(|_| HeaderValue::from_static("attachment"));
+    Ok((
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/octet-stream"),
+            ),
+            (header::CONTENT_DISPOSITION, disposition),
+        ],
+        event.payload,
+    )
+        .into_response())
+}
+
+/// What one replay did, for the page that reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replayed {
+    /// Moved to RECEIVED and sent to the queue (or left to a running `inbox serve` to notice).
+    Replayed,
+    /// Moved to RECEIVED, but the enqueue failed: the sweeper sends it.
+    NotEnqueued,
+    /// Not replayable now (another operator replayed it first, or it is not dead).
+    Skipped(Option<Status>),
+}
+
+/// Replays one event as `inbox replay` does: the conditional transition, then (AWS) the enqueue; two replays at
+/// once enqueue once, since only the transition's winner enqueues.
+pub async fn replay_event(
+    ledger: &dyn Ledger,
+    queue: Option<&dyn Queue>,
+    key: &EventKey,
+    force: bool,
+) -> Result<Replayed, StoreError> {
+    match ledger.replay(key, force).await? {
+        Replay::Replayed => {
+            if let Some(queue) = queue {
+                if let Err(e) = queue.enqueue(key, Duration::ZERO).await {
+                    tracing::warn!(source = %key.source, event_id = %key.event_id, error = %e,
+                        "console: replayed, not enqueued; the sweeper will send it");
+                    return Ok(Replayed::NotEnqueued);
+                }
+            }
+            tracing::info!(source = %key.source, event_id = %key.event_id, "console: replayed");
+            Ok(Replayed::Replayed)
+        }
+        Replay::NotEligible(st) => Ok(Replayed::Skipped(Some(st))),
+        Replay::Missing => Ok(Replayed::Skipped(None)),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct ReplayOneForm {
+    #[serde(default)]
+    source: String,
+    #[serde(default)]
+    id: String,
+    csrf: Option<String>,
+    #[serde(default)]
+    force: Option<String>,
+}
+
+async fn replay_one(
+    State(console): State<Arc<Console>>,
+    axum::Extension(session): axum::Extension<Session>,
+    Form(form): Form<ReplayOneForm>,
+) -> Result<Response, ConsoleError> {
+    check_csrf(&console, &session, form.csrf.as_deref())?;
+    let key = KeyQuery {
+        source: form.source,
+        id: form.id,
+        flash: None,
+    }
+    .key()?;
+    let outcome = replay_event(
+        console.ledger.as_ref(),
+        console.queue.as_deref(),
+        &key,
+        form.force.is_some(),
+    )
+    .await?;
+    let flash = match outcome {
+        Replayed::Replayed => "replayed",
+        Replayed::NotEnqueued => "not-enqueued",
+        Replayed::Skipped(_) => "skipped",
+    };
+    Ok(Redirect::to(&format!("{}&flash={flash}", event_link(&key))).into_response())
+}
+
+/// Which statuses a bulk replay may take, and whether it needs `force`.
+fn replayable(filter: &ListFilter) -> Result<bool, ConsoleError> {
+    match filter.status {
+        Some(Status::Dead) => Ok(false),
+        Some(Status::Completed) => Ok(true),
+        _ => Err(ConsoleError::BadRequest(
+            "a bulk replay takes the dead events of a filter (or the completed ones, which run their handler again): \
+             filter on status DEAD or COMPLETED first"
+                .into(),
+        )),
+    }
+}
+
+/// The dry run: how many events a bulk replay would take, and a confirmation form.
+async fn confirm_replay(
+    State(console): State<Arc<Console>>,
+    axum::Extension(session): axum::Extension<Session>,
+    Query(mut filters): Query<Filters>,
+) -> Result<Response, ConsoleError> {
+    filters.before.clear();
+    let filter = filters.parse(usize::MAX)?;
+    let force = replayable(&filter)?;
+    let matching = console.ledger.list(&filter).await?;
+    Ok(pages::confirm(&filters, matching.len(), force, &console.csrf(&session)).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+struct ReplayManyForm {
+    #[serde(flatten)]
+    filters: Filters,
+    csrf: Option<String>,
+    /// The count the operator confirmed: a store that changed since gets a new confirmation.
+    expected: Option<usize>,
+}
+
+async fn replay_many(
+    State(console): State<Arc<Console>>,
+    axum::Extension(session): axum::Extension<Session>,
+    Form(mut form): Form<ReplayManyForm>,
+) -> Result<Response, ConsoleError> {
+    check_csrf(&console, &session, form.csrf.as_deref())?;
+    form.filters.before.clear();
+    let filter = form.filters.parse(usize::MAX)?;
+    let force = replayable(&filter)?;
+    let matching = console.ledger.list(&filter).await?;
+    if form.expected != Some(matching.len()) {
+        return Ok(
+            pages::confirm(&form.filters, matching.len(), force, &console.csrf(&session)).into_response(),
+        );
+    }
+    let (mut replayed, mut not_enqueued, mut skipped) = (0usize, 0usize, 0usize);
+    for e in &matching {
+        match replay_event(console.ledger.as_ref(), console.queue.as_deref(), &e.key(), force).await? {
+            Replayed::Replayed => replayed += 1,
+            Replayed::NotEnqueued => not_enqueued += 1,
+            Replayed::Skipped(_) => skipped += 1,
+        }
+    }
+    Ok(pages::replayed(&form.filters, replayed, not_enqueued, skipped).into_response())
+}
+
+async fn login_page(
+    State(console): State<Arc<Console>>,
+    axum::Extension(session): axum::Extension<Session>,
+) -> Response {
+    pages::login(&console.csrf(&session), console.token.is_some()).into_response()
+}
+
+#[derive(Debug, Deserialize)]
+struct LoginForm {
+    #[serde(default)]
+    token: String,
+    csrf: Option<String>,
+}
+
+async fn login(
+    State(console): State<Arc<Console>>,
+    Form(form): Form<LoginForm>,
+) -> Result<Response, ConsoleError> {
+    check_csrf(&console, &anonymous(), form.csrf.as_deref())?;
+    if !console.token_matches(&form.token) {
+        tracing::warn!("console: a login with a wrong token");
+        return Ok((
+            StatusCode::UNAUTHORIZED,
+            pages::login(&console.csrf(&anonymous()), true),
+        )
+            .into_response());
+    }
+    let cookie = format!(
+        "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/",
+        console.new_session_cookie()
+    );
+    let mut response = Redirect::to("/").into_response();
+    if let Ok(v) = HeaderValue::from_str(&cookie) {
+        response.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    Ok(response)
+}
+
+async fn stylesheet() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/css; charset=utf-8")],
+        include_str!("style.css"),
+    )
+        .into_response()
+}
+
+async fn not_found() -> ConsoleError {
+    ConsoleError::NotFound
+}
+
+#[cfg(all(test, feature = "embedded"))]
+mod tests;

@@ -1,0 +1,172 @@
+//! `inbox console --aws` (issue 15): the console over DynamoDB and SQS, as the command builds it, against whatever
+//! `AWS_ENDPOINT_URL` names (the emulator `./test.sh` starts; see the top of `ledger.rs`). It shows the dead
+//! events from the sparse index and replays one: the conditional transition, then one SQS message; a second
+//! replay of the same event enqueues nothing.
+//!
+//! Without `AWS_ENDPOINT_URL` it prints SKIPPED and passes, unless `INBOX_REQUIRE_AWS=1`.
+#![cfg(feature = "aws")]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Duration;
+
+use inbox_core::adapters::dynamodb::DynamoLedger;
+use inbox_core::adapters::sqs::SqsQueue;
+use inbox_core::aws::init::{create_stack, QueueSettings};
+use inbox_core::console::Console;
+use inbox_core::model::{EventId, EventKey, NewEvent, SourceName, Status};
+use inbox_core::ports::{Ledger, Settlement};
+
+fn key(id: &str) -> EventKey {
+    EventKey::new(SourceName::parse("stripe").unwrap(), EventId::parse(id).unwrap())
+}
+
+fn new_event(id: &str, body: &str) -> NewEvent {
+    NewEvent {
+        key: key(id),
+        event_type: Some("charge.failed".into()),
+        payload: bytes::Bytes::from(body.to_owned()),
+        payload_sha256: "0".repeat(64),
+        headers: vec![("content-type".into(), "application/json".into())],
+        origin: Default::default(),
+        unique_body_for: None,
+    }
+}
+
+fn csrf_of(page: &str) -> String {
+    let marker = "name=\"csrf\" value=\"";
+    let at = page.find(marker).expect("a csrf field") + marker.len();
+    page[at..].split('"').next().unwrap().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_aws_console_shows_dead_events_and_replays_one_into_the_queue() {
+    if std::env::var_os("AWS_ENDPOINT_URL").is_none() {
+        assert_ne!(
+            std::env::var("INBOX_REQUIRE_AWS").as_deref(),
+            Ok("1"),
+            "INBOX_REQUIRE_AWS=1 but AWS_ENDPOINT_URL is unset"
+        );
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED: the console's AWS test: AWS_ENDPOINT_URL is unset"
+        );
+        return;
+    }
+    let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .load()
+        .await;
+    let prefix = format!("console-{:08x}", rand::random::<u32>());
+    let stack = create_stack(&sdk, &prefix, QueueSettings::default())
+        .await
+        .unwrap();
+    // As `inbox console --aws` opens the store (cli/main.rs `StoreArgs::open`), without the bucket: these bodies
+    // are small enough to stay in the item.
+    let ledger = Arc::new(DynamoLedger::new(
+        aws_sdk_dynamodb::Client::new(&sdk),
+        stack.table.clone(),
+        None,
+        Duration::from_secs(60),
+    ));
+    let sqs = aws_sdk_sqs::Client::new(&sdk);
+    let queue = Arc::new(SqsQueue::new(sqs.clone(), stack.queue_url.clone()));
+
+    // GIVEN a dead event (with a hostile body), an open one and a completed one.
+    ledger
+        .create(new_event("evt_dead", r#"{"x":"<script>alert(1)</script>"}"#))
+        .await
+        .unwrap();
+    ledger.mark_dead(&key("evt_dead"), "gave up").await.unwrap();
+    ledger.create(new_event("evt_open", "{}")).await.unwrap();
+    ledger.create(new_event("evt_done", "{}")).await.unwrap();
+    ledger
+        .claim(&key("evt_done"), "w", Duration::from_secs(60))
+        .await
+        .unwrap();
+    let done = Settlement::Completed {
+        retention: Duration::from_secs(3600),
+    };
+    ledger.settle(&key("evt_done"), "w", done).await.unwrap();
+
+    let console = Console::new(
+        ledger.clone(),
+        Some(queue),
+        None,
+        format!("DynamoDB table {}", stack.table),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, console.router()).await });
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let page = |path: &str| {
+        let (http, url) = (http.clone(), format!("{base}{path}"));
+        async move {
+            let r = http.get(url).send().await.unwrap();
+            assert_eq!(r.status(), 200);
+            r.text().await.unwrap()
+        }
+    };
+
+    // THEN the overview and the dead listing show it, from the sparse index; completed events are not counted.
+    let overview = page("/").await;
+    assert!(overview.contains("evt_dead"), "{overview}");
+    assert!(overview.contains("on DynamoDB that would scan the table"));
+    let dead = page("/events?status=DEAD").await;
+    assert!(dead.contains("evt_dead") && !dead.contains("evt_open") && !dead.contains("evt_done"));
+    assert!(
+        !dead.contains("scans the whole table"),
+        "the dead listing reads the index"
+    );
+    assert!(
+        page("/events").await.contains("scans the whole table"),
+        "the page says what a scan costs"
+    );
+    let event = page("/event?source=stripe&id=evt_dead").await;
+    assert!(event.contains("&lt;script&gt;alert(1)&lt;/script&gt;") && !event.contains("<script>"));
+
+    // WHEN the operator replays it, twice THEN it is RECEIVED again and the queue holds one message for it.
+    let csrf = csrf_of(&event);
+    let replay = || {
+        http.post(format!("{base}/event/replay"))
+            .header("origin", &base)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(format!("source=stripe&id=evt_dead&csrf={csrf}"))
+            .send()
+    };
+    let first = replay().await.unwrap();
+    assert_eq!(first.status(), 303);
+    assert!(first.headers()["location"]
+        .to_str()
+        .unwrap()
+        .ends_with("flash=replayed"));
+    let second = replay().await.unwrap();
+    assert!(second.headers()["location"]
+        .to_str()
+        .unwrap()
+        .ends_with("flash=skipped"));
+    let e = ledger.get(&key("evt_dead")).await.unwrap().unwrap();
+    assert_eq!((e.status, e.replays), (Status::Received, 1));
+    let mut bodies = Vec::new();
+    for _ in 0..3 {
+        let out = sqs
+            .receive_message()
+            .queue_url(&stack.queue_url)
+            .max_number_of_messages(10)
+            .wait_time_seconds(1)
+            .send()
+            .await
+            .unwrap();
+        bodies.extend(
+            out.messages
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|m| m.body),
+        );
+    }
+    let replayed: Vec<_> = bodies.iter().filter(|b| b.contains("evt_dead")).collect();
+    assert_eq!(replayed.len(), 1, "one message for one replay: {bodies:?}");
+}

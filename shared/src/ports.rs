@@ -102,6 +102,11 @@ pub trait Ledger: Send + Sync + 'static {
         Ok(summary)
     }
 
+    /// Whether `list(filter)` reads the whole table rather than an index (the console says so beside it).
+    fn lists_by_scan(&self, _filter: &ListFilter) -> bool {
+        false
+    }
+
     /// Whether the store can still take writes from this process (`/healthz`); asks nothing of the store.
     fn check(&self) -> Result<(), StoreError> {
         Ok(())

@@ -785,6 +785,44 @@ async fn reconciliation_reads_presence_in_batches_and_keeps_checkpoints_apart(st
 
 /// Issue 13, defect 2: a failed `BEGIN IMMEDIATE` ran the batch's jobs in autocommit and answered them `Err`:
 /// a create stored but answered 503.
+/// Schema v3 (the console's listing indexes) comes to a version-2 file at open, its events kept.
+#[tokio::test]
+async fn sqlite_a_version_2_file_gains_the_console_indexes() {
+    let dir = tempfile::tempdir().unwrap();
+    let l = open_sqlite(&dir, LONG);
+    l.create(new_event("e1", "b")).await.unwrap();
+    drop(l);
+    // GIVEN the file as version 2 left it.
+    let c = rusqlite::Connection::open(dir.path().join("inbox.db")).unwrap();
+    let indexes = [
+        "events_received",
+        "events_source",
+        "events_type",
+        "events_event_id",
+    ];
+    for index in indexes {
+        c.execute_batch(&format!("DROP INDEX {index}")).unwrap();
+    }
+    c.pragma_update(None, "user_version", 2).unwrap();
+    drop(c);
+    // WHEN it is opened THEN the indexes are there and so is the event.
+    let l = open_sqlite(&dir, LONG);
+    let c = rusqlite::Connection::open(dir.path().join("inbox.db")).unwrap();
+    let version: i64 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+    assert_eq!(version, 3);
+    for index in indexes {
+        let n: i64 = c
+            .query_row(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = ?1",
+                [index],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(n, 1, "{index}");
+    }
+    assert_eq!(ids(&l.list(&all(10)).await.unwrap()), ["e1"]);
+}
+
 #[tokio::test]
 async fn sqlite_a_failed_begin_runs_nothing_of_its_batch() {
     use inbox_core::adapters::sqlite::Options;

@@ -669,6 +669,10 @@ impl Ledger for DynamoLedger {
         Ok(events)
     }
 
+    fn lists_by_scan(&self, filter: &ListFilter) -> bool {
+        !matches!(filter.status, Some(st) if st != Status::Completed)
+    }
+
     async fn due(&self, due_before: i64, limit: usize) -> Result<Vec<Event>, StoreError> {
         if limit == 0 {
             return Ok(Vec::new());

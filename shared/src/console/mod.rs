@@ -441,10 +441,7 @@ pub(crate) fn event_link(key: &EventKey) -> String {
     )
 }
 
-async fn overview(
-    State(console): State<Arc<Console>>,
-    axum::Extension(session): axum::Extension<Session>,
-) -> Result<Response, ConsoleError> {
+async fn overview(State(console): State<Arc<Console>>) -> Result<Response, ConsoleError> {
     let summary = console.ledger.summary().await?;
     let dead = console
         .ledger
@@ -467,7 +464,6 @@ async fn overview(
         summary: &summary,
         dead: &dead,
         runs: &runs,
-        csrf: &console.csrf(&session),
         now: crate::time::now_ms(),
     });
     Ok(page.into_response())
@@ -475,7 +471,6 @@ async fn overview(
 
 async fn events(
     State(console): State<Arc<Console>>,
-    axum::Extension(session): axum::Extension<Session>,
     Query(filters): Query<Filters>,
 ) -> Result<Response, ConsoleError> {
     let filter = filters.parse(PAGE_SIZE + 1)?;
@@ -489,13 +484,12 @@ async fn events(
         f.before = cursor_text(&c);
         f.query(true)
     });
-    let scans = console.queue.is_some() && !matches!(filter.status, Some(s) if s != Status::Completed);
+    let scans = console.ledger.lists_by_scan(&filter);
     Ok(pages::events(&pages::EventsPage {
         filters: &filters,
         events: &events,
         next: next.as_deref(),
         scans,
-        csrf: &console.csrf(&session),
     })
     .into_response())
 }

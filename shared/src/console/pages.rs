@@ -70,7 +70,6 @@ pub(super) struct Overview<'a> {
     pub summary: &'a Summary,
     pub dead: &'a [Event],
     pub runs: &'a [(SourceName, Checkpoint)],
-    pub csrf: &'a str,
     pub now: i64,
 }
 
@@ -198,8 +197,6 @@ pub(super) fn overview(o: &Overview<'_>) -> Page {
                     }
                 }
             }
-            // Keeps the session's token on the page for forms added later; harmless as text.
-            input type="hidden" name="csrf" value=(o.csrf);
         },
     )
 }
@@ -265,7 +262,6 @@ pub(super) struct EventsPage<'a> {
     pub events: &'a [Event],
     pub next: Option<&'a str>,
     pub scans: bool,
-    pub csrf: &'a str,
 }
 
 pub(super) fn events(p: &EventsPage<'_>) -> Page {
@@ -307,7 +303,6 @@ pub(super) fn events(p: &EventsPage<'_>) -> Page {
             @if status == "DEAD" || status == "COMPLETED" {
                 p { a.button href=(format!("/replay?{}", f.query(false))) { "Replay these…" } }
             }
-            input type="hidden" name="csrf" value=(p.csrf);
         },
     )
 }

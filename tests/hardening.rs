@@ -111,10 +111,34 @@ async fn a_bad_optional_event_type_is_left_out_not_refused() {
     });
 }
 
+/// Opens a request that declares `declared` bytes of body and sends only `sent` of them, then waits.
+async fn partial_request(app: &App, declared: usize, sent: usize) -> tokio::net::TcpStream {
+    let mut stream = tokio::net::TcpStream::connect(app.addr()).await.expect("connect");
+    let head = format!(
+        "POST /webhooks/gh HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n\
+         x-github-delivery: slow\r\nx-hub-signature-256: sha256=00\r\ncontent-length: {declared}\r\n\r\n{}",
+        "p".repeat(sent)
+    );
+    stream.write_all(head.as_bytes()).await.expect("write");
+    stream
+}
+
+/// Delivers until the answer has `status`, for up to 5 s (the slow clients' bytes reach the server in a moment).
+async fn deliver_until(app: &App, signer: &Signer, id: &str, body: &str, status: u16) -> Answer {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let a = deliver(app, "gh", signer, id, "push", body).await;
+        if a.status == status || Instant::now() > deadline {
+            return a;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// GIVEN `max_inflight_bytes = 3000` and a source limit of 1500 bytes
-/// WHEN two slow clients have each declared a 1400-byte body and sent only its first bytes
-/// THEN a third request (1000 bytes) is answered 503 with Retry-After before its body is read, and once the slow
-/// clients go away the same request is accepted.
+/// WHEN two slow clients have each sent 1400 bytes of a body they have not finished
+/// THEN a third request (1000 bytes) is answered 503 with Retry-After, and once the slow clients go away the same
+/// request is accepted.
 #[tokio::test(flavor = "multi_thread")]
 async fn request_bytes_in_memory_are_bounded_over_every_connection() {
     let sink = Sink::start(&[], 200).await;
@@ -128,36 +152,49 @@ async fn request_bytes_in_memory_are_bounded_over_every_connection() {
     );
     let mut slow = Vec::new();
     for _ in 0..2 {
-        let mut stream = tokio::net::TcpStream::connect(app.addr()).await.expect("connect");
-        let head = "POST /webhooks/gh HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n\
-                    x-github-delivery: slow\r\nx-hub-signature-256: sha256=00\r\ncontent-length: 1400\r\n\r\n{";
-        stream.write_all(head.as_bytes()).await.expect("write");
-        slow.push(stream);
+        slow.push(partial_request(&app, 1500, 1400).await);
     }
     let signer = Signer::new(Scheme::Github, &secret);
     let body = json!({"pad": "p".repeat(1000)}).to_string();
-    let id = rand_id("b");
-    // The slow clients' headers reach the server in a moment; until then the bytes may still be free.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let refused = loop {
-        let a = deliver(&app, "gh", &signer, &rand_id("probe"), "push", &body).await;
-        if a.status == 503 || Instant::now() > deadline {
-            break a;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let refused = deliver_until(&app, &signer, &rand_id("probe"), &body, 503).await;
     refused.assert_error(503, "a request past the bytes in memory");
     drop(slow);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let accepted = loop {
-        let a = deliver(&app, "gh", &signer, &id, "push", &body).await;
-        if a.status == 200 || Instant::now() > deadline {
-            break a;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let accepted = deliver_until(&app, &signer, &rand_id("b"), &body, 200).await;
     assert_eq!(accepted.status, 200, "{}", accepted.text);
     assert_eq!(accepted.json["status"], "accepted", "{}", accepted.text);
+}
+
+/// GIVEN `max_inflight_bytes = 3000` and a source limit of 1500 bytes
+/// WHEN ten slow clients have each declared a 1500-byte body (together five times the bound) and sent one byte
+/// THEN a normal 1000-byte delivery beside them is accepted: a declared length reserves nothing, only bytes that
+/// arrived are held.
+#[tokio::test(flavor = "multi_thread")]
+async fn declared_lengths_of_slow_clients_keep_no_room_from_normal_deliveries() {
+    let sink = Sink::start(&[], 200).await;
+    let secret = rand_secret();
+    let app = spawn_app(
+        &format!(
+            "[server]\nmax_inflight_bytes = 3000\n{}",
+            github_source("gh", &sink.url(), "max_body_bytes = 1500\n")
+        ),
+        &[(SECRET_VAR, &secret)],
+    );
+    let mut slow = Vec::new();
+    for _ in 0..10 {
+        slow.push(partial_request(&app, 1500, 1).await);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let signer = Signer::new(Scheme::Github, &secret);
+    for i in 0..3 {
+        let body = json!({"n": i, "pad": "p".repeat(1000)}).to_string();
+        let a = deliver(&app, "gh", &signer, &rand_id("n"), "push", &body).await;
+        assert_eq!(a.status, 200, "{}", a.text);
+        assert_eq!(a.json["status"], "accepted", "{}", a.text);
+    }
+    wait_until(Duration::from_secs(10), "the deliveries are forwarded", || {
+        sink.count() == 3
+    });
+    drop(slow);
 }
 
 /// The retry-after of a 503 is part of the contract.
@@ -172,9 +209,7 @@ async fn a_saturated_server_says_when_to_retry() {
         ),
         &[(SECRET_VAR, &secret)],
     );
-    let mut stream = tokio::net::TcpStream::connect(app.addr()).await.expect("connect");
-    let head = "POST /webhooks/gh HTTP/1.1\r\nhost: x\r\ncontent-length: 1500\r\n\r\n{";
-    stream.write_all(head.as_bytes()).await.expect("write");
+    let stream = partial_request(&app, 1500, 1499).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let a = raw_request(
         app.addr(),

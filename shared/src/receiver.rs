@@ -12,6 +12,7 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use bytes::BytesMut;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -40,10 +41,11 @@ pub struct Receiver {
     pub health: Arc<DeliveryHealth>,
 }
 
-/// The bytes of request bodies held in memory at once, over every connection: each request takes what its
-/// declared length (or its source's limit, for a body of unknown length) needs before a byte of its body is read,
-/// and gives it back when answered. Past the bound, 503 with Retry-After: many slow or large senders together can
-/// neither exhaust memory nor make the server queue without bound.
+/// The bytes of request bodies held in memory at once, over every connection. Each request takes what its body
+/// needs as the bytes arrive, one chunk at a time, and gives it all back when answered; a chunk that would pass
+/// the bound gets 503 with Retry-After. So many slow or large senders together can neither exhaust memory nor make
+/// the server queue without bound, and a sender that declares a large body but trickles it holds only what it has
+/// sent: it cannot keep room from the normal deliveries beside it.
 #[derive(Clone)]
 pub struct InflightBytes(Arc<Semaphore>);
 
@@ -53,7 +55,7 @@ impl InflightBytes {
     }
 
     fn take(&self, bytes: usize) -> Option<OwnedSemaphorePermit> {
-        let n = u32::try_from(bytes.max(1)).ok()?;
+        let n = u32::try_from(bytes).ok()?;
         self.0.clone().try_acquire_many_owned(n).ok()
     }
 
@@ -150,7 +152,7 @@ enum Rejection {
     MissingId,
     MalformedBody,
     Unavailable(StoreError),
-    /// Too many request bytes in memory already: answered before the body is read.
+    /// Too many request bytes in memory already: answered before the rest of the body is read.
     Saturated,
 }
 
@@ -222,15 +224,65 @@ fn unavailable(retry_after: &'static str) -> Response {
     resp
 }
 
-/// Reads the body, at most `limit` bytes of it (no byte past the limit is read), within `timeout`.
-async fn read_body(body: Body, limit: usize, timeout: Duration) -> Result<Bytes, Rejection> {
-    let limited = Limited::new(body, limit);
-    match tokio::time::timeout(timeout, limited.collect()).await {
-        Err(_) => Err(Rejection::SlowClient),
-        Ok(Ok(collected)) => Ok(collected.to_bytes()),
-        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => Err(Rejection::TooLarge),
-        Ok(Err(_)) => Err(Rejection::Unreadable),
-    }
+/// Reads the body within `timeout`, at most `limit` bytes of it (no byte past the limit is read), taking the
+/// memory for each chunk from `inflight` as it arrives. The permit that comes back holds that memory until dropped.
+async fn read_body(
+    body: Body,
+    limit: usize,
+    timeout: Duration,
+    inflight: &InflightBytes,
+) -> Result<(Bytes, Option<OwnedSemaphorePermit>), Rejection> {
+    let read = async {
+        let mut body = Limited::new(body, limit);
+        let mut held: Option<OwnedSemaphorePermit> = None;
+        // Most bodies arrive in one chunk: kept as it came, copied only when a second one follows.
+        let mut first: Option<Bytes> = None;
+        let mut joined: Option<BytesMut> = None;
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| {
+                if e.downcast_ref::<LengthLimitError>().is_some() {
+                    Rejection::TooLarge
+                } else {
+                    Rejection::Unreadable
+                }
+            })?;
+            let Ok(chunk) = frame.into_data() else {
+                continue; // trailers carry nothing we keep
+            };
+            if chunk.is_empty() {
+                continue;
+            }
+            let Some(permit) = inflight.take(chunk.len()) else {
+                tracing::info!(
+                    chunk = chunk.len(),
+                    "rejected: too many request bytes in memory; answered 503"
+                );
+                return Err(Rejection::Saturated);
+            };
+            match held.as_mut() {
+                Some(h) => h.merge(permit),
+                None => held = Some(permit),
+            }
+            match (&mut joined, first.take()) {
+                (Some(buf), _) => buf.extend_from_slice(&chunk),
+                (None, None) => first = Some(chunk),
+                (None, Some(earlier)) => {
+                    let mut buf = BytesMut::with_capacity(earlier.len() + chunk.len());
+                    buf.extend_from_slice(&earlier);
+                    buf.extend_from_slice(&chunk);
+                    joined = Some(buf);
+                }
+            }
+        }
+        let bytes = match joined {
+            Some(buf) => buf.freeze(),
+            None => first.unwrap_or_default(),
+        };
+        Ok((bytes, held))
+    };
+    tokio::time::timeout(timeout, read)
+        .await
+        .map_err(|_| Rejection::SlowClient)?
 }
 
 async fn accept(
@@ -252,13 +304,8 @@ async fn accept(
         );
         return Err(Rejection::TooLarge);
     }
-    // Memory for the body is taken before any of it is read: what its declared length needs, or the limit.
-    let needed = declared.map_or(source.max_body_bytes, |n| n as usize);
-    let Some(_memory) = r.inflight.take(needed) else {
-        tracing::info!(needed, "rejected: too many request bytes in memory; answered 503");
-        return Err(Rejection::Saturated);
-    };
-    let body = read_body(body, needed, r.read_timeout).await?;
+    // The body's memory is held until the answer: its write waits in the ledger with it.
+    let (body, _memory) = read_body(body, source.max_body_bytes, r.read_timeout, &r.inflight).await?;
 
     // 2. The signature, over the raw bytes.
     let now_unix = now_ms() / 1000;

@@ -639,6 +639,19 @@ async fn list_filters_by_type_id_time_and_pages_with_a_cursor(store: &dyn Store)
     assert_eq!(summary.oldest_open, Some(times[0]));
     let src = SourceName::parse("src").unwrap();
     assert!(summary.by_source.contains(&(src, Status::Dead, 2)), "{summary:?}");
+    // An id filtered without its source is found under every source that has it.
+    let mut elsewhere = new_event("e2", "b-elsewhere");
+    elsewhere.key.source = SourceName::parse("other").unwrap();
+    l.create(elsewhere).await.unwrap();
+    let mut sources: Vec<String> = l
+        .list(&one)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| format!("{}/{}", e.source.as_str(), e.event_id.as_str()))
+        .collect();
+    sources.sort();
+    assert_eq!(sources, ["other/e2", "src/e2"]);
 }
 
 /// Issue 13, defect 7: the DLQ path marked an event DEAD under a live lease, beside a running worker.
@@ -783,46 +796,52 @@ async fn reconciliation_reads_presence_in_batches_and_keeps_checkpoints_apart(st
 
 // SQLite only: what the embedded runtime does beyond the port.
 
-/// Issue 13, defect 2: a failed `BEGIN IMMEDIATE` ran the batch's jobs in autocommit and answered them `Err`:
-/// a create stored but answered 503.
-/// Schema v3 (the console's listing indexes) comes to a version-2 file at open, its events kept.
+/// Schema v3 (the console's listing indexes) comes to a version-2 file at open, its events kept; and v4 takes away
+/// the index on the id alone that v3 had (every insert paid for it; the unique key serves the lookup).
 #[tokio::test]
-async fn sqlite_a_version_2_file_gains_the_console_indexes() {
-    let dir = tempfile::tempdir().unwrap();
-    let l = open_sqlite(&dir, LONG);
-    l.create(new_event("e1", "b")).await.unwrap();
-    drop(l);
-    // GIVEN the file as version 2 left it.
-    let c = rusqlite::Connection::open(dir.path().join("inbox.db")).unwrap();
-    let indexes = [
-        "events_received",
-        "events_source",
-        "events_type",
-        "events_event_id",
-    ];
-    for index in indexes {
-        c.execute_batch(&format!("DROP INDEX {index}")).unwrap();
-    }
-    c.pragma_update(None, "user_version", 2).unwrap();
-    drop(c);
-    // WHEN it is opened THEN the indexes are there and so is the event.
-    let l = open_sqlite(&dir, LONG);
-    let c = rusqlite::Connection::open(dir.path().join("inbox.db")).unwrap();
-    let version: i64 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-    assert_eq!(version, 3);
-    for index in indexes {
-        let n: i64 = c
-            .query_row(
+async fn sqlite_older_files_gain_the_console_indexes_and_lose_the_id_index() {
+    let indexes = ["events_received", "events_source", "events_type"];
+    for from in [2, 3] {
+        let dir = tempfile::tempdir().unwrap();
+        let l = open_sqlite(&dir, LONG);
+        l.create(new_event("e1", "b")).await.unwrap();
+        drop(l);
+        // GIVEN the file as version 2 or 3 left it.
+        let c = rusqlite::Connection::open(dir.path().join("inbox.db")).unwrap();
+        if from == 2 {
+            for index in indexes {
+                c.execute_batch(&format!("DROP INDEX {index}")).unwrap();
+            }
+        } else {
+            c.execute_batch("CREATE INDEX events_event_id ON events (event_id)")
+                .unwrap();
+        }
+        c.pragma_update(None, "user_version", from).unwrap();
+        drop(c);
+        // WHEN it is opened THEN the listing indexes are there, the id index is not, and the event is kept.
+        let l = open_sqlite(&dir, LONG);
+        let c = rusqlite::Connection::open(dir.path().join("inbox.db")).unwrap();
+        let version: i64 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+        assert_eq!(version, 4);
+        let has = |index: &str| -> bool {
+            c.query_row(
                 "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = ?1",
                 [index],
-                |r| r.get(0),
+                |r| r.get::<_, i64>(0),
             )
-            .unwrap();
-        assert_eq!(n, 1, "{index}");
+            .unwrap()
+                == 1
+        };
+        for index in indexes {
+            assert!(has(index), "v{from}: {index}");
+        }
+        assert!(!has("events_event_id"), "v{from}");
+        assert_eq!(ids(&l.list(&all(10)).await.unwrap()), ["e1"]);
     }
-    assert_eq!(ids(&l.list(&all(10)).await.unwrap()), ["e1"]);
 }
 
+/// Issue 13, defect 2: a failed `BEGIN IMMEDIATE` ran the batch's jobs in autocommit and answered them `Err`:
+/// a create stored but answered 503.
 #[tokio::test]
 async fn sqlite_a_failed_begin_runs_nothing_of_its_batch() {
     use inbox_core::adapters::sqlite::Options;

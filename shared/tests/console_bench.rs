@@ -138,15 +138,28 @@ async fn console_pages_over_a_million_events() {
             "one event",
             format!("/event?source=source{}&id={mid}", (n / 2) % 5),
         ),
-        ("overview", "/".to_owned()),
+        (
+            "overview, later views (counts kept 5 s, taken again in the background)",
+            "/".to_owned(),
+        ),
         ("replay dry run (all dead)", "/replay?status=DEAD".to_owned()),
     ];
     println!("| page ({n} events) | p50 | p99 |");
     println!("|---|---|---|");
+    // The overview's counts are taken by its first view and kept a few seconds (see `console::Counts`): that view
+    // alone waits for them, timed here once.
+    let t = Instant::now();
+    let r = http.get(format!("{base}/")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    r.bytes().await.unwrap();
+    println!(
+        "| overview, first view after start (takes the counts) | {:.1} ms | - |",
+        t.elapsed().as_secs_f64() * 1e3
+    );
     for (name, path) in pages {
         let url = format!("{base}{path}");
         let mut times = Vec::with_capacity(ROUNDS);
-        let rounds = if name.starts_with("replay") || name == "overview" {
+        let rounds = if name.starts_with("replay") || name.starts_with("overview") {
             ROUNDS / 10
         } else {
             ROUNDS
@@ -157,6 +170,10 @@ async fn console_pages_over_a_million_events() {
             assert_eq!(r.status(), 200, "{path}");
             r.bytes().await.unwrap();
             times.push(t.elapsed());
+            if name.starts_with("overview") {
+                // Spread over 10 s, so that the counts are taken again in the background twice meanwhile.
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
         }
         times.sort();
         println!(

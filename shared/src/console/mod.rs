@@ -32,7 +32,7 @@ use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
 use crate::model::{EventId, EventKey, SourceName, Status};
-use crate::ports::{Cursor, Ledger, ListFilter, Queue, Replay, StoreError};
+use crate::ports::{Cursor, Ledger, ListFilter, Queue, Replay, StoreError, Summary};
 
 /// Where `inbox console` listens unless told otherwise.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:3001";
@@ -77,6 +77,73 @@ pub struct Console {
     key: [u8; 32],
     /// What the overview calls this store ("SQLite at …", "DynamoDB table …").
     store_name: String,
+    /// The overview's counts, as last taken.
+    counts: Arc<Counts>,
+}
+
+/// How long the overview's counts are shown before they are taken again. Counting a big store walks its indexes
+/// (about 400 ms over a million events on 2 cores), longer than a page may take; so a page shows the counts as
+/// last taken, with their time, and a view past this age takes them again in the background for the next one.
+const COUNTS_FRESH: Duration = Duration::from_secs(5);
+
+/// The overview's counts and when they were taken. Only the first view after start (or after a replay from this
+/// console, which changes them) waits for them.
+#[derive(Default)]
+struct Counts {
+    taken: tokio::sync::Mutex<Option<Taken>>,
+    refreshing: std::sync::atomic::AtomicBool,
+}
+
+#[derive(Clone)]
+struct Taken {
+    at: std::time::Instant,
+    /// When, in UTC ms, for the page.
+    when: i64,
+    summary: Arc<Summary>,
+}
+
+impl Taken {
+    async fn now(ledger: &dyn Ledger) -> Result<Self, StoreError> {
+        let when = crate::time::now_ms();
+        let summary = Arc::new(ledger.summary().await?);
+        Ok(Self {
+            at: std::time::Instant::now(),
+            when,
+            summary,
+        })
+    }
+}
+
+impl Counts {
+    /// The counts to show.
+    async fn get(self: &Arc<Self>, ledger: &Arc<dyn Ledger>) -> Result<Taken, StoreError> {
+        use std::sync::atomic::Ordering;
+        let mut taken = self.taken.lock().await;
+        if let Some(shown) = taken.clone() {
+            if shown.at.elapsed() >= COUNTS_FRESH && !self.refreshing.swap(true, Ordering::AcqRel) {
+                let (counts, ledger) = (self.clone(), ledger.clone());
+                tokio::spawn(async move {
+                    match Taken::now(ledger.as_ref()).await {
+                        Ok(fresh) => *counts.taken.lock().await = Some(fresh),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "the overview's counts could not be taken again")
+                        }
+                    }
+                    counts.refreshing.store(false, Ordering::Release);
+                });
+            }
+            return Ok(shown);
+        }
+        // Taken under the lock: views that come meanwhile wait for these counts rather than take their own.
+        let fresh = Taken::now(ledger.as_ref()).await?;
+        *taken = Some(fresh.clone());
+        Ok(fresh)
+    }
+
+    /// A change made here (a replay) is shown at once: the next view takes the counts again.
+    async fn forget(&self) {
+        *self.taken.lock().await = None;
+    }
 }
 
 impl Console {
@@ -92,6 +159,7 @@ impl Console {
             token,
             key: rand::random(),
             store_name: store_name.into(),
+            counts: Arc::default(),
         }
     }
 
@@ -442,7 +510,8 @@ pub(crate) fn event_link(key: &EventKey) -> String {
 }
 
 async fn overview(State(console): State<Arc<Console>>) -> Result<Response, ConsoleError> {
-    let summary = console.ledger.summary().await?;
+    let counts = console.counts.get(&console.ledger).await?;
+    let summary = counts.summary.as_ref();
     let dead = console
         .ledger
         .list(&ListFilter {
@@ -461,7 +530,8 @@ async fn overview(State(console): State<Arc<Console>>) -> Result<Response, Conso
     }
     let page = pages::overview(&pages::Overview {
         store: &console.store_name,
-        summary: &summary,
+        summary,
+        counted_at: counts.when,
         dead: &dead,
         runs: &runs,
         now: crate::time::now_ms(),
@@ -632,6 +702,7 @@ async fn replay_one(
         form.force.is_some(),
     )
     .await?;
+    console.counts.forget().await;
     let flash = match outcome {
         Replayed::Replayed => "replayed",
         Replayed::NotEnqueued => "not-enqueued",
@@ -698,6 +769,7 @@ async fn replay_many(
             Replayed::Skipped(_) => skipped += 1,
         }
     }
+    console.counts.forget().await;
     Ok(pages::replayed(&form.filters, replayed, not_enqueued, skipped).into_response())
 }
 

@@ -68,6 +68,8 @@ pub(super) fn login(csrf: &str, required: bool) -> Page {
 pub(super) struct Overview<'a> {
     pub store: &'a str,
     pub summary: &'a Summary,
+    /// When the counts were taken (UTC ms): they are kept for a few seconds.
+    pub counted_at: i64,
     pub dead: &'a [Event],
     pub runs: &'a [(SourceName, Checkpoint)],
     pub now: i64,
@@ -113,6 +115,7 @@ pub(super) fn overview(o: &Overview<'_>) -> Page {
                     }
                 }
             }
+            p.muted { "Counts as of " (rfc3339(o.counted_at)) " (" (age(o.now - o.counted_at)) " ago)." }
             @if count(Status::Completed).is_none() {
                 p.muted { "Completed events are not counted here: on DynamoDB that would scan the table." }
             }

@@ -14,6 +14,7 @@ use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
 use inbox_core::adapters::sqs::SqsQueue;
+use inbox_core::aws::emf;
 use inbox_core::aws::functions::{self, SourceRun};
 use inbox_core::aws::init::{create_stack, QueueSettings};
 use inbox_core::aws::{
@@ -39,6 +40,9 @@ use wallet::{account_pk, Wallet};
 // The exactly-once example handler: a module of this test, not of the library, so no function links it.
 #[path = "aws/wallet.rs"]
 mod wallet;
+// CloudWatch's side of the delivery-health alarms: the template's alarms evaluated over EMF lines.
+#[path = "aws/alarms.rs"]
+mod alarms;
 
 const SECRET: &str = "aws-test-secret";
 
@@ -1677,4 +1681,134 @@ async fn one_sources_bad_credentials_stop_neither_the_others_nor_receiving() {
     // AND receiving goes on
     let (status, answer) = deliver_signed(stack.rt.receiver(), SECRET, &stripe_body("evt_cred_live")).await;
     assert_eq!((status, answer["status"].as_str()), (200, Some("accepted")));
+}
+
+/// Issue 12, acceptance 6 on AWS: the delivery-health alarms of `infra/template.yaml`, evaluated (as CloudWatch
+/// would, see `aws/alarms.rs`) over the EMF lines that the receiver and the reconciler function emit while they
+/// run against the emulator: each fires in the period that calls for it, and stays quiet in the others.
+#[tokio::test(flavor = "multi_thread")]
+async fn delivery_health_alarms_fire_on_what_the_functions_emit_and_only_then() {
+    let Some(sdk) = emulator().await else { return };
+    let template =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/infra/template.yaml")).unwrap();
+    let alarms = alarms::template_alarms(&template);
+    let health = [
+        "DuplicateRatioAlarm",
+        "PayloadMismatchAlarm",
+        "ReconciledEventsAlarm",
+        "SignatureFailuresAlarm",
+    ];
+    let fired = |lines: &[String]| -> Vec<&str> {
+        let mut published = alarms::Published::default();
+        published.add(lines);
+        health
+            .into_iter()
+            .filter(|name| alarms[*name].fires(&published))
+            .collect()
+    };
+    let fake = FakeStripe::new(stripe_events_over(12, 10 * 3_600_000, "health"));
+    let url = fake.start().await;
+    let stack = reconcile_stack(&sdk, &reconciled_source("stripe", &url, "AWS_TEST_STRIPE_KEY")).await;
+    let deliver_as = |secret: &'static str, body: String| {
+        let receiver = stack.rt.receiver();
+        async move { deliver_signed(receiver, secret, &body).await.0 }
+    };
+    let mut periods = Vec::new();
+
+    // A healthy period: 25 accepted, 5 resent (the sender missed our 200s), 2 refused among them
+    for i in 0..25 {
+        assert_eq!(deliver_as(SECRET, stripe_body(&format!("evt_ok{i}"))).await, 200);
+    }
+    for i in 0..5 {
+        assert_eq!(deliver_as(SECRET, stripe_body(&format!("evt_ok{i}"))).await, 200);
+    }
+    for i in 0..2 {
+        assert_eq!(
+            deliver_as("wrong-secret", stripe_body(&format!("evt_bad{i}"))).await,
+            401
+        );
+    }
+    let lines = emf::lines(&stack.rt.metrics);
+    periods.push(("healthy: 25 accepted, 5 duplicates, 2 refused", fired(&lines)));
+
+    // Duplicates out of proportion: 3 accepted, each resent 8 times (24 duplicates)
+    for i in 0..3 {
+        for _ in 0..9 {
+            assert_eq!(
+                deliver_as(SECRET, stripe_body(&format!("evt_loop{i}"))).await,
+                200
+            );
+        }
+    }
+    let lines = emf::lines(&stack.rt.metrics);
+    periods.push(("3 accepted, 24 duplicates", fired(&lines)));
+
+    // A rotated secret: every delivery refused, first 4 of them (below the alarm's 5), then 6
+    for i in 0..4 {
+        assert_eq!(
+            deliver_as("rotated", stripe_body(&format!("evt_rot{i}"))).await,
+            401
+        );
+    }
+    let lines = emf::lines(&stack.rt.metrics);
+    periods.push(("4 refused, none accepted", fired(&lines)));
+    for i in 0..6 {
+        assert_eq!(
+            deliver_as("rotated", stripe_body(&format!("evt_rot{i}"))).await,
+            401
+        );
+    }
+    let lines = emf::lines(&stack.rt.metrics);
+    periods.push(("6 refused, none accepted", fired(&lines)));
+
+    // One id delivered twice with different payloads (the first stands)
+    assert_eq!(deliver_as(SECRET, stripe_body("evt_twice")).await, 200);
+    let other = stripe_body("evt_twice").replace("\"object\":\"event\"", "\"object\":\"event\",\"x\":1");
+    assert_ne!(other, stripe_body("evt_twice"));
+    assert_eq!(deliver_as(SECRET, other).await, 200);
+    let lines = emf::lines(&stack.rt.metrics);
+    periods.push(("one id, two payloads", fired(&lines)));
+
+    // The reconciler function: a source whose events all arrived by webhook, then one whose events never did
+    let delivered = FakeStripe::new(stripe_events_over(12, 10 * 3_600_000, "seen"));
+    let delivered_url = delivered.start().await;
+    let mut all_seen = reconcile_stack(
+        &sdk,
+        &reconciled_source("stripe", &delivered_url, "AWS_TEST_STRIPE_KEY"),
+    )
+    .await;
+    for (id, created, ty) in stripe_events_over(12, 10 * 3_600_000, "seen") {
+        let (status, _) =
+            deliver_signed(all_seen.rt.receiver(), SECRET, &webhook_of(&id, created, &ty)).await;
+        assert_eq!(status, 200);
+    }
+    emf::lines(&all_seen.rt.metrics);
+    all_seen.reconciler.emf = emf::Sink::kept();
+    let report = functions::reconciler(&all_seen.reconciler, deadline_in(120)).await;
+    assert!(report.failed().is_empty(), "{report:?}");
+    let lines = all_seen.reconciler.emf.take();
+    periods.push(("a reconciler run that finds nothing missing", fired(&lines)));
+    let mut missing = stack;
+    missing.reconciler.emf = emf::Sink::kept();
+    let report = functions::reconciler(&missing.reconciler, deadline_in(120)).await;
+    assert!(report.failed().is_empty(), "{report:?}");
+    let lines = missing.reconciler.emf.take();
+    periods.push(("a reconciler run that recovers 12 events", fired(&lines)));
+
+    for (period, fired) in &periods {
+        eprintln!("{period}: {fired:?}");
+    }
+    let expected: Vec<(&str, Vec<&str>)> = vec![
+        ("healthy: 25 accepted, 5 duplicates, 2 refused", vec![]),
+        ("3 accepted, 24 duplicates", vec!["DuplicateRatioAlarm"]),
+        ("4 refused, none accepted", vec![]),
+        ("6 refused, none accepted", vec!["SignatureFailuresAlarm"]),
+        ("one id, two payloads", vec!["PayloadMismatchAlarm"]),
+        ("a reconciler run that finds nothing missing", vec![]),
+        (
+            "a reconciler run that recovers 12 events",
+            vec!["ReconciledEventsAlarm"],
+        ),
+    ];
+    assert_eq!(periods, expected);
 }

@@ -17,7 +17,7 @@ async fn main() -> Result<(), Error> {
         let (app, metrics) = (app.clone(), metrics.clone());
         async move {
             let response = app.oneshot(req).await;
-            emf::flush(&metrics);
+            emf::Sink::Stdout.flush(&metrics);
             response
         }
     }))

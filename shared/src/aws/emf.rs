@@ -1,6 +1,8 @@
 //! Metrics on AWS as CloudWatch Embedded Metric Format log lines: no client, no extra call. One line per source
 //! with counts since the last flush (dimension `Source`), and one without dimensions for the totals.
 
+use std::sync::{Arc, Mutex, PoisonError};
+
 use serde_json::{json, Map, Value};
 
 use crate::metrics::{Counts, Metrics};
@@ -76,10 +78,40 @@ pub fn lines(metrics: &Metrics) -> Vec<String> {
     out
 }
 
-/// Writes the lines to stdout, where Lambda sends them to CloudWatch Logs.
-pub fn flush(metrics: &Metrics) {
-    for l in lines(metrics) {
-        println!("{l}");
+/// Where the lines go: stdout in a function, where Lambda sends them to CloudWatch Logs (which extracts the
+/// metrics); or kept, for a test to read what a function emitted.
+#[derive(Clone, Default)]
+pub enum Sink {
+    #[default]
+    Stdout,
+    Kept(Arc<Mutex<Vec<String>>>),
+}
+
+impl Sink {
+    pub fn kept() -> Self {
+        Self::Kept(Arc::default())
+    }
+
+    pub fn write(&self, line: String) {
+        match self {
+            Sink::Stdout => println!("{line}"),
+            Sink::Kept(kept) => kept.lock().unwrap_or_else(PoisonError::into_inner).push(line),
+        }
+    }
+
+    /// Writes what happened since the last flush.
+    pub fn flush(&self, metrics: &Metrics) {
+        for l in lines(metrics) {
+            self.write(l);
+        }
+    }
+
+    /// The lines kept so far, taken (none on stdout).
+    pub fn take(&self) -> Vec<String> {
+        match self {
+            Sink::Stdout => Vec::new(),
+            Sink::Kept(kept) => std::mem::take(&mut *kept.lock().unwrap_or_else(PoisonError::into_inner)),
+        }
     }
 }
 

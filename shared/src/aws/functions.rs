@@ -31,7 +31,7 @@ pub fn remaining(deadline_ms: u64) -> Duration {
 pub async fn processor(rt: &Runtime, event: SqsEvent, deadline_ms: u64) -> SqsBatchResponse {
     let lease = remaining(deadline_ms);
     let handled = join_all(event.records.iter().map(|r| process_record(rt, r, lease))).await;
-    emf::flush(&rt.metrics);
+    rt.emf.flush(&rt.metrics);
     partial_failures(&event.records, handled)
 }
 
@@ -103,7 +103,7 @@ async fn process_record(rt: &Runtime, record: &SqsMessage, lease: Duration) -> b
 /// announced once.
 pub async fn dead_letters(rt: &Runtime, event: SqsEvent) -> SqsBatchResponse {
     let handled = join_all(event.records.iter().map(|r| bury_record(rt, r))).await;
-    emf::flush(&rt.metrics);
+    rt.emf.flush(&rt.metrics);
     partial_failures(&event.records, handled)
 }
 
@@ -160,8 +160,8 @@ pub async fn sweeper(rt: &Runtime) -> Result<SweepReport, StoreError> {
         "SweptOverdueFailed": report.overdue_failed,
         "SweptAlarms": report.alarms,
     });
-    println!("{found}");
-    emf::flush(&rt.metrics);
+    rt.emf.write(found.to_string());
+    rt.emf.flush(&rt.metrics);
     Ok(report)
 }
 
@@ -260,7 +260,7 @@ pub async fn reconciler(rt: &ReconcilerRuntime, deadline_ms: u64) -> ReconcileRe
             }
         }
     }
-    emf::flush(&rt.metrics);
+    rt.emf.flush(&rt.metrics);
     ReconcileReport { sources: runs }
 }
 

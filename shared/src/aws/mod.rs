@@ -137,6 +137,8 @@ pub struct Runtime {
     pub queue: Arc<SqsQueue>,
     pub machine: Arc<Machine>,
     pub metrics: Arc<Metrics>,
+    /// Where the functions write their metrics (stdout, for CloudWatch Logs).
+    pub emf: emf::Sink,
     pub sources: Sources,
 }
 
@@ -193,6 +195,8 @@ pub struct ReconcilerRuntime {
     pub queue: Arc<SqsQueue>,
     /// One slot per reconciled source, in [`ReconcilerRuntime::sources`]' order.
     pub metrics: Arc<Metrics>,
+    /// Where the function writes its metrics (stdout, for CloudWatch Logs).
+    pub emf: emf::Sink,
     sources: Vec<ReconciledSource>,
     secrets: Arc<dyn SecretResolver>,
 }
@@ -237,6 +241,7 @@ impl ReconcilerRuntime {
             ledger,
             queue,
             metrics: Arc::new(Metrics::new(&names)),
+            emf: emf::Sink::Stdout,
             sources,
             secrets,
         }
@@ -349,6 +354,7 @@ impl Runtime {
             queue,
             machine,
             metrics,
+            emf: emf::Sink::Stdout,
             sources,
         })
     }

@@ -48,6 +48,17 @@ pub fn cpu_seconds(pid: u32) -> Result<f64> {
     Ok((utime + stime) / clock_ticks())
 }
 
+/// user + system time of this process's children that have ended and been waited for, in seconds.
+pub fn children_cpu_seconds() -> Result<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat")?;
+    let after = &stat[stat.rfind(')').context("stat format")? + 1..];
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    // cutime (16) and cstime (17).
+    let utime: f64 = fields.get(13).context("cutime")?.parse()?;
+    let stime: f64 = fields.get(14).context("cstime")?.parse()?;
+    Ok((utime + stime) / clock_ticks())
+}
+
 /// Peak resident memory (VmHWM) of `pid`, in MiB.
 pub fn vm_hwm_mib(pid: u32) -> Result<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;

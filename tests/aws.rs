@@ -113,7 +113,10 @@ async fn stack_with(
     handler: &str,
     register: impl FnOnce(Registry, &Clients, &Resources, &Config) -> Registry,
 ) -> Stack {
-    let resources = create_stack(sdk, &prefix(), settings).await.unwrap();
+    let mut resources = create_stack(sdk, &prefix(), settings).await.unwrap();
+    // Some of these stacks reach the redrive path on purpose (fewer receives than attempts), which the start-up
+    // check refuses; `a_retry_budget_the_redrive_policy_would_cut_short_is_refused` covers the check.
+    resources.max_receive_count = None;
     let counter = CallCounter::default();
     let clients = counted_clients(sdk, &counter);
     std::env::set_var("AWS_TEST_SOURCE_SECRET", SECRET);
@@ -538,6 +541,7 @@ fn resources_need_the_table_and_queue() {
         dlq_url: None,
         bucket: Some("b".into()),
         topic_arn: None,
+        max_receive_count: None,
     };
     assert_eq!(
         r.env_lines(),
@@ -1689,23 +1693,14 @@ async fn one_sources_bad_credentials_stop_neither_the_others_nor_receiving() {
 #[tokio::test(flavor = "multi_thread")]
 async fn delivery_health_alarms_fire_on_what_the_functions_emit_and_only_then() {
     let Some(sdk) = emulator().await else { return };
-    let template =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/infra/template.yaml")).unwrap();
-    let alarms = alarms::template_alarms(&template);
+    let alarms = alarms::of_the_template();
     let health = [
         "DuplicateRatioAlarm",
         "PayloadMismatchAlarm",
         "ReconciledEventsAlarm",
         "SignatureFailuresAlarm",
     ];
-    let fired = |lines: &[String]| -> Vec<&str> {
-        let mut published = alarms::Published::default();
-        published.add(lines);
-        health
-            .into_iter()
-            .filter(|name| alarms[*name].fires(&published))
-            .collect()
-    };
+    let fired = |lines: &[String]| alarms::firing(&alarms, &health, lines);
     let fake = FakeStripe::new(stripe_events_over(12, 10 * 3_600_000, "health"));
     let url = fake.start().await;
     let stack = reconcile_stack(&sdk, &reconciled_source("stripe", &url, "AWS_TEST_STRIPE_KEY")).await;
@@ -1811,4 +1806,153 @@ async fn delivery_health_alarms_fire_on_what_the_functions_emit_and_only_then() 
         ),
     ];
     assert_eq!(periods, expected);
+}
+
+/// Issue 14, item 9: under `cargo lambda watch` (1.9.2) every invocation's deadline is `600000`, a moment in 1970.
+/// Trusted, it made the lease and the handler's time 0: the event was settled FAILED ("did not finish within
+/// 0 ms") and ran again. A deadline already past is unknown, and the configured timeout stands in.
+#[tokio::test]
+async fn a_deadline_from_1970_does_not_fail_the_handler() {
+    let Some(sdk) = emulator().await else { return };
+    let stack = stack(&sdk, QueueSettings::default(), "base = \"1s\"").await;
+    let (status, body) = deliver(&stack, &stripe_body("evt_watch")).await;
+    assert_eq!((status, body["status"].as_str()), (200, Some("accepted")));
+    let records = receive(&stack.sqs, &stack.rt.resources.queue_url, 2).await;
+    assert_eq!(records.len(), 1);
+
+    let response = functions::processor(&stack.rt, batch(records), 600_000).await;
+
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    assert_eq!(status_of(&stack, "evt_watch").await, Some((Status::Completed, 1)));
+}
+
+/// Issue 14, item 3: "something was dead-lettered" and "an enqueue was lost" fire on what happens. The DLQ's depth
+/// cannot say the first (the alarm function drains the queue in seconds), and a lost enqueue only logged a warning.
+#[tokio::test]
+async fn dead_letters_and_lost_enqueues_fire_their_alarms() {
+    let Some(sdk) = emulator().await else { return };
+    let alarms = alarms::of_the_template();
+    let names = ["DeadLetteredAlarm", "LostEnqueueAlarm"];
+    let fired = |lines: &[String]| alarms::firing(&alarms, &names, lines);
+    let mut stack = stack(&sdk, QueueSettings::default(), "base = \"1s\"").await;
+    // The functions flush their metrics themselves: kept here to be read.
+    stack.rt.emf = emf::Sink::kept();
+    let mut periods = Vec::new();
+
+    // A healthy period: an event received, processed and completed
+    let (status, _) = deliver(&stack, &stripe_body("evt_fine")).await;
+    assert_eq!(status, 200);
+    poll_until(&stack, "evt_fine", Status::Completed, Duration::from_secs(20)).await;
+    let mut lines = stack.rt.emf.take();
+    lines.extend(emf::lines(&stack.rt.metrics));
+    periods.push(("healthy", fired(&lines)));
+
+    // A message the redrive policy moved: its pointer reaches the alarm function, which buries the event
+    let (status, _) = deliver(&stack, &stripe_body("evt_redriven")).await;
+    assert_eq!(status, 200);
+    let records = receive(&stack.sqs, &stack.rt.resources.queue_url, 2).await;
+    assert_eq!(records.len(), 1);
+    let response = functions::dead_letters(&stack.rt, batch(records)).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    assert_eq!(
+        status_of(&stack, "evt_redriven").await.map(|s| s.0),
+        Some(Status::Dead)
+    );
+    let mut lines = stack.rt.emf.take();
+    lines.extend(emf::lines(&stack.rt.metrics));
+    periods.push(("one message dead-lettered", fired(&lines)));
+
+    // The work queue gone: the receiver stores the event and answers 200, but its SendMessage fails
+    stack
+        .sqs
+        .delete_queue()
+        .queue_url(&stack.rt.resources.queue_url)
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = deliver(&stack, &stripe_body("evt_orphan")).await;
+    assert_eq!((status, body["status"].as_str()), (200, Some("accepted")));
+    assert_eq!(
+        status_of(&stack, "evt_orphan").await.map(|s| s.0),
+        Some(Status::Received)
+    );
+    periods.push((
+        "the enqueue after the write failed",
+        fired(&emf::lines(&stack.rt.metrics)),
+    ));
+
+    let expected: Vec<(&str, Vec<&str>)> = vec![
+        ("healthy", vec![]),
+        ("one message dead-lettered", vec!["DeadLetteredAlarm"]),
+        ("the enqueue after the write failed", vec!["LostEnqueueAlarm"]),
+    ];
+    assert_eq!(periods, expected);
+}
+
+/// Issue 14, item 2: with more receives needed than the work queue's maxReceiveCount, SQS could dead-letter an
+/// event before its retry budget. The functions refuse such a config at start, naming both settings.
+#[tokio::test]
+async fn a_retry_budget_the_redrive_policy_would_cut_short_is_refused() {
+    let Some(sdk) = emulator().await else { return };
+    let settings = QueueSettings {
+        max_receive_count: 10,
+        visibility_timeout: 30,
+    };
+    let resources = create_stack(&sdk, &prefix(), settings).await.unwrap();
+    assert_eq!(resources.max_receive_count, Some(10));
+    std::env::set_var("AWS_TEST_SOURCE_SECRET", SECRET);
+    let source = "[sources.stripe]\nscheme = \"stripe\"\nsecrets = [\"env:AWS_TEST_SOURCE_SECRET\"]\n\
+                  handler = { kind = \"log\" }\n";
+    let start = |retry: &str| {
+        let config = Config::from_toml(&format!("[retry]\n{retry}\n{source}")).unwrap();
+        let (clients, resources) = (Clients::new(&sdk), resources.clone());
+        async move {
+            Runtime::new(
+                clients,
+                Some(&LocalSecrets),
+                resources,
+                config,
+                Registry::new(http_client()),
+            )
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+        }
+    };
+    // 12 attempts need 12 receives
+    let err = start("max_attempts = 12").await.unwrap_err();
+    assert!(
+        err.contains("retry.max_attempts") && err.contains("MaxReceiveCount = 10"),
+        "{err}"
+    );
+    // 9 attempts fit, with one receive to spare
+    start("max_attempts = 9").await.unwrap();
+    // a day's cap comes back early from SQS's 12-hour limit: 2 more receives per long wait
+    let err = start("max_attempts = 5\nbase = \"1d\"\ncap = \"1d\"")
+        .await
+        .unwrap_err();
+    assert!(err.contains("needs up to 13 receives"), "{err}");
+}
+
+/// Issue 14, item 4: a retry storm on a RECEIVED event younger than the sweeper's grace sends no message: its
+/// first message is in flight. (The re-send of an older one, which heals a lost enqueue, is what the stacks above
+/// do with a grace of 0.)
+#[tokio::test]
+async fn duplicates_of_a_young_received_event_send_no_messages() {
+    let Some(sdk) = emulator().await else { return };
+    // The default sweeper grace (30 s); the reconcile block is never run here.
+    let stack = reconcile_stack(
+        &sdk,
+        &reconciled_source("stripe", "http://127.0.0.1:9", "AWS_TEST_STRIPE_KEY"),
+    )
+    .await;
+    let (status, answer) = deliver_signed(stack.rt.receiver(), SECRET, &stripe_body("evt_storm")).await;
+    assert_eq!((status, answer["status"].as_str()), (200, Some("accepted")));
+    assert_eq!(ops(&stack.counter.take()).get("sqs.SendMessage"), Some(&1));
+    for _ in 0..10 {
+        let (status, answer) = deliver_signed(stack.rt.receiver(), SECRET, &stripe_body("evt_storm")).await;
+        assert_eq!((status, answer["status"].as_str()), (200, Some("duplicate")));
+    }
+    let calls = stack.counter.take();
+    assert_eq!(ops(&calls).get("sqs.SendMessage"), None, "{calls:?}");
 }

@@ -311,3 +311,28 @@ async fn a_dead_notify_url_holds_up_neither_start_up_nor_processing() {
         || app.status_of("gh", &id) == "COMPLETED",
     );
 }
+
+/// Issue 14, item 1 (the public edge): a flood of unsigned requests is logged as counts, one line a minute per
+/// source and reason, not one line a request: it cannot turn into a logging bill.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_flood_of_bad_signatures_logs_counts_not_lines() {
+    let sink = Sink::start(&[], 200).await;
+    let secret = rand_secret();
+    let app = spawn_app(&github_source("gh", &sink.url(), ""), &[(SECRET_VAR, &secret)]);
+    let forger = Signer::new(Scheme::Github, "not-the-secret");
+    let body = json!({"action": "opened"}).to_string();
+    for _ in 0..300 {
+        let a = deliver(&app, "gh", &forger, &rand_id("f"), "push", &body).await;
+        assert_eq!(a.status, 401, "{}", a.text);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let log = app.log();
+    let lines: Vec<&str> = log.lines().filter(|l| l.contains("rejected")).collect();
+    // One line for the first of them; a second if the flood crossed a minute's boundary.
+    assert!(
+        (1..=2).contains(&lines.len()),
+        "{} lines: {lines:#?}",
+        lines.len()
+    );
+    assert!(lines[0].contains("signature"), "{}", lines[0]);
+}

@@ -411,6 +411,12 @@ impl Machine {
             if let Err(e) = queue.enqueue(&key, Duration::ZERO).await {
                 report.enqueue_errors += 1;
                 tracing::warn!(source = %key.source, event_id = %key.event_id, error = %e, "sweeper could not enqueue");
+                continue;
+            }
+            // Sent again: not due again at the next sweep, or a long backlog would be sent again every sweep.
+            if let Err(e) = self.ledger.resent(&key, event.status, event.updated_at).await {
+                tracing::warn!(source = %key.source, event_id = %key.event_id, error = %e,
+                    "the re-send was not recorded; the next sweep may send the event again");
             }
         }
         if report != SweepReport::default() {

@@ -16,7 +16,7 @@ use prometheus_client::registry::{Registry, Unit};
 
 use crate::model::SourceName;
 /// Why a request was turned away.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Reject {
     UnknownSource,
     TooLarge,
@@ -74,6 +74,8 @@ struct PerSource {
     retried: Counter,
     dead: Counter,
     reconciled: Counter,
+    enqueue_failed: Counter,
+    dead_lettered: Counter,
     rejected: [Counter; Reject::ALL.len()],
 }
 
@@ -113,6 +115,10 @@ pub struct Counts {
     pub signature_rejected: u64,
     /// Events the webhook path lost and reconciliation recovered.
     pub reconciled: u64,
+    /// Events stored whose enqueue failed after the write (the sweeper enqueues them later).
+    pub enqueue_failed: u64,
+    /// Messages the work queue's redrive policy moved to the dead-letter queue (AWS).
+    pub dead_lettered: u64,
 }
 
 impl Counts {
@@ -124,6 +130,8 @@ impl Counts {
             + self.retried
             + self.dead
             + self.reconciled
+            + self.enqueue_failed
+            + self.dead_lettered
             == 0
     }
 }
@@ -166,6 +174,16 @@ impl Metrics {
             "reconciled",
             "Events the webhook path lost, recovered from the provider's API",
         );
+        let enqueue_failed = family(
+            &mut registry,
+            "enqueue_failed",
+            "Events stored whose enqueue failed after the write; the sweeper enqueues them later",
+        );
+        let dead_lettered = family(
+            &mut registry,
+            "dead_lettered",
+            "Messages the work queue's redrive policy moved to the dead-letter queue",
+        );
         let rejected = Family::<RejectLabels, Counter>::default();
         registry.register("rejected", "Requests turned away, by reason", rejected.clone());
         let latency = Histogram::new(BUCKETS);
@@ -205,6 +223,8 @@ impl Metrics {
                     retried: series(&retried),
                     dead: dead.get_or_create_owned(&label),
                     reconciled: series(&reconciled),
+                    enqueue_failed: series(&enqueue_failed),
+                    dead_lettered: dead_lettered.get_or_create_owned(&label),
                     rejected,
                 }
             })
@@ -271,6 +291,8 @@ impl Metrics {
                     payload_mismatch: take(&p.payload_mismatch),
                     signature_rejected: refused(Reject::Signature) + refused(Reject::Timestamp),
                     reconciled: take(&p.reconciled),
+                    enqueue_failed: take(&p.enqueue_failed),
+                    dead_lettered: take(&p.dead_lettered),
                 }
             })
             .collect();
@@ -283,6 +305,12 @@ impl Metrics {
     }
     pub fn dead(&self, s: Slot) {
         self.slot(s).dead.inc();
+    }
+    pub fn enqueue_failed(&self, s: Slot) {
+        self.slot(s).enqueue_failed.inc();
+    }
+    pub fn dead_lettered(&self, s: Slot) {
+        self.slot(s).dead_lettered.inc();
     }
     /// `n` events recovered by a reconciliation run of source `s`.
     pub fn reconciled(&self, s: Slot, n: u64) {
@@ -301,6 +329,8 @@ impl Metrics {
                 "retried" => p.retried.get(),
                 "dead" => p.dead.get(),
                 "reconciled" => p.reconciled.get(),
+                "enqueue_failed" => p.enqueue_failed.get(),
+                "dead_lettered" => p.dead_lettered.get(),
                 "rejected" => p.rejected.iter().map(Counter::get).sum(),
                 _ => 0,
             })

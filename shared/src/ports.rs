@@ -43,6 +43,10 @@ pub trait Ledger: Send + Sync + 'static {
     /// An alarm that could not go out waits until `until` (ms) before the sweeper offers it again.
     async fn defer_alarm(&self, key: &EventKey, until: i64) -> Result<(), StoreError>;
 
+    /// The sweeper sent an open event again: it is due again later ([`crate::rules::Due::resent`]), if it is still
+    /// `status` and unchanged since `updated_at` (otherwise it moved on, and its new due time stands).
+    async fn resent(&self, key: &EventKey, status: Status, updated_at: i64) -> Result<(), StoreError>;
+
     /// Operator replay: DEAD → RECEIVED (or COMPLETED → RECEIVED with `force`), retry budget reset (attempts to
     /// 0, the age budget counted from now), `replays + 1`.
     async fn replay(&self, key: &EventKey, force: bool) -> Result<Replay, StoreError>;
@@ -130,6 +134,9 @@ pub enum Created {
         status: Status,
         payload_sha256: String,
         origin: Origin,
+        /// When it entered `status` (its `updated_at`): a RECEIVED one younger than the grace has its message in
+        /// flight, and a duplicate sends no other.
+        since: i64,
     },
 }
 

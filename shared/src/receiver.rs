@@ -25,7 +25,7 @@ use crate::model::{EventId, EventKey, KeptHeaders, NewEvent, Origin, Status};
 use crate::ports::{Created, Ledger, Queue, StoreError};
 use crate::schemes::{checked_type, IdError};
 use crate::source::{Source, Sources};
-use crate::time::now_ms;
+use crate::time::{ms, now_ms};
 
 /// Everything a request needs, built once at start.
 pub struct Receiver {
@@ -39,6 +39,30 @@ pub struct Receiver {
     pub inflight: InflightBytes,
     /// Delivery health: duplicates out of proportion, all-401 sources, payload mismatches.
     pub health: Arc<DeliveryHealth>,
+    /// Rejected requests, logged as counts at most once a minute per source and reason.
+    pub rejections: RejectLog,
+    /// The sweeper's grace: a duplicate of a RECEIVED event enqueues it again only once it is this old.
+    pub resend_grace: Duration,
+}
+
+/// Rejected requests are logged as a count, at most one line a minute per source and reason (each one on its own
+/// only at debug): a flood of unsigned or malformed requests to a public endpoint cannot turn into a logging bill.
+#[derive(Default)]
+pub struct RejectLog(std::sync::Mutex<std::collections::HashMap<(usize, Reject), (i64, u64)>>);
+
+impl RejectLog {
+    /// Counts one rejection at `now_ms`; the first of a new minute gets the count to log, itself included.
+    pub fn count(&self, slot: usize, reason: Reject, now_ms: i64) -> Option<u64> {
+        let minute = now_ms.div_euclid(60_000);
+        let mut seen = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (logged_in, since) = seen.entry((slot, reason)).or_insert((i64::MIN, 0));
+        *since += 1;
+        if *logged_in == minute {
+            return None;
+        }
+        *logged_in = minute;
+        Some(std::mem::take(since))
+    }
 }
 
 /// The bytes of request bodies held in memory at once, over every connection. Each request takes what its body
@@ -121,12 +145,8 @@ async fn receive(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let Ok(Path(source)) = source else {
-        r.metrics.rejected(Metrics::UNKNOWN, Reject::UnknownSource);
-        return error(StatusCode::NOT_FOUND, "unknown_source", "no such source");
-    };
-    let Some(source) = r.sources.get(&source).cloned() else {
-        r.metrics.rejected(Metrics::UNKNOWN, Reject::UnknownSource);
+    let Some(source) = source.ok().and_then(|Path(name)| r.sources.get(&name).cloned()) else {
+        rejected(&r, Metrics::UNKNOWN, "", Reject::UnknownSource);
         return error(StatusCode::NOT_FOUND, "unknown_source", "no such source");
     };
     let span = tracing::info_span!("receive", source = %source.name, event_id = tracing::field::Empty);
@@ -134,7 +154,7 @@ async fn receive(
         match accept(&r, &source, &headers, body).await {
             Ok(response) => response,
             Err(reject) => {
-                r.metrics.rejected(source.index, reject.reason());
+                rejected(&r, source.index, source.name.as_str(), reject.reason());
                 reject.into_response()
             }
         }
@@ -143,7 +163,20 @@ async fn receive(
     .await
 }
 
-/// A request turned away; the log line says why precisely, the answer says it generically.
+/// Counts a rejected request, and logs the count of its kind once a minute (see [`RejectLog`]).
+fn rejected(r: &Receiver, slot: usize, source: &str, reason: Reject) {
+    r.metrics.rejected(slot, reason);
+    if let Some(count) = r.rejections.count(slot, reason, now_ms()) {
+        tracing::info!(
+            source,
+            reason = reason.as_str(),
+            count,
+            "requests rejected since the last line of their kind (one line a minute; each one at debug)"
+        );
+    }
+}
+
+/// A request turned away; the debug line says why precisely, the answer says it generically.
 enum Rejection {
     TooLarge,
     SlowClient,
@@ -253,7 +286,7 @@ async fn read_body(
                 continue;
             }
             let Some(permit) = inflight.take(chunk.len()) else {
-                tracing::info!(
+                tracing::debug!(
                     chunk = chunk.len(),
                     "rejected: too many request bytes in memory; answered 503"
                 );
@@ -297,7 +330,7 @@ async fn accept(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > source.max_body_bytes as u64) {
-        tracing::info!(
+        tracing::debug!(
             declared,
             limit = source.max_body_bytes,
             "rejected: body too large"
@@ -313,7 +346,7 @@ async fn accept(
         .scheme
         .verify(&source.keys, headers, &body, now_unix, source.tolerance_secs)
     {
-        tracing::info!(reason = %e, "rejected: signature");
+        tracing::debug!(reason = %e, "rejected: signature");
         r.health.seen(source.index, Seen::Refused);
         let reason = if e.reason() == "timestamp" {
             Reject::Timestamp
@@ -330,14 +363,14 @@ async fn accept(
 
     // 3. The event id.
     let identity = source.scheme.identify(headers, &body).map_err(|e| {
-        tracing::info!(reason = %e, "rejected: event id");
+        tracing::debug!(reason = %e, "rejected: event id");
         match e {
             IdError::MalformedBody => Rejection::MalformedBody,
             _ => Rejection::MissingId,
         }
     })?;
     let event_id = EventId::parse(&identity.event_id).map_err(|e| {
-        tracing::info!(reason = %e, "rejected: event id");
+        tracing::debug!(reason = %e, "rejected: event id");
         Rejection::MissingId
     })?;
     tracing::Span::current().record("event_id", tracing::field::display(&event_id));
@@ -370,7 +403,7 @@ async fn accept(
             r.metrics.accepted(source.index);
             r.health.seen(source.index, Seen::Accepted);
             crate::failpoint!("after_write_before_enqueue");
-            enqueue(r, &key).await;
+            enqueue(r, source, &key).await;
             crate::failpoint!("after_enqueue_before_answer");
             tracing::debug!("accepted");
             Ok(Json(json!({"status": "accepted", "event_id": key.event_id})).into_response())
@@ -380,6 +413,7 @@ async fn accept(
             status,
             payload_sha256: first,
             origin,
+            since,
         } => {
             r.metrics.duplicate(source.index);
             if event_id != key.event_id {
@@ -410,18 +444,22 @@ async fn accept(
                     "duplicate with a different payload: the sender broke its contract; the first payload stands"
                 );
             }
-            // Still RECEIVED: the first enqueue may have been lost in a crash; enqueueing again is cheap.
-            if status == Status::Received {
-                enqueue(r, stored).await;
+            // Still RECEIVED past the grace: its first enqueue may have been lost in a crash, and this heals it
+            // without waiting for the sweeper. A younger one has its message in flight: a retry storm adds none.
+            if status == Status::Received && now_ms().saturating_sub(since) >= ms(r.resend_grace) {
+                enqueue(r, source, stored).await;
             }
             Ok(Json(json!({"status": "duplicate", "event_id": event_id, "state": status})).into_response())
         }
     }
 }
 
-/// The record is durable already, so a failed enqueue still answers 200: the sweeper enqueues it later.
-async fn enqueue(r: &Receiver, key: &EventKey) {
+/// The record is durable already, so a failed enqueue still answers 200: the sweeper enqueues it later. It is
+/// counted (`EnqueueFailed`, alarmed on AWS): events then wait for the sweeper's next pass, and many of them mean
+/// the queue is down.
+async fn enqueue(r: &Receiver, source: &Source, key: &EventKey) {
     if let Err(e) = r.queue.enqueue(key, Duration::ZERO).await {
+        r.metrics.enqueue_failed(source.index);
         tracing::warn!(error = %e, "enqueue failed after the durable write; the sweeper will pick it up");
     }
 }

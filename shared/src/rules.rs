@@ -53,7 +53,19 @@ impl Due {
     pub fn dead(&self, now: i64) -> i64 {
         now.saturating_add(self.grace)
     }
+
+    /// An open event the sweeper has just sent again: due again after as long as it has waited since its last
+    /// transition (`updated_at`), at least the grace and at most [`MAX_RESEND_WAIT`]. Each re-send without progress
+    /// about doubles the wait, so a long backlog is not sent again every sweep.
+    pub fn resent(&self, now: i64, updated_at: i64) -> i64 {
+        let waited = now.saturating_sub(updated_at);
+        now.saturating_add(waited.clamp(self.grace.min(MAX_RESEND_WAIT_MS), MAX_RESEND_WAIT_MS))
+    }
 }
+
+/// The longest wait between two re-sends of one open event by the sweeper.
+pub const MAX_RESEND_WAIT: Duration = Duration::from_secs(3600);
+const MAX_RESEND_WAIT_MS: i64 = 3_600_000;
 
 /// The latest `next_attempt_at` that a claim at `now` accepts.
 pub fn failed_claimable_by(now: i64) -> i64 {
@@ -104,6 +116,7 @@ pub fn duplicate_of(existing: &Event) -> Created {
         status: existing.status,
         payload_sha256: existing.payload_sha256.clone(),
         origin: existing.origin,
+        since: existing.updated_at,
     }
 }
 

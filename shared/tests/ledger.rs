@@ -179,11 +179,13 @@ ledger_tests!(
     a_body_resent_under_a_fresh_id_is_a_duplicate_of_the_stored_event,
     replay_restarts_the_age_budget,
     reconciliation_reads_presence_in_batches_and_keeps_checkpoints_apart,
+    a_resent_event_is_due_again_later_unless_it_moved,
 );
 
 async fn create_is_conditional_and_durable(store: &dyn Store) {
     let l = store.open(LONG).await;
     assert_eq!(l.create(new_event("e1", "{}")).await.unwrap(), Created::New);
+    let since = l.get(&key("e1")).await.unwrap().unwrap().updated_at;
     assert_eq!(
         l.create(new_event("e1", "{\"other\":1}")).await.unwrap(),
         Created::Duplicate {
@@ -191,6 +193,7 @@ async fn create_is_conditional_and_durable(store: &dyn Store) {
             status: Status::Received,
             payload_sha256: "sha-of-{}".into(),
             origin: inbox_core::model::Origin::Webhook,
+            since,
         },
         "the first payload stands"
     );
@@ -652,6 +655,43 @@ async fn list_filters_by_type_id_time_and_pages_with_a_cursor(store: &dyn Store)
         .collect();
     sources.sort();
     assert_eq!(sources, ["other/e2", "src/e2"]);
+}
+
+/// Issue 14, item 4: the sweeper left a re-sent event's due time as it was, so a backlog older than the grace was
+/// sent again at every sweep. A re-send now moves it forward, by as long as the event has waited, and only while
+/// the event is as the sweeper read it.
+async fn a_resent_event_is_due_again_later_unless_it_moved(store: &dyn Store) {
+    let l = store.open(Duration::ZERO).await;
+    for id in ["waiting", "moved"] {
+        l.create(new_event(id, "b")).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let seen = eventually(|| l.due(now(), 100), |d| d.as_ref().is_ok_and(|d| d.len() == 2))
+        .await
+        .unwrap();
+    // GIVEN "moved" claimed after the sweeper read it
+    l.claim(&key("moved"), "w", Duration::from_secs(30))
+        .await
+        .unwrap();
+    // WHEN the sweeper records both re-sends
+    for e in &seen {
+        l.resent(&e.key(), e.status, e.updated_at).await.unwrap();
+    }
+    let resent_at = now();
+    // THEN "waiting" (300 ms old) is not due at the next sweep, but 300 ms or more later
+    let next = eventually(
+        || l.due(resent_at + 1, 100),
+        |d| d.as_ref().is_ok_and(Vec::is_empty),
+    )
+    .await;
+    assert!(next.unwrap().is_empty());
+    // AND "moved" keeps the due time of its lease (30 s away): the re-send found it changed
+    let later = eventually(
+        || l.due(resent_at + 5_000, 100),
+        |d| d.as_ref().is_ok_and(|d| d.len() == 1),
+    )
+    .await;
+    assert_eq!(ids(&later.unwrap()), ["waiting"]);
 }
 
 /// Issue 13, defect 7: the DLQ path marked an event DEAD under a live lease, beside a running worker.

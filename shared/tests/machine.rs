@@ -455,3 +455,19 @@ async fn a_failed_alarm_waits_its_own_backoff_beside_the_work() {
     assert_eq!(tried(), 1, "a failed alarm was tried again at once");
     assert!(rig.ledger.get(&k).await.unwrap().unwrap().notified_at.is_none());
 }
+
+/// Issue 14, item 4: a backlog of RECEIVED events older than the grace was sent again at every sweep (every
+/// minute on AWS), each time multiplying the messages ahead of the workers.
+#[tokio::test]
+async fn a_resent_event_is_not_sent_again_by_the_next_sweep() {
+    let rig = rig(5, Duration::from_millis(50)).await;
+    received(&rig, "backlog").await;
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let queue = Recorded::default();
+    assert_eq!(rig.machine.sweep(&queue, 100).await.unwrap().received, 1);
+    // The next sweep comes at once: the event has its message again, and waits as long again as it had waited.
+    assert_eq!(rig.machine.sweep(&queue, 100).await.unwrap().received, 0);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(rig.machine.sweep(&queue, 100).await.unwrap().received, 1);
+    assert_eq!(queue.0.lock().unwrap().len(), 2);
+}

@@ -82,6 +82,23 @@ enum Rule {
     },
 }
 
+/// The alarms of `infra/template.yaml`, by logical id.
+pub fn of_the_template() -> BTreeMap<String, Alarm> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/infra/template.yaml");
+    template_alarms(&std::fs::read_to_string(path).unwrap())
+}
+
+/// Which of `names` would be in ALARM after a period in which `lines` were all the EMF lines written.
+pub fn firing<'a>(alarms: &BTreeMap<String, Alarm>, names: &[&'a str], lines: &[String]) -> Vec<&'a str> {
+    let mut published = Published::default();
+    published.add(lines);
+    names
+        .iter()
+        .copied()
+        .filter(|name| alarms[*name].fires(&published))
+        .collect()
+}
+
 /// The template's alarms, by logical id.
 pub fn template_alarms(template: &str) -> BTreeMap<String, Alarm> {
     let doc = YamlLoader::load_from_str(template).unwrap().remove(0);

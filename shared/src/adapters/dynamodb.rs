@@ -85,6 +85,9 @@ const KILL: &str = "SET #status = :dead, last_error = :error, updated_at = :now,
 const RELEASE: &str = "SET lease_until = :now, gsi1sk = :due, updated_at = :now";
 const NOTIFIED: &str = "SET notified_at = :now, gsi1sk = :never";
 const DEFER_ALARM: &str = "SET gsi1sk = :until";
+const RESENT: &str = "SET gsi1sk = :until";
+/// Still as the sweeper read it, and in the sparse index.
+const UNCHANGED_OPEN: &str = "#status = :status AND updated_at = :updated AND attribute_exists(gsi1sk)";
 const REPLAY: &str =
     "SET #status = :received, attempts = :zero, replays = replays + :one, updated_at = :now, \
     replayed_at = :now, gsi1pk = :open, gsi1sk = :due \
@@ -569,6 +572,15 @@ impl Ledger for DynamoLedger {
         let values = Values::default().status(":dead", Status::Dead).n(":until", until);
         self.update(key, DEFER_ALARM, DEAD_UNNOTIFIED, values, false)
             .await?;
+        Ok(())
+    }
+
+    async fn resent(&self, key: &EventKey, status: Status, updated_at: i64) -> Result<(), StoreError> {
+        let values = Values::default()
+            .status(":status", status)
+            .n(":updated", updated_at)
+            .n(":until", self.due.resent(now_ms(), updated_at));
+        self.update(key, RESENT, UNCHANGED_OPEN, values, false).await?;
         Ok(())
     }
 

@@ -167,6 +167,11 @@ enum Op {
         key: EventKey,
         until: i64,
     },
+    Resent {
+        key: EventKey,
+        status: Status,
+        updated_at: i64,
+    },
     Replay {
         key: EventKey,
         force: bool,
@@ -601,6 +606,27 @@ impl Writer {
                      WHERE source = ?1 AND event_id = ?2 AND status = 'DEAD' AND notified_at IS NULL",
                 )
                 .and_then(|mut s| s.execute(params![key.source.as_str(), key.event_id.as_str(), until]))
+                .map_err(sql)?;
+                Answer::Done
+            }
+            Op::Resent {
+                key,
+                status,
+                updated_at,
+            } => {
+                c.prepare_cached(
+                    "UPDATE events SET due_at = ?5
+                     WHERE source = ?1 AND event_id = ?2 AND status = ?3 AND updated_at = ?4 AND due_at IS NOT NULL",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![
+                        key.source.as_str(),
+                        key.event_id.as_str(),
+                        status.as_str(),
+                        updated_at,
+                        self.due.resent(now, *updated_at)
+                    ])
+                })
                 .map_err(sql)?;
                 Answer::Done
             }
@@ -1160,6 +1186,15 @@ impl Ledger for SqliteLedger {
         let op = Op::DeferAlarm {
             key: key.clone(),
             until,
+        };
+        self.ask(op).await
+    }
+
+    async fn resent(&self, key: &EventKey, status: Status, updated_at: i64) -> Result<(), StoreError> {
+        let op = Op::Resent {
+            key: key.clone(),
+            status,
+            updated_at,
         };
         self.ask(op).await
     }

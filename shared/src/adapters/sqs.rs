@@ -43,10 +43,24 @@ pub fn parse_pointer(body: &str) -> Option<EventKey> {
     serde_json::from_str(body).ok()
 }
 
-/// Whole seconds for SQS (`DelaySeconds`, visibility timeouts), rounded up and capped at 15 minutes.
+/// Whole seconds for SQS's `DelaySeconds`, rounded up and capped at 15 minutes.
 pub fn sqs_seconds(d: Duration) -> i32 {
-    let secs = d.min(MAX_DELAY).as_millis().div_ceil(1000);
-    i32::try_from(secs).unwrap_or(900)
+    capped_seconds(d, MAX_DELAY)
+}
+
+/// How long a received message may be hidden again: SQS allows 12 hours from its receipt, less a margin here for
+/// the time the invocation has taken already (the processor's timeout is at most 15 minutes).
+pub const MAX_VISIBILITY: Duration = Duration::from_secs(12 * 3600 - 15 * 60);
+
+/// Whole seconds for a received message's new visibility timeout (a retry's wait), rounded up, capped at
+/// [`MAX_VISIBILITY`]: a wait up to that costs the message one receive, not one per 15 minutes.
+pub fn visibility_seconds(d: Duration) -> i32 {
+    capped_seconds(d, MAX_VISIBILITY)
+}
+
+fn capped_seconds(d: Duration, cap: Duration) -> i32 {
+    let secs = d.min(cap).as_millis().div_ceil(1000);
+    i32::try_from(secs).unwrap_or(i32::MAX)
 }
 
 #[async_trait]
@@ -90,5 +104,7 @@ mod tests {
         assert_eq!(sqs_seconds(Duration::from_millis(1)), 1);
         assert_eq!(sqs_seconds(Duration::from_millis(2500)), 3);
         assert_eq!(sqs_seconds(Duration::from_secs(3600)), 900);
+        assert_eq!(visibility_seconds(Duration::from_secs(3600)), 3600);
+        assert_eq!(visibility_seconds(Duration::from_secs(86_400)), 42_300);
     }
 }

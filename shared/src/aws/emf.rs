@@ -40,6 +40,8 @@ fn values(c: &Counts) -> Vec<(&'static str, f64, &'static str)> {
         ("PayloadMismatch", c.payload_mismatch),
         ("SignatureRejected", c.signature_rejected),
         ("Reconciled", c.reconciled),
+        ("EnqueueFailed", c.enqueue_failed),
+        ("DeadLettered", c.dead_lettered),
     ]
     .into_iter()
     .filter(|(_, v)| *v > 0)
@@ -62,6 +64,8 @@ pub fn lines(metrics: &Metrics) -> Vec<String> {
         total.payload_mismatch += c.payload_mismatch;
         total.signature_rejected += c.signature_rejected;
         total.reconciled += c.reconciled;
+        total.enqueue_failed += c.enqueue_failed;
+        total.dead_lettered += c.dead_lettered;
         if !c.source.is_empty() {
             let mut extra = Map::new();
             extra.insert("Source".into(), json!(c.source));

@@ -8,8 +8,9 @@ use futures_util::future::join_all;
 use tracing::Instrument;
 
 use super::{emf, ReconciledSource, ReconcilerRuntime, Runtime};
-use crate::adapters::sqs::{parse_pointer, sqs_seconds};
+use crate::adapters::sqs::{parse_pointer, visibility_seconds};
 use crate::machine::{Outcome, SweepReport, LEASE_MARGIN};
+use crate::metrics::Metrics;
 use crate::ports::{Checkpoint, Ledger, MarkDead, StoreError};
 use crate::reconcile::{Budget, Progress, Reconciler, RunOptions, Summary};
 use crate::time::{ms, now_ms, rfc3339};
@@ -18,11 +19,43 @@ use crate::time::{ms, now_ms, rfc3339};
 pub const REDRIVEN: &str = "moved to the dead-letter queue after the queue's maxReceiveCount receives";
 
 /// How long this invocation may still run: the function's remaining time, kept short of the deadline.
+///
+/// A deadline already past, or further away than Lambda's longest timeout allows, was not set by Lambda:
+/// `cargo lambda watch` (1.9.2) sends `Lambda-Runtime-Deadline-Ms: 600000`, a moment in 1970, with every
+/// invocation. Trusted, it made the lease and the handler's time 0, and a forward that had reached its sink was
+/// settled FAILED and ran again. Such a deadline counts as unknown, and the function's configured timeout stands in
+/// ([`FUNCTION_TIMEOUT_ENV`], set by the template; [`DEFAULT_FUNCTION_TIMEOUT`] where it is not).
 pub fn remaining(deadline_ms: u64) -> Duration {
-    let left = i64::try_from(deadline_ms)
-        .unwrap_or(i64::MAX)
-        .saturating_sub(now_ms());
-    Duration::from_millis(u64::try_from(left).unwrap_or(0)).saturating_sub(LEASE_MARGIN)
+    remaining_at(deadline_ms, now_ms(), configured_timeout())
+}
+
+/// The function's timeout in seconds, as the template sets it for the functions that read their deadline.
+pub const FUNCTION_TIMEOUT_ENV: &str = "INBOX_FUNCTION_TIMEOUT";
+/// The timeout assumed for an unknown deadline where [`FUNCTION_TIMEOUT_ENV`] is not set (Lambda's default is 3 s;
+/// no function of the template runs shorter than 30 s).
+pub const DEFAULT_FUNCTION_TIMEOUT: Duration = Duration::from_secs(30);
+/// Lambda's longest timeout: a deadline further away than this (and a minute's skew) is not Lambda's.
+const LONGEST_TIMEOUT: Duration = Duration::from_secs(15 * 60 + 60);
+
+fn configured_timeout() -> Duration {
+    std::env::var(FUNCTION_TIMEOUT_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|&secs| secs > 0)
+        .map_or(DEFAULT_FUNCTION_TIMEOUT, Duration::from_secs)
+}
+
+fn remaining_at(deadline_ms: u64, now: i64, timeout: Duration) -> Duration {
+    let left = i64::try_from(deadline_ms).unwrap_or(i64::MAX).saturating_sub(now);
+    let left = match u64::try_from(left) {
+        Ok(ms) if ms > 0 && Duration::from_millis(ms) <= LONGEST_TIMEOUT => Duration::from_millis(ms),
+        _ => {
+            tracing::warn!(deadline_ms, fallback_secs = timeout.as_secs(),
+                "the invocation's deadline is past or beyond any Lambda timeout: using the configured timeout");
+            timeout
+        }
+    };
+    left.saturating_sub(LEASE_MARGIN)
 }
 
 /// The processor (event source: the work queue). Each record is claimed, run and settled on its own, all of a
@@ -88,7 +121,7 @@ async fn process_record(rt: &Runtime, record: &SqsMessage, lease: Duration) -> b
             .change_message_visibility()
             .queue_url(rt.queue.url())
             .receipt_handle(receipt)
-            .visibility_timeout(sqs_seconds(again))
+            .visibility_timeout(visibility_seconds(again))
             .send()
             .await;
         if let Err(e) = changed {
@@ -113,9 +146,10 @@ async fn bury_record(rt: &Runtime, record: &SqsMessage) -> bool {
             message_id = record.message_id.as_deref().unwrap_or(""),
             "not an event pointer; dropped"
         );
+        rt.metrics.dead_lettered(Metrics::UNKNOWN);
         return true;
     };
-    match rt.machine.bury(&key, REDRIVEN).await {
+    let handled = match rt.machine.bury(&key, REDRIVEN).await {
         // A worker holds a live lease: its settle decides. The message comes back after its visibility timeout,
         // and is buried then if that worker died.
         Ok(MarkDead::Leased(until)) => {
@@ -131,7 +165,17 @@ async fn bury_record(rt: &Runtime, record: &SqsMessage) -> bool {
             tracing::warn!(source = %key.source, event_id = %key.event_id, error = %e, "dead letter not handled yet");
             false
         }
+    };
+    // Counted once, when handled (a record asked again later arrives again): the "something was dead-lettered"
+    // alarm watches this, not the queue's depth, which this function keeps at zero.
+    if handled {
+        let slot = rt
+            .sources
+            .get(key.source.as_str())
+            .map_or(Metrics::UNKNOWN, |s| s.index);
+        rt.metrics.dead_lettered(slot);
     }
+    handled
 }
 
 /// The sweeper (every minute): the restart scan through the sparse index.
@@ -324,6 +368,36 @@ async fn reconcile_source(
         Err(e) => {
             rt.metrics.reconciled(slot, e.summary.recovered);
             failed(e.to_string(), Some(e.summary))
+        }
+    }
+}
+
+#[cfg(test)]
+mod deadline_tests {
+    use super::*;
+
+    const NOW: i64 = 1_796_000_000_000;
+
+    #[test]
+    fn a_deadline_lambda_sets_is_trusted_less_the_margin() {
+        let left = remaining_at(u64::try_from(NOW).unwrap() + 20_000, NOW, Duration::from_secs(60));
+        assert_eq!(left, Duration::from_secs(20) - LEASE_MARGIN);
+    }
+
+    /// Issue 14, item 9: `cargo lambda watch` 1.9.2 sends 600000 (1970) as every invocation's deadline.
+    #[test]
+    fn a_deadline_in_the_past_or_beyond_any_timeout_gives_the_configured_timeout() {
+        let timeout = Duration::from_secs(60);
+        for deadline in [
+            600_000,
+            u64::try_from(NOW).unwrap(),
+            u64::try_from(NOW).unwrap() + 86_400_000,
+        ] {
+            assert_eq!(
+                remaining_at(deadline, NOW, timeout),
+                timeout - LEASE_MARGIN,
+                "{deadline}"
+            );
         }
     }
 }

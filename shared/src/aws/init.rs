@@ -108,5 +108,6 @@ pub async fn create_stack(
         dlq_url: Some(dlq_url),
         bucket: Some(bucket),
         topic_arn: topic.topic_arn().map(str::to_owned),
+        max_receive_count: Some(settings.max_receive_count),
     })
 }

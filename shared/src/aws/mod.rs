@@ -18,7 +18,7 @@ pub use secrets::AwsSecrets;
 use crate::adapters::dynamodb::DynamoLedger;
 use crate::adapters::s3::S3Payloads;
 use crate::adapters::sqs::SqsQueue;
-use crate::config::{Config, ConfigError, ReconcileConfig};
+use crate::config::{Config, ConfigError, ReconcileConfig, RetryPolicy};
 use crate::handlers::Registry;
 use crate::machine::Machine;
 use crate::metrics::Metrics;
@@ -36,6 +36,57 @@ pub struct Resources {
     pub dlq_url: Option<String>,
     pub bucket: Option<String>,
     pub topic_arn: Option<String>,
+    /// The work queue's `maxReceiveCount` (`INBOX_MAX_RECEIVE_COUNT`, the template's `MaxReceiveCount`): the
+    /// retry budgets are checked against it at start ([`check_receive_budget`]).
+    pub max_receive_count: Option<u32>,
+}
+
+/// The environment variable that carries the work queue's `maxReceiveCount`.
+pub const MAX_RECEIVE_COUNT_ENV: &str = "INBOX_MAX_RECEIVE_COUNT";
+
+/// The receives an event's message may take before its retry budget is spent, at worst: one per attempt, and one
+/// more for each 11¾ hours of a wait past the first (a wait longer than SQS lets a message hide comes back early,
+/// is found not due, and is hidden again).
+pub fn receives_needed(policy: &RetryPolicy) -> u64 {
+    let hide = crate::adapters::sqs::MAX_VISIBILITY.as_millis().max(1);
+    let mut receives = u64::from(policy.max_attempts);
+    for attempt in 1..policy.max_attempts {
+        let wait = policy
+            .base
+            .saturating_mul(2u32.saturating_pow(attempt.saturating_sub(1).min(31)))
+            .min(policy.cap);
+        receives += u64::try_from(wait.as_millis().div_ceil(hide).saturating_sub(1)).unwrap_or(u64::MAX);
+    }
+    receives
+}
+
+/// Refuses a retry budget that the work queue's redrive policy would cut short: with `maxReceiveCount` receives
+/// or fewer needed, SQS could move an event's message to the dead-letter queue before `max_attempts` (issue 14).
+/// One receive is kept spare, for a redelivery found under a live lease.
+pub fn check_receive_budget(config: &Config, max_receive_count: u32) -> Result<(), ConfigError> {
+    let policies = std::iter::once(("retry".to_owned(), &config.retry)).chain(
+        config
+            .sources
+            .iter()
+            .map(|(name, s)| (format!("sources.{name}.retry"), &s.retry)),
+    );
+    for (at, policy) in policies {
+        let needed = receives_needed(policy);
+        if needed >= u64::from(max_receive_count) {
+            return Err(ConfigError::new(
+                format!("{at}.max_attempts"),
+                format!(
+                    "{at}.max_attempts = {} with {at}.cap = {} needs up to {needed} receives of an event's message, \
+                     but the work queue moves a message to the dead-letter queue after MaxReceiveCount = \
+                     {max_receive_count} receives ({MAX_RECEIVE_COUNT_ENV}): raise the template's MaxReceiveCount \
+                     above {needed}, or lower {at}.max_attempts or {at}.cap",
+                    policy.max_attempts,
+                    humantime::format_duration(policy.cap),
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 impl Resources {
@@ -53,6 +104,12 @@ impl Resources {
             dlq_url: optional("INBOX_DLQ_URL"),
             bucket: optional("INBOX_BUCKET"),
             topic_arn: optional("INBOX_ALARM_TOPIC_ARN"),
+            max_receive_count: match optional(MAX_RECEIVE_COUNT_ENV) {
+                None => None,
+                Some(v) => Some(v.trim().parse().map_err(|_| {
+                    ConfigError::new(MAX_RECEIVE_COUNT_ENV, "not a whole number of receives")
+                })?),
+            },
         })
     }
 
@@ -67,6 +124,9 @@ impl Resources {
             ("INBOX_BUCKET", &self.bucket),
             ("INBOX_ALARM_TOPIC_ARN", &self.topic_arn),
         ];
+        if let Some(n) = self.max_receive_count {
+            lines.push(format!("export {MAX_RECEIVE_COUNT_ENV}={n}"));
+        }
         for (name, value) in optional {
             if let Some(v) = value {
                 lines.push(format!("export {name}={v}"));
@@ -171,7 +231,7 @@ pub async fn receiver_from_env() -> Result<Arc<Receiver>, RuntimeError> {
         &config,
     );
     let metrics = Arc::new(Metrics::new(sources.names()));
-    Ok(receiver(sources, ledger, queue, metrics))
+    Ok(receiver(sources, ledger, queue, metrics, config.sweeper.grace))
 }
 
 /// The reconciler function's start: the ledger, its payload bucket and the queue, and the sources that have a
@@ -287,6 +347,7 @@ fn receiver(
     ledger: Arc<DynamoLedger>,
     queue: Arc<SqsQueue>,
     metrics: Arc<Metrics>,
+    resend_grace: Duration,
 ) -> Arc<Receiver> {
     // A container sees a sliver of the traffic: the alarms that count are CloudWatch's, on the EMF metrics; here
     // the episodes are only logged.
@@ -304,6 +365,8 @@ fn receiver(
         // One request per invocation, its body already read by the runtime: the bound is one largest body.
         inflight: crate::receiver::InflightBytes::new(crate::config::MAX_BODY_BYTES_LIMIT),
         health,
+        rejections: Default::default(),
+        resend_grace,
     })
 }
 
@@ -322,6 +385,9 @@ impl Runtime {
         config: Config,
         handlers: Registry,
     ) -> Result<Self, RuntimeError> {
+        if let Some(n) = resources.max_receive_count {
+            check_receive_budget(&config, n)?;
+        }
         let sources = Sources::build(&config, secrets, &handlers).await?;
         let metrics = Arc::new(Metrics::new(sources.names()));
         let (ledger, queue) = store(
@@ -366,6 +432,7 @@ impl Runtime {
             self.ledger.clone(),
             self.queue.clone(),
             self.metrics.clone(),
+            self.config.sweeper.grace,
         )
     }
 }

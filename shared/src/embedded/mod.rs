@@ -148,6 +148,8 @@ pub async fn serve(
         read_timeout: config.server.read_timeout,
         inflight: InflightBytes::new(config.server.max_inflight_bytes),
         health,
+        rejections: Default::default(),
+        resend_grace: config.sweeper.grace,
     });
     let listener = TcpListener::bind(config.server.listen)
         .await

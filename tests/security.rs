@@ -118,8 +118,10 @@ async fn logs_hold_no_secret_signature_or_payload() {
         log.contains("event is DEAD"),
         "the dead event was not logged: is this the info level?"
     );
+    // Refusals are logged as counts, a line a minute per source and reason (each one only at debug).
     assert!(
-        log.contains("rejected: signature"),
+        log.lines()
+            .any(|l| l.contains("requests rejected") && l.contains("signature")),
         "the refusals were not logged"
     );
     for (what, needle) in [

@@ -364,15 +364,11 @@ impl Machine {
         let outcome = self.ledger.mark_dead(key, reason).await?;
         match &outcome {
             MarkDead::NewlyDead(event) => self.announce_dead(event).await,
-            MarkDead::AlreadyDead { notified: false } => {
-                if let Some(event) = self.ledger.get(key).await? {
-                    self.notify(&event).await;
-                }
+            // Its alarm is still owed: the refused write returned the record, so nothing is read again.
+            MarkDead::AlreadyDead(event) if event.notified_at.is_none() => {
+                self.notify(event).await;
             }
-            MarkDead::AlreadyDead { notified: true }
-            | MarkDead::Completed
-            | MarkDead::Leased(_)
-            | MarkDead::Missing => {}
+            MarkDead::AlreadyDead(_) | MarkDead::Completed | MarkDead::Leased(_) | MarkDead::Missing => {}
         }
         Ok(outcome)
     }

@@ -174,10 +174,9 @@ pub enum Settled {
 pub enum MarkDead {
     /// This call made it dead; the caller notifies.
     NewlyDead(Box<Event>),
-    /// Dead already; `notified` says whether its alarm went out.
-    AlreadyDead {
-        notified: bool,
-    },
+    /// Dead already: the record as it stands, without its body (its `notified_at` says whether its alarm went
+    /// out), so that an alarm still owed is sent without reading the record again.
+    AlreadyDead(Box<Event>),
     Completed,
     /// PROCESSING under a live lease until this time (ms): the worker's settle decides; ask again after it.
     Leased(i64),

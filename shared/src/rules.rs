@@ -89,9 +89,11 @@ pub fn refused_mark_dead(current: Option<&Event>, now: i64) -> MarkDead {
     match current {
         None => MarkDead::Missing,
         Some(e) => match e.status {
-            Status::Dead => MarkDead::AlreadyDead {
-                notified: e.notified_at.is_some(),
-            },
+            Status::Dead => {
+                let mut record = e.clone();
+                record.payload = bytes::Bytes::new();
+                MarkDead::AlreadyDead(Box::new(record))
+            }
             Status::Completed => MarkDead::Completed,
             // Refused while open: a live lease (or one that changed hands just now): ask again after it.
             Status::Processing | Status::Received | Status::Failed => {

@@ -65,6 +65,8 @@ pub struct FakeStripe {
     pub requests: AtomicUsize,
     pub faults: Mutex<Faults>,
     pub accounts: Mutex<Vec<Option<String>>>,
+    /// Extra text in the `data.object` of these events (by id): an API object too large to keep in a record.
+    pub padding: Mutex<HashMap<String, String>>,
 }
 
 impl FakeStripe {
@@ -75,6 +77,7 @@ impl FakeStripe {
             requests: AtomicUsize::new(0),
             faults: Mutex::new(Faults::default()),
             accounts: Mutex::new(Vec::new()),
+            padding: Mutex::new(HashMap::new()),
         });
         fake.add(events);
         fake
@@ -150,11 +153,16 @@ async fn stripe_events(
     }
     let page: Vec<_> = matching.by_ref().take(limit).collect();
     let has_more = matching.peek().is_some();
+    let padding = fake.padding.lock().unwrap();
     let data: Vec<_> = page
         .iter()
         .map(|(id, created, ty)| {
+            let mut object = json!({"id": format!("obj_{id}")});
+            if let Some(pad) = padding.get(id) {
+                object["description"] = json!(pad);
+            }
             json!({"id": id, "object": "event", "api_version": "2024-06-20", "created": created, "type": ty,
-                   "livemode": false, "pending_webhooks": 1, "data": {"object": {"id": format!("obj_{id}")}}})
+                   "livemode": false, "pending_webhooks": 1, "data": {"object": object}})
         })
         .collect();
     Json(json!({"object": "list", "url": "/v1/events", "has_more": has_more, "data": data})).into_response()

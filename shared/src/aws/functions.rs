@@ -158,7 +158,15 @@ async fn bury_record(rt: &Runtime, record: &SqsMessage) -> bool {
             false
         }
         Ok(outcome) => {
-            tracing::info!(source = %key.source, event_id = %key.event_id, ?outcome, "dead letter handled");
+            // The outcome's name only: its record holds the payload, which no log carries.
+            let outcome = match outcome {
+                MarkDead::NewlyDead(_) => "marked dead",
+                MarkDead::AlreadyDead(_) => "dead already",
+                MarkDead::Completed => "completed already",
+                MarkDead::Leased(_) => "leased",
+                MarkDead::Missing => "missing",
+            };
+            tracing::info!(source = %key.source, event_id = %key.event_id, outcome, "dead letter handled");
             true
         }
         Err(e) => {

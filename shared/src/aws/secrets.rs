@@ -26,6 +26,19 @@ impl AwsSecrets {
         }
     }
 
+    /// Over clients built elsewhere (a test's, with its own interceptors).
+    pub fn with_clients(
+        sdk: &SdkConfig,
+        ssm: aws_sdk_ssm::Client,
+        secrets: aws_sdk_secretsmanager::Client,
+    ) -> Self {
+        Self {
+            sdk: sdk.clone(),
+            ssm: OnceLock::from(ssm),
+            secrets: OnceLock::from(secrets),
+        }
+    }
+
     fn ssm(&self) -> &aws_sdk_ssm::Client {
         self.ssm.get_or_init(|| aws_sdk_ssm::Client::new(&self.sdk))
     }

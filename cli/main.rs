@@ -125,6 +125,24 @@ enum Command {
 
 #[derive(Subcommand)]
 enum AwsCommand {
+    /// Play what AWS does around the functions, for functions served by `cargo lambda watch` (Lambda's Invoke API
+    /// at --lambda): the event source mappings (work queue to the processor, dead-letter queue to the alarm
+    /// function, with partial batch failures) and the schedules (the sweeper every minute, the reconciler every
+    /// five). The queues are INBOX_QUEUE_URL and INBOX_DLQ_URL, as `inbox aws init` prints them. Stops on Ctrl-C.
+    Play {
+        #[arg(long, default_value = "http://127.0.0.1:9000")]
+        lambda: String,
+        /// A function served elsewhere than --lambda, as NAME=URL (one `cargo lambda watch -p NAME -P PORT` per
+        /// function); repeatable.
+        #[arg(long = "function", value_name = "NAME=URL")]
+        functions: Vec<String>,
+        /// Seconds between two sweeper runs.
+        #[arg(long, default_value_t = 60)]
+        sweep_every: u64,
+        /// Seconds between two reconciler runs; 0 runs no reconciler (no source has a `reconcile` block).
+        #[arg(long, default_value_t = 300)]
+        reconcile_every: u64,
+    },
     /// Create the table, queues, bucket and topic wherever the SDK points (AWS_ENDPOINT_URL: the emulator,
     /// LocalStack, a sandbox account) as the template defines them, and print the functions' environment.
     Init {
@@ -329,6 +347,15 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Console { store, listen } => console(store, listen).await,
         Command::Aws {
             command:
+                AwsCommand::Play {
+                    lambda,
+                    functions,
+                    sweep_every,
+                    reconcile_every,
+                },
+        } => play(&lambda, &functions, sweep_every, reconcile_every).await,
+        Command::Aws {
+            command:
                 AwsCommand::Init {
                     prefix,
                     max_receive_count,
@@ -477,6 +504,62 @@ fn reconcile_block<'a>(
         .reconcile
         .as_ref()
         .with_context(|| format!("sources.{source} has no [sources.{source}.reconcile] block"))
+}
+
+/// `inbox aws play`: pumps both queues and keeps the schedules until Ctrl-C, a line per batch or run.
+async fn play(lambda: &str, functions: &[String], sweep_every: u64, reconcile_every: u64) -> Result<()> {
+    use inbox_core::aws::play::Player;
+    let resources = Resources::from_env()?;
+    let dlq = resources
+        .dlq_url
+        .clone()
+        .context("INBOX_DLQ_URL is not set (`inbox aws init` prints it)")?;
+    let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .load()
+        .await;
+    let mut player = Player::new(aws_sdk_sqs::Client::new(&sdk), lambda);
+    for f in functions {
+        let (name, url) = f
+            .split_once('=')
+            .with_context(|| format!("--function {f}: expected NAME=URL"))?;
+        player = player.serving(name, url);
+    }
+    let schedules = [
+        ("sweeper", Duration::from_secs(sweep_every)),
+        ("reconciler", Duration::from_secs(reconcile_every)),
+    ];
+    let mut next: Vec<tokio::time::Instant> = schedules.iter().map(|_| tokio::time::Instant::now()).collect();
+    eprintln!("playing the event source mappings and schedules against {lambda}; Ctrl-C stops");
+    let stop = shutdown_signal();
+    tokio::pin!(stop);
+    loop {
+        let round = async {
+            for (queue, function) in [(&resources.queue_url, "processor"), (&dlq, "alarm")] {
+                match player.pump(queue, function, Duration::from_secs(1)).await {
+                    Ok(p) if p.received > 0 => eprintln!(
+                        "{function}: {} received, {} deleted, {} left for SQS to deliver again",
+                        p.received, p.deleted, p.left
+                    ),
+                    Ok(_) => {}
+                    Err(e) => eprintln!("{function}: {e}"),
+                }
+            }
+            for ((function, every), at) in schedules.iter().zip(next.iter_mut()) {
+                if every.is_zero() || tokio::time::Instant::now() < *at {
+                    continue;
+                }
+                *at = tokio::time::Instant::now() + *every;
+                match player.tick(function).await {
+                    Ok(answer) => eprintln!("{function}: {answer}"),
+                    Err(e) => eprintln!("{function}: {e}"),
+                }
+            }
+        };
+        tokio::select! {
+            () = round => {}
+            () = &mut stop => return Ok(()),
+        }
+    }
 }
 
 async fn shutdown_signal() {

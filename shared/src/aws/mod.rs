@@ -4,6 +4,7 @@
 pub mod emf;
 pub mod functions;
 pub mod init;
+pub mod play;
 pub mod sdk;
 mod secrets;
 pub mod sns;

@@ -17,32 +17,38 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo build --workspace --all-targets --locked
 
-# The AWS emulator.
-MOTO_VERSION=5.2.5
-if ! .venv/bin/python -c "import moto, sys; sys.exit(moto.__version__ != '$MOTO_VERSION')" 2>/dev/null; then
-  python3 -m venv .venv
-  .venv/bin/pip install --quiet --disable-pip-version-check "moto[server]==$MOTO_VERSION"
-fi
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-mkdir -p target
-# One request at a time: moto's threaded server checks a DynamoDB condition and applies the write without a
-# lock in between, so concurrent conditional writes could both win there (never on DynamoDB itself).
-.venv/bin/python -c '
+# The AWS emulator: moto's server, unless AWS_ENDPOINT_URL names one already (LocalStack from docker-compose.yml,
+# a sandbox account); the per-service variables (AWS_ENDPOINT_URL_SQS and kin) pass through to the SDK as they are.
+if [ -z "${AWS_ENDPOINT_URL:-}" ]; then
+  MOTO_VERSION=5.2.5
+  if ! .venv/bin/python -c "import moto, sys; sys.exit(moto.__version__ != '$MOTO_VERSION')" 2>/dev/null; then
+    python3 -m venv .venv
+    .venv/bin/pip install --quiet --disable-pip-version-check "moto[server]==$MOTO_VERSION"
+  fi
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  mkdir -p target
+  # One request at a time: moto's threaded server checks a DynamoDB condition and applies the write without a
+  # lock in between, so concurrent conditional writes could both win there (never on DynamoDB itself).
+  .venv/bin/python -c '
 import sys
 from werkzeug.serving import run_simple
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 run_simple("127.0.0.1", int(sys.argv[1]), DomainDispatcherApplication(create_backend_app),
            threaded=False, request_handler=MotoRequestHandler)
 ' "$port" > target/moto.log 2>&1 &
-moto_pid=$!
-trap 'kill "$moto_pid" 2>/dev/null || true' EXIT
-for _ in $(seq 1 100); do
-  curl -sf "http://127.0.0.1:$port/moto-api/" > /dev/null 2>&1 && break
-  kill -0 "$moto_pid" 2>/dev/null || { cat target/moto.log; exit 1; }
-  sleep 0.2
-done
-export AWS_ENDPOINT_URL="http://127.0.0.1:$port" AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test
-export AWS_REGION=us-east-1 INBOX_REQUIRE_AWS=1
+  moto_pid=$!
+  trap 'kill "$moto_pid" 2>/dev/null || true' EXIT
+  for _ in $(seq 1 100); do
+    curl -sf "http://127.0.0.1:$port/moto-api/" > /dev/null 2>&1 && break
+    kill -0 "$moto_pid" 2>/dev/null || { cat target/moto.log; exit 1; }
+    sleep 0.2
+  done
+  export AWS_ENDPOINT_URL="http://127.0.0.1:$port"
+else
+  echo "AWS tests against AWS_ENDPOINT_URL=$AWS_ENDPOINT_URL (no emulator started)"
+fi
+export AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-test}" AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-test}"
+export AWS_REGION="${AWS_REGION:-us-east-1}" INBOX_REQUIRE_AWS=1
 
 cargo test --workspace --locked
 

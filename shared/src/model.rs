@@ -238,8 +238,9 @@ pub struct NewEvent {
     pub unique_body_for: Option<std::time::Duration>,
 }
 
-/// One ledger record. Times are UTC milliseconds since the epoch, on the store writer's clock.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+/// One ledger record. Times are UTC milliseconds since the epoch, on the store writer's clock. Its `Debug` leaves
+/// the payload and the kept headers out (their sizes only): payloads are personal data that no log carries.
+#[derive(Clone, PartialEq, Eq, Serialize)]
 pub struct Event {
     pub source: SourceName,
     pub event_id: EventId,
@@ -267,6 +268,33 @@ pub struct Event {
     pub origin: Origin,
 }
 
+impl std::fmt::Debug for Event {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Event")
+            .field("source", &self.source)
+            .field("event_id", &self.event_id)
+            .field("event_type", &self.event_type)
+            .field("status", &self.status)
+            .field("payload_bytes", &self.payload.len())
+            .field("payload_sha256", &self.payload_sha256)
+            .field("kept_headers", &self.headers.len())
+            .field("received_at", &self.received_at)
+            .field("updated_at", &self.updated_at)
+            .field("attempts", &self.attempts)
+            .field("replays", &self.replays)
+            .field("lease_owner", &self.lease_owner)
+            .field("lease_until", &self.lease_until)
+            .field("next_attempt_at", &self.next_attempt_at)
+            .field("last_error", &self.last_error)
+            .field("completed_at", &self.completed_at)
+            .field("expires_at", &self.expires_at)
+            .field("notified_at", &self.notified_at)
+            .field("replayed_at", &self.replayed_at)
+            .field("origin", &self.origin)
+            .finish()
+    }
+}
+
 impl Event {
     pub fn key(&self) -> EventKey {
         EventKey::new(self.source.clone(), self.event_id.clone())
@@ -284,6 +312,35 @@ impl Event {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_event_s_debug_holds_neither_its_payload_nor_its_headers() {
+        let event = Event {
+            source: SourceName::parse("src").unwrap(),
+            event_id: EventId::parse("e1").unwrap(),
+            event_type: None,
+            status: Status::Received,
+            payload: bytes::Bytes::from_static(b"{\"card\":\"4242-secret\"}"),
+            payload_sha256: "0".repeat(64),
+            headers: vec![("x-customer".into(), "jane@example.com".into())],
+            received_at: 1,
+            updated_at: 1,
+            attempts: 0,
+            replays: 0,
+            lease_owner: None,
+            lease_until: None,
+            next_attempt_at: None,
+            last_error: None,
+            completed_at: None,
+            expires_at: None,
+            notified_at: None,
+            replayed_at: None,
+            origin: Origin::Webhook,
+        };
+        let shown = format!("{event:?}");
+        assert!(!shown.contains("4242") && !shown.contains("jane"), "{shown}");
+        assert!(shown.contains("payload_bytes: 22"), "{shown}");
+    }
 
     #[test]
     fn source_names_are_url_and_key_safe() {

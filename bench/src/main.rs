@@ -8,6 +8,7 @@ mod hardening;
 mod load;
 mod proc;
 mod reconcile;
+mod wrk;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -28,10 +29,20 @@ use load::{EventGen, Stats};
 
 /// The secret the bench's Stripe source verifies with (never a real one).
 pub const SECRET: &str = "whsec_bench_secret";
-/// What `--only=` may name. `readers` and `slow` (issue 13's checks) run only when named.
-const PARTS: [&str; 7] = ["ceiling", "accept", "e2e", "aws", "readers", "slow", "reconcile"];
+/// What `--only=` may name. `readers` and `slow` (issue 13's checks) and `wrk` (issue 16's client, Debian's
+/// package) run only when named.
+const PARTS: [&str; 8] = [
+    "ceiling",
+    "accept",
+    "e2e",
+    "aws",
+    "readers",
+    "slow",
+    "reconcile",
+    "wrk",
+];
 /// The parts a run without `--only` leaves out.
-const ON_REQUEST: [&str; 2] = ["readers", "slow"];
+const ON_REQUEST: [&str; 3] = ["readers", "slow", "wrk"];
 /// Connections of the closed-loop load (keep-alive).
 const CONNS: usize = 64;
 /// Handlers at a time in the end-to-end server (`server.workers`; the default is 16): `forward` waits on the
@@ -398,6 +409,10 @@ async fn run(opts: Opts, moto_port: Option<u16>) -> Result<()> {
     }
     if opts.runs("slow") {
         hardening::slow_clients(&opts, &inbox, &mut rows).await?;
+    }
+    // 9. The same ceiling and accept, measured by wrk.
+    if opts.runs("wrk") {
+        wrk::run(&opts, &inbox, &mut rows).await?;
     }
     if opts.runs("reconcile") {
         reconcile::run(&mut rows).await?;

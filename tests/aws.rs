@@ -237,7 +237,14 @@ async fn poll_once(stack: &Stack, wait: i32) -> usize {
     if n == 0 {
         return 0;
     }
-    let response = functions::processor(&stack.rt, batch(records.clone()), deadline()).await;
+    process_batch(&stack.rt, &stack.sqs, records).await;
+    n
+}
+
+/// The event source mapping's part for a batch already received: the processor of `rt`, then a delete of each
+/// record it did not report as failed. Returns how many it reported.
+async fn process_batch(rt: &Runtime, sqs: &aws_sdk_sqs::Client, records: Vec<SqsMessage>) -> usize {
+    let response = functions::processor(rt, batch(records.clone()), deadline()).await;
     let failed: Vec<_> = response
         .batch_item_failures
         .iter()
@@ -247,17 +254,19 @@ async fn poll_once(stack: &Stack, wait: i32) -> usize {
         .iter()
         .filter(|r| !failed.contains(r.message_id.as_ref().unwrap()))
     {
-        delete(stack, r).await;
+        delete_from(sqs, &rt.resources.queue_url, r).await;
     }
-    n
+    failed.len()
 }
 
 /// Deletes a received message from the work queue, as the event source mapping does after a success.
 async fn delete(stack: &Stack, record: &SqsMessage) {
-    stack
-        .sqs
-        .delete_message()
-        .queue_url(&stack.rt.resources.queue_url)
+    delete_from(&stack.sqs, &stack.rt.resources.queue_url, record).await;
+}
+
+async fn delete_from(sqs: &aws_sdk_sqs::Client, queue_url: &str, record: &SqsMessage) {
+    sqs.delete_message()
+        .queue_url(queue_url)
         .receipt_handle(record.receipt_handle.clone().unwrap())
         .send()
         .await
@@ -2159,26 +2168,7 @@ async fn each_function_calls_exactly_what_its_role_grants() {
     assert_eq!(status, 401);
 
     // The processor: each of them completed (the large body read from S3).
-    let process = |records: Vec<SqsMessage>| {
-        let (processor, sqs, url) = (&processor, queue_sqs.clone(), work_queue.clone());
-        async move {
-            let response = functions::processor(processor, batch(records.clone()), deadline()).await;
-            for r in records.iter().filter(|r| {
-                !response
-                    .batch_item_failures
-                    .iter()
-                    .any(|f| Some(&f.item_identifier) == r.message_id.as_ref())
-            }) {
-                sqs.delete_message()
-                    .queue_url(&url)
-                    .receipt_handle(r.receipt_handle.clone().unwrap())
-                    .send()
-                    .await
-                    .unwrap();
-            }
-            response.batch_item_failures.len()
-        }
-    };
+    let process = |records: Vec<SqsMessage>| process_batch(&processor, &queue_sqs, records);
     let mut completed = 0;
     while completed < 3 {
         let records = take_messages().await;
@@ -2212,13 +2202,7 @@ async fn each_function_calls_exactly_what_its_role_grants() {
     let (status, _) = deliver_signed(receiver.clone(), SECRET, &stripe_body(&format!("evt_{p}_lost"))).await;
     assert_eq!(status, 200);
     for r in take_messages().await {
-        queue_sqs
-            .delete_message()
-            .queue_url(&work_queue)
-            .receipt_handle(r.receipt_handle.unwrap())
-            .send()
-            .await
-            .unwrap();
+        delete_from(&queue_sqs, &work_queue, &r).await;
     }
     let unannounced = stripe_body(&format!("evt_{p}_unannounced"));
     let (status, _) = deliver_signed(test_side.receiver(), SECRET, &unannounced).await;

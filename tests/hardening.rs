@@ -123,6 +123,20 @@ async fn partial_request(app: &App, declared: usize, sent: usize) -> tokio::net:
     stream
 }
 
+/// A server holding at most 3,000 request bytes in memory, with a GitHub source limited to 1,500-byte bodies.
+async fn bounded_app() -> (Sink, String, App) {
+    let sink = Sink::start(&[], 200).await;
+    let secret = rand_secret();
+    let app = spawn_app(
+        &format!(
+            "[server]\nmax_inflight_bytes = 3000\n{}",
+            github_source("gh", &sink.url(), "max_body_bytes = 1500\n")
+        ),
+        &[(SECRET_VAR, &secret)],
+    );
+    (sink, secret, app)
+}
+
 /// Delivers until the answer has `status`, for up to 5 s (the slow clients' bytes reach the server in a moment).
 async fn deliver_until(app: &App, signer: &Signer, id: &str, body: &str, status: u16) -> Answer {
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -141,15 +155,7 @@ async fn deliver_until(app: &App, signer: &Signer, id: &str, body: &str, status:
 /// request is accepted.
 #[tokio::test(flavor = "multi_thread")]
 async fn request_bytes_in_memory_are_bounded_over_every_connection() {
-    let sink = Sink::start(&[], 200).await;
-    let secret = rand_secret();
-    let app = spawn_app(
-        &format!(
-            "[server]\nmax_inflight_bytes = 3000\n{}",
-            github_source("gh", &sink.url(), "max_body_bytes = 1500\n")
-        ),
-        &[(SECRET_VAR, &secret)],
-    );
+    let (_sink, secret, app) = bounded_app().await;
     let mut slow = Vec::new();
     for _ in 0..2 {
         slow.push(partial_request(&app, 1500, 1400).await);
@@ -170,15 +176,7 @@ async fn request_bytes_in_memory_are_bounded_over_every_connection() {
 /// arrived are held.
 #[tokio::test(flavor = "multi_thread")]
 async fn declared_lengths_of_slow_clients_keep_no_room_from_normal_deliveries() {
-    let sink = Sink::start(&[], 200).await;
-    let secret = rand_secret();
-    let app = spawn_app(
-        &format!(
-            "[server]\nmax_inflight_bytes = 3000\n{}",
-            github_source("gh", &sink.url(), "max_body_bytes = 1500\n")
-        ),
-        &[(SECRET_VAR, &secret)],
-    );
+    let (sink, secret, app) = bounded_app().await;
     let mut slow = Vec::new();
     for _ in 0..10 {
         slow.push(partial_request(&app, 1500, 1).await);

@@ -103,13 +103,17 @@ struct AlarmQueue {
     pending: Arc<Mutex<HashSet<EventKey>>>,
 }
 
-/// `random(0, min(cap, base·2^(attempt-1)))`: full jitter, so that a burst of failures does not retry in step.
-pub fn backoff(policy: &RetryPolicy, attempt: u32) -> Duration {
-    let exp = policy
+/// `min(cap, base·2^(attempt-1))`: the longest wait after `attempt` failed attempts.
+pub fn longest_backoff(policy: &RetryPolicy, attempt: u32) -> Duration {
+    policy
         .base
         .saturating_mul(2u32.saturating_pow(attempt.saturating_sub(1).min(31)))
-        .min(policy.cap);
-    let top = u64::try_from(exp.as_millis()).unwrap_or(u64::MAX);
+        .min(policy.cap)
+}
+
+/// `random(0, min(cap, base·2^(attempt-1)))`: full jitter, so that a burst of failures does not retry in step.
+pub fn backoff(policy: &RetryPolicy, attempt: u32) -> Duration {
+    let top = u64::try_from(longest_backoff(policy, attempt).as_millis()).unwrap_or(u64::MAX);
     Duration::from_millis(rand::rng().random_range(0..=top))
 }
 

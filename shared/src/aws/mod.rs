@@ -52,10 +52,7 @@ pub fn receives_needed(policy: &RetryPolicy) -> u64 {
     let hide = crate::adapters::sqs::MAX_VISIBILITY.as_millis().max(1);
     let mut receives = u64::from(policy.max_attempts);
     for attempt in 1..policy.max_attempts {
-        let wait = policy
-            .base
-            .saturating_mul(2u32.saturating_pow(attempt.saturating_sub(1).min(31)))
-            .min(policy.cap);
+        let wait = crate::machine::longest_backoff(policy, attempt);
         receives += u64::try_from(wait.as_millis().div_ceil(hide).saturating_sub(1)).unwrap_or(u64::MAX);
     }
     receives

@@ -46,6 +46,9 @@ mod alarms;
 // What the template grants each function, and the IAM actions behind its calls.
 #[path = "aws/iam.rs"]
 mod iam;
+// The payload bucket's lifecycle rules, and when S3 would expire an object under them.
+#[path = "aws/lifecycle.rs"]
+mod lifecycle;
 
 const SECRET: &str = "aws-test-secret";
 
@@ -307,11 +310,12 @@ async fn receiver_to_completed_with_the_happy_path_call_budget() {
     // WHEN a signed webhook arrives through the Function URL
     let (status, body) = deliver(&stack, &stripe_body("evt_happy")).await;
     assert_eq!((status, body["status"].as_str()), (200, Some("accepted")));
-    // THEN the receiver made exactly one conditional write and one SendMessage
+    // THEN the receiver made one read (is it a duplicate?), one SendMessage and one conditional write
     let receiver_calls = stack.counter.take();
     assert_eq!(
         receiver_calls,
         HashMap::from([
+            ("dynamodb.GetItem".to_owned(), 1),
             ("dynamodb.PutItem".to_owned(), 1),
             ("sqs.SendMessage".to_owned(), 1)
         ]),
@@ -320,7 +324,9 @@ async fn receiver_to_completed_with_the_happy_path_call_budget() {
     let stored = stack.rt.ledger.get(&key("evt_happy")).await.unwrap().unwrap();
     assert_eq!(stored.status, Status::Received);
     assert_eq!(stored.payload.as_ref(), stripe_body("evt_happy").as_bytes());
-    stack.counter.take(); // the get above is the test's, not the runtime's
+    // AND its message went out first, so the record took no sparse-index entry: nothing is due for the sweeper
+    assert_eq!(stack.rt.ledger.due(i64::MAX - 1, 10).await.unwrap(), vec![]);
+    stack.counter.take(); // the reads above are the test's, not the runtime's
 
     // AND the processor completes it with at most two conditional writes (plus the poller's receive/delete)
     let records = receive(&stack.sqs, &stack.rt.resources.queue_url, 2).await;
@@ -349,7 +355,7 @@ async fn receiver_to_completed_with_the_happy_path_call_budget() {
     assert_eq!(status_of(&stack, "evt_happy").await, Some((Status::Completed, 1)));
     stack.counter.take(); // the test's own read
 
-    // AND the same delivery again is a duplicate that runs nothing and enqueues nothing
+    // AND the same delivery again is a duplicate found by one read: it writes nothing and enqueues nothing
     let (status, body) = deliver(&stack, &stripe_body("evt_happy")).await;
     assert_eq!(
         (status, body["status"].as_str(), body["state"].as_str()),
@@ -357,9 +363,80 @@ async fn receiver_to_completed_with_the_happy_path_call_budget() {
     );
     assert_eq!(
         stack.counter.take(),
-        HashMap::from([("dynamodb.PutItem".to_owned(), 1)])
+        HashMap::from([("dynamodb.GetItem".to_owned(), 1)])
     );
     assert_eq!(stack.switch.runs.lock().unwrap()["evt_happy"], 1);
+}
+
+/// The receiver sends a message before it creates the record (so the record needs no index entry). A processor
+/// that gets the message first waits for the record; one whose record can no longer come (the receiver's write
+/// failed, or it died) keeps the message only until the message's `until`, then drops it, creating nothing.
+#[tokio::test]
+async fn a_message_sent_ahead_of_its_record_waits_for_it_until_it_cannot_come() {
+    let Some(sdk) = emulator().await else { return };
+    let stack = stack(&sdk, QueueSettings::default(), "").await;
+    let queue = &stack.rt.resources.queue_url;
+    let record = |id: &str| inbox_core::model::NewEvent {
+        key: key(id),
+        event_type: None,
+        payload: bytes::Bytes::from(stripe_body(id)),
+        payload_sha256: "h".into(),
+        headers: vec![],
+        origin: Default::default(),
+        unique_body_for: None,
+        announced: true,
+    };
+
+    // GIVEN a message whose record is created 150 ms after the processor got it
+    let now = inbox_core::time::now_ms();
+    stack
+        .rt
+        .queue
+        .announce(&key("evt_late"), now + 60_000)
+        .await
+        .unwrap();
+    let records = receive(&stack.sqs, queue, 5).await;
+    assert_eq!(records.len(), 1);
+    let ledger = stack.rt.ledger.clone();
+    let create = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        ledger.create(record("evt_late")).await.unwrap()
+    });
+    let response = functions::processor(&stack.rt, batch(records), deadline()).await;
+    create.await.unwrap();
+    // THEN the processor found it within its own wait, and ran it once
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    assert_eq!(status_of(&stack, "evt_late").await, Some((Status::Completed, 1)));
+    assert_eq!(stack.switch.runs.lock().unwrap()["evt_late"], 1);
+
+    // GIVEN a message whose record never comes, until 3 s from now
+    let until = inbox_core::time::now_ms() + 3_000;
+    stack.rt.queue.announce(&key("evt_never"), until).await.unwrap();
+    let records = receive(&stack.sqs, queue, 5).await;
+    assert_eq!(records.len(), 1);
+    // WHEN the processor gets it before then: kept (reported failed), for SQS to hand out again
+    let response = functions::processor(&stack.rt, batch(records.clone()), deadline()).await;
+    assert_eq!(response.batch_item_failures.len(), 1, "{response:?}");
+    // AND after then: dropped, and nothing was created
+    let wait = until - inbox_core::time::now_ms() + 100;
+    tokio::time::sleep(Duration::from_millis(u64::try_from(wait).unwrap_or(0))).await;
+    let response = functions::processor(&stack.rt, batch(records), deadline()).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    assert_eq!(status_of(&stack, "evt_never").await, None);
+    assert!(!stack.switch.runs.lock().unwrap().contains_key("evt_never"));
+
+    // AND a plain pointer to no record (not sent ahead of a create) is dropped at once
+    stack
+        .rt
+        .queue
+        .enqueue(&key("evt_gone"), Duration::ZERO)
+        .await
+        .unwrap();
+    let records = receive(&stack.sqs, queue, 5).await;
+    let t = Instant::now();
+    let response = functions::processor(&stack.rt, batch(records), deadline()).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    assert!(t.elapsed() < Duration::from_millis(500), "{:?}", t.elapsed());
 }
 
 #[tokio::test]
@@ -494,18 +571,10 @@ async fn the_sweeper_finishes_every_crash_state() {
         headers: vec![],
         origin: Default::default(),
         unique_body_for: None,
+        announced: false,
     };
-    // GIVEN a record written but never enqueued (crash between the write and the enqueue)
+    // GIVEN a record whose enqueue failed (written unannounced, so in the sparse index)
     ledger.create(new("evt_never_enqueued")).await.unwrap();
-    // AND one PROCESSING whose worker died (its lease has run out)
-    ledger.create(new("evt_worker_died")).await.unwrap();
-    assert!(matches!(
-        ledger
-            .claim(&key("evt_worker_died"), "dead-worker", Duration::ZERO)
-            .await
-            .unwrap(),
-        Claim::Claimed(_)
-    ));
     // AND one FAILED whose retry message was lost
     ledger.create(new("evt_lost_retry")).await.unwrap();
     ledger
@@ -518,20 +587,22 @@ async fn the_sweeper_finishes_every_crash_state() {
     };
     ledger.settle(&key("evt_lost_retry"), "w", failed).await.unwrap();
     tokio::time::sleep(Duration::from_millis(20)).await;
+    // (A PROCESSING record whose worker died is not the sweeper's on AWS: its message comes back. See
+    // `crash_after_claim_is_finished_by_its_message_not_the_sweeper`.)
 
     // WHEN the sweeper runs
     let report = functions::sweeper(&stack.rt).await.unwrap();
     assert_eq!(
         (report.received, report.expired_leases, report.overdue_failed),
-        (1, 1, 1)
+        (1, 0, 1)
     );
 
     // THEN each is finished by the processor
-    for id in ["evt_never_enqueued", "evt_worker_died", "evt_lost_retry"] {
+    for id in ["evt_never_enqueued", "evt_lost_retry"] {
         poll_until(&stack, id, Status::Completed, Duration::from_secs(20)).await;
     }
     let runs = stack.switch.runs.lock().unwrap().clone();
-    assert_eq!(runs.values().sum::<usize>(), 3, "{runs:?}");
+    assert_eq!(runs.values().sum::<usize>(), 2, "{runs:?}");
     assert_eq!(
         functions::sweeper(&stack.rt).await.unwrap().enqueued(),
         0,
@@ -557,6 +628,128 @@ async fn two_processors_racing_for_one_message_run_it_once() {
     assert_eq!(status_of(&stack, "evt_race").await, Some((Status::Completed, 1)));
 }
 
+/// An object of the payload bucket: its key, its tags and its creation time (ms).
+type Stored = (String, Vec<(String, String)>, i64);
+
+/// The payload bucket's objects.
+async fn bodies_in_s3(sdk: &aws_config::SdkConfig, stack: &Stack) -> Vec<Stored> {
+    let s3 = aws_sdk_s3::Client::from_conf(inbox_core::adapters::s3::S3Payloads::config(sdk));
+    let bucket = stack.rt.resources.bucket.clone().unwrap();
+    let listed = s3.list_objects_v2().bucket(&bucket).send().await.unwrap();
+    let mut out = Vec::new();
+    for object in listed.contents() {
+        let key = object.key().unwrap().to_owned();
+        let tags = s3
+            .get_object_tagging()
+            .bucket(&bucket)
+            .key(&key)
+            .send()
+            .await
+            .unwrap()
+            .tag_set()
+            .iter()
+            .map(|t| (t.key().to_owned(), t.value().to_owned()))
+            .collect();
+        let created = object.last_modified().unwrap().to_millis().unwrap();
+        out.push((key, tags, created));
+    }
+    out.sort();
+    out
+}
+
+/// Issue 14, item 5: a body kept in S3 goes within a day of its event's expiry, and a dead event's body stays.
+/// One object per event; the processor tags it when its event completes; the template's lifecycle rule (read from
+/// `infra/template.yaml`, evaluated as S3 documents it) expires tagged objects only.
+#[tokio::test]
+async fn a_body_in_s3_expires_within_a_day_of_its_event_and_a_dead_ones_never() {
+    let Some(sdk) = emulator().await else { return };
+    let stack = stack(&sdk, QueueSettings::default(), "").await;
+    let rules = lifecycle::of_the_template();
+    let big = |id: &str| {
+        serde_json::json!({"id": id, "object": "event", "type": "t", "pad": noise(600 * 1024)}).to_string()
+    };
+    // GIVEN two events whose bodies are too large for an item: one completes, one dies before it runs
+    for id in ["evt_big_done", "evt_big_dead"] {
+        assert_eq!(deliver(&stack, &big(id)).await.0, 200);
+    }
+    stack
+        .rt
+        .ledger
+        .mark_dead(&key("evt_big_dead"), "buried by the test")
+        .await
+        .unwrap();
+    poll_until(&stack, "evt_big_done", Status::Completed, Duration::from_secs(30)).await;
+
+    // THEN each has its own object; the completed one's expires within a day after its event does, never before
+    let expiry_of = |objects: &[Stored], id: &str| {
+        let (key, tags, created) = objects
+            .iter()
+            .find(|(k, _, _)| k.starts_with(&format!("payloads/stripe/{id}/")))
+            .unwrap_or_else(|| panic!("no object for {id}: {objects:?}"));
+        lifecycle::expiry(&rules, key, tags, *created)
+    };
+    let objects = bodies_in_s3(&sdk, &stack).await;
+    assert_eq!(objects.len(), 2, "{objects:?}");
+    let done = stack.rt.ledger.get(&key("evt_big_done")).await.unwrap().unwrap();
+    let event_expiry = done.expires_at.unwrap();
+    let body_expiry = expiry_of(&objects, "evt_big_done").expect("the completed event's body expires");
+    assert!(
+        (event_expiry..=event_expiry + 86_400_000).contains(&body_expiry),
+        "event expires at {event_expiry}, its body at {body_expiry}"
+    );
+    // AND the dead one's never does
+    assert_eq!(expiry_of(&objects, "evt_big_dead"), None);
+
+    // AND a forced replay keeps the body for as long as the event is open again, then starts it over
+    let replay = stack.rt.ledger.replay(&key("evt_big_done"), true).await.unwrap();
+    assert_eq!(replay, inbox_core::ports::Replay::Replayed);
+    assert_eq!(expiry_of(&bodies_in_s3(&sdk, &stack).await, "evt_big_done"), None);
+    stack
+        .rt
+        .queue
+        .enqueue(&key("evt_big_done"), Duration::ZERO)
+        .await
+        .unwrap();
+    poll_until(&stack, "evt_big_done", Status::Completed, Duration::from_secs(30)).await;
+    let again = stack.rt.ledger.get(&key("evt_big_done")).await.unwrap().unwrap();
+    let body_expiry = expiry_of(&bodies_in_s3(&sdk, &stack).await, "evt_big_done").unwrap();
+    let event_expiry = again.expires_at.unwrap();
+    assert!((event_expiry..=event_expiry + 86_400_000).contains(&body_expiry));
+    assert_eq!(
+        stack
+            .rt
+            .ledger
+            .get(&key("evt_big_done"))
+            .await
+            .unwrap()
+            .unwrap()
+            .payload
+            .len(),
+        big("evt_big_done").len(),
+        "the body reads back whole"
+    );
+}
+
+/// The config's retention and the template's RetentionDays (the bucket's expiry of bodies) must agree.
+#[test]
+fn a_retention_the_payload_bucket_does_not_expire_by_is_refused() {
+    let config = |days: u32| {
+        Config::from_toml(&format!(
+            "retention_days = {days}\n[sources.s]\nscheme = \"stripe\"\nsecrets = [\"env:X\"]\n\
+             handler = {{ kind = \"log\" }}\n"
+        ))
+        .unwrap()
+    };
+    assert!(inbox_core::aws::check_retention(&config(30), 30).is_ok());
+    let err = inbox_core::aws::check_retention(&config(7), 30)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("retention_days = 7") && err.contains("RetentionDays = 30"),
+        "{err}"
+    );
+}
+
 /// Resources from the environment name what is missing.
 #[test]
 fn resources_need_the_table_and_queue() {
@@ -567,6 +760,7 @@ fn resources_need_the_table_and_queue() {
         bucket: Some("b".into()),
         topic_arn: None,
         max_receive_count: None,
+        retention_days: None,
     };
     assert_eq!(
         r.env_lines(),
@@ -1116,6 +1310,7 @@ async fn the_wallet_refuses_an_overdraft_and_a_lost_lease_without_applying_anyth
             headers: vec![],
             origin: Default::default(),
             unique_body_for: None,
+            announced: false,
         })
         .await
         .unwrap();
@@ -1241,29 +1436,26 @@ async fn crash_one(stack: &Stack, crasher: &Crasher, id: &str) -> Vec<SqsMessage
     records
 }
 
-/// GIVEN an invocation that died right after its claim (no effect), and whose message is then lost
-/// WHEN its lease runs out and the sweeper runs
-/// THEN the sweeper re-enqueues it, the next invocation runs it once: COMPLETED, one record, one effect.
+/// GIVEN an invocation that died right after its claim (no effect)
+/// WHEN its lease runs out
+/// THEN the sweeper has nothing to do (the claim took the record out of the sparse index: its message, not deleted
+/// before a settle, vouches for it), and SQS's redelivery of that message runs it once: COMPLETED, one record, one
+/// effect.
 #[tokio::test]
-async fn crash_after_claim_is_finished_by_the_sweeper() {
+async fn crash_after_claim_is_finished_by_its_message_not_the_sweeper() {
     let Some(sdk) = emulator().await else { return };
     let crasher = Arc::new(Crasher::new(false));
     let stack = crash_stack(&sdk, &crasher).await;
     let records = crash_one(&stack, &crasher, "evt_crash_claim").await;
-    for r in &records {
-        delete(&stack, r).await;
-    }
-    // While the lease holds, the sweeper leaves it alone.
     assert_eq!(functions::sweeper(&stack.rt).await.unwrap().enqueued(), 0);
     tokio::time::sleep(Duration::from_millis(4_300)).await;
-    assert_eq!(functions::sweeper(&stack.rt).await.unwrap().expired_leases, 1);
-    poll_until(
-        &stack,
-        "evt_crash_claim",
-        Status::Completed,
-        Duration::from_secs(20),
-    )
-    .await;
+    assert_eq!(
+        functions::sweeper(&stack.rt).await.unwrap().enqueued(),
+        0,
+        "a PROCESSING record is its message's to finish"
+    );
+    let again = functions::processor(&stack.rt, batch(records), deadline()).await;
+    assert!(again.batch_item_failures.is_empty());
     assert_eq!(crasher.effects("evt_crash_claim"), 1);
     assert_eq!(all_events(&stack).await.len(), 1, "one record");
     assert_eq!(
@@ -1887,7 +2079,7 @@ async fn dead_letters_and_lost_enqueues_fire_their_alarms() {
     lines.extend(emf::lines(&stack.rt.metrics));
     periods.push(("one message dead-lettered", fired(&lines)));
 
-    // The work queue gone: the receiver stores the event and answers 200, but its SendMessage fails
+    // The work queue gone: the receiver's SendMessage fails, but it stores the event and answers 200
     stack
         .sqs
         .delete_queue()
@@ -1901,15 +2093,18 @@ async fn dead_letters_and_lost_enqueues_fire_their_alarms() {
         status_of(&stack, "evt_orphan").await.map(|s| s.0),
         Some(Status::Received)
     );
-    periods.push((
-        "the enqueue after the write failed",
-        fired(&emf::lines(&stack.rt.metrics)),
-    ));
+    // No message vouches for it: its record is in the sparse index, where the sweeper finds it.
+    let due = stack.rt.ledger.due(i64::MAX - 1, 10).await.unwrap();
+    assert_eq!(
+        due.iter().map(|e| e.event_id.as_str()).collect::<Vec<_>>(),
+        ["evt_orphan"]
+    );
+    periods.push(("the enqueue failed", fired(&emf::lines(&stack.rt.metrics))));
 
     let expected: Vec<(&str, Vec<&str>)> = vec![
         ("healthy", vec![]),
         ("one message dead-lettered", vec!["DeadLetteredAlarm"]),
-        ("the enqueue after the write failed", vec!["LostEnqueueAlarm"]),
+        ("the enqueue failed", vec!["LostEnqueueAlarm"]),
     ];
     assert_eq!(periods, expected);
 }
@@ -2198,12 +2393,21 @@ async fn each_function_calls_exactly_what_its_role_grants() {
     let response = functions::dead_letters(&alarm, batch(redriven)).await;
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
 
-    // The sweeper: a RECEIVED event whose message was lost, and a dead event whose alarm did not go out.
-    let (status, _) = deliver_signed(receiver.clone(), SECRET, &stripe_body(&format!("evt_{p}_lost"))).await;
-    assert_eq!(status, 200);
-    for r in take_messages().await {
-        delete_from(&queue_sqs, &work_queue, &r).await;
-    }
+    // The sweeper: a RECEIVED event whose enqueue failed, and a dead event whose alarm did not go out.
+    let lost = inbox_core::model::NewEvent {
+        key: EventKey::new(
+            SourceName::parse("stripe").unwrap(),
+            EventId::parse(&format!("evt_{p}_lost")).unwrap(),
+        ),
+        event_type: None,
+        payload_sha256: "h".into(),
+        payload: bytes::Bytes::from(stripe_body(&format!("evt_{p}_lost"))),
+        headers: vec![],
+        origin: Default::default(),
+        unique_body_for: None,
+        announced: false,
+    };
+    test_side.ledger.create(lost).await.unwrap();
     let unannounced = stripe_body(&format!("evt_{p}_unannounced"));
     let (status, _) = deliver_signed(test_side.receiver(), SECRET, &unannounced).await;
     assert_eq!(status, 200);

@@ -241,7 +241,7 @@ fn index_units(before: Option<&Item>, after: Option<&Item>) -> f64 {
     let key = |i: Option<&Item>| i.and_then(|i| Some((i.get("gsi1pk")?.clone(), i.get("gsi1sk")?.clone())));
     let projected = |i: &Item| {
         i.iter()
-            .filter(|(k, _)| k.as_str() != "payload" && k.as_str() != "payload_encoding")
+            .filter(|(k, _)| !matches!(k.as_str(), "payload" | "payload_zstd" | "payload_encoding"))
             .map(|(k, v)| k.len() + value_size(v))
             .sum::<usize>()
     };
@@ -266,11 +266,19 @@ pub struct Measured {
     claim_wcu: f64,
     complete_wcu: f64,
     index_wcu: f64,
+    /// Per event: read units of the receiver's duplicate check (an eventually consistent `GetItem`).
+    check_rru: f64,
     duplicate_wcu: f64,
+    duplicate_rru: f64,
     body_bytes: f64,
     item_bytes: f64,
     receiver_ms: f64,
     processor_ms: f64,
+}
+
+/// How many calls of `op` one event made.
+fn counted(calls: &HashMap<String, usize>, op: &str) -> f64 {
+    calls.get(op).copied().unwrap_or(0) as f64
 }
 
 fn add(into: &mut BTreeMap<String, f64>, calls: HashMap<String, usize>, n: f64) {
@@ -359,7 +367,8 @@ async fn calls_and_units(events: usize) -> Result<Measured> {
         if status != 200 {
             bail!("receiver answered {status}");
         }
-        add(&mut m.receiver_calls, counter.take(), n);
+        let last_receive = counter.take();
+        add(&mut m.receiver_calls, last_receive.clone(), n);
         let pk = format!("stripe#{id}");
         let created = get_item(&raw_ddb, &rt.resources.table, &pk)
             .await
@@ -423,9 +432,14 @@ async fn calls_and_units(events: usize) -> Result<Measured> {
         if status != 200 {
             bail!("duplicate answered {status}");
         }
-        add(&mut m.duplicate_calls, counter.take(), n);
-        // A failed conditional write is charged like a write of the item as it stands (at least 1 unit).
-        m.duplicate_wcu += units(s2, 1024) / n;
+        let last_duplicate = counter.take();
+        add(&mut m.duplicate_calls, last_duplicate.clone(), n);
+        // A failed conditional write is charged like a write of the item as it stands (at least 1 unit); an
+        // eventually consistent read, half a unit per 4 KB of the item (the projection does not reduce it).
+        let dup = counted(&last_duplicate, "dynamodb.PutItem") > 0.0;
+        m.duplicate_wcu += if dup { units(s2, 1024) / n } else { 0.0 };
+        m.duplicate_rru += counted(&last_duplicate, "dynamodb.GetItem") * units(s2, 4096) * 0.5 / n;
+        m.check_rru += counted(&last_receive, "dynamodb.GetItem") * units(s0, 4096) * 0.5 / n;
     }
     m.receiver_ms = median(recv_ms);
     m.processor_ms = median(proc_ms);
@@ -466,7 +480,7 @@ fn report(rows: &mut Vec<Row>, m: &Measured, events: usize) {
         rows,
         &format!("AWS receiver calls per event ({events} events, moto)"),
         calls_text(&m.receiver_calls),
-        "1 PutItem + 1 SendMessage",
+        "1 GetItem + 1 PutItem + 1 SendMessage",
     );
     row(
         rows,
@@ -502,8 +516,14 @@ fn report(rows: &mut Vec<Row>, m: &Measured, events: usize) {
     );
     row(
         rows,
-        "DynamoDB WCU per duplicate",
-        format!("{:.2}", m.duplicate_wcu),
+        "DynamoDB RRU per event (the receiver's duplicate check)",
+        format!("{:.2}", m.check_rru),
+        "-",
+    );
+    row(
+        rows,
+        "DynamoDB per duplicate",
+        format!("{:.2} WCU + {:.2} RRU", m.duplicate_wcu, m.duplicate_rru),
         "-",
     );
     row(
@@ -586,13 +606,13 @@ fn cost(opts: &Opts, rows: &mut Vec<Row>, m: &Measured) {
     let lambda = (receiver_gbs + processor_gbs) * gbs_price
         + lambda_requests / million * prices.lambda.per_million_requests;
     let wru = m.put_wcu + m.claim_wcu + m.complete_wcu + m.index_wcu;
-    let reads: f64 = m
-        .receiver_calls
-        .iter()
-        .chain(m.processor_calls.iter())
-        .filter(|(op, _)| op.contains("GetItem") || op.contains("Query"))
-        .map(|(_, n)| n)
-        .sum();
+    // The receiver's duplicate check, as measured; any read of the processor's, a whole unit each.
+    let reads: f64 = m.check_rru
+        + m.processor_calls
+            .iter()
+            .filter(|(op, _)| op.contains("GetItem") || op.contains("Query"))
+            .map(|(_, n)| n)
+            .sum::<f64>();
     let dynamo = wru * prices.dynamodb.per_million_write_request_units
         + reads * prices.dynamodb.per_million_read_request_units;
     // SQS: the receiver's SendMessage, and the event source mapping's ReceiveMessage and DeleteMessageBatch per batch.
@@ -609,7 +629,7 @@ fn cost(opts: &Opts, rows: &mut Vec<Row>, m: &Measured) {
         rows,
         &format!("cost per million events ({} prices, {})", prices.date, prices.deployment.architecture),
         format!(
-            "${total:.2} = Lambda ${lambda:.2} ({:.0} GB-s + {:.2} M requests) + DynamoDB ${dynamo:.2} ({wru:.2} WRU/event) + SQS ${sqs:.2} ({sqs_requests:.2} requests/event) + Function URL $0",
+            "${total:.2} = Lambda ${lambda:.2} ({:.0} GB-s + {:.2} M requests) + DynamoDB ${dynamo:.2} ({wru:.2} WRU + {reads:.2} RRU/event) + SQS ${sqs:.2} ({sqs_requests:.2} requests/event) + Function URL $0",
             receiver_gbs + processor_gbs,
             lambda_requests / million
         ),

@@ -37,6 +37,7 @@ pub async fn run(rows: &mut Vec<Row>) -> Result<()> {
                 headers: Vec::new(),
                 origin: Default::default(),
                 unique_body_for: None,
+                announced: false,
             })
             .await?;
     }

@@ -57,6 +57,10 @@ pub enum Outcome {
     Dropped(&'static str),
 }
 
+/// Why a message for an event with no record is dropped ([`Outcome::Dropped`]); on AWS a message sent ahead of its
+/// record's create is kept instead while that create may still land.
+pub const MISSING: &str = "no such event";
+
 /// What one sweep found and did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SweepReport {
@@ -198,7 +202,7 @@ impl Machine {
             Claim::Claimed(event) => *event,
             Claim::Done(_) => return Ok(Outcome::Dropped("already done")),
             Claim::OwnedElsewhere => return Ok(Outcome::Dropped("owned by another worker")),
-            Claim::Missing => return Ok(Outcome::Dropped("no such event")),
+            Claim::Missing => return Ok(Outcome::Dropped(MISSING)),
             Claim::NotDue(at) => {
                 let wait = u64::try_from(at.saturating_sub(now_ms())).unwrap_or(0);
                 return Ok(Outcome::NotDue(Duration::from_millis(wait)));
@@ -256,6 +260,10 @@ impl Machine {
                     }
                 }
                 crate::failpoint!("after_settle");
+                if let Err(e) = self.ledger.completed_body(&event).await {
+                    tracing::warn!(source = %key.source, event_id = %key.event_id, error = %e,
+                        "the body kept apart did not start its retention: it outlives its event");
+                }
                 self.metrics
                     .completed(source.index, took, now_ms().saturating_sub(event.received_at));
                 tracing::debug!(source = %key.source, event_id = %key.event_id, "completed");

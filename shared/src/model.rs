@@ -236,6 +236,9 @@ pub struct NewEvent {
     /// Where set, a body already stored under another id of this source within this long makes this a duplicate
     /// of that event: for schemes that sign the body but not the id (DESIGN.md "Receiving").
     pub unique_body_for: Option<std::time::Duration>,
+    /// Its message went out before this create ([`crate::ports::Ledger::announces_first`]): the queue vouches for
+    /// it, so the record takes no sparse-index entry. False for every create that enqueues after writing.
+    pub announced: bool,
 }
 
 /// One ledger record. Times are UTC milliseconds since the epoch, on the store writer's clock. Its `Debug` leaves

@@ -1,6 +1,7 @@
 //! The receiver: one HTTP router that both `inbox serve` and the receiver Lambda run, so the runtimes cannot drift.
 //! Order of work (DESIGN.md "Receiving"): source → body limit → signature → id → conditional create → enqueue →
-//! answer. Nothing is written before the signature holds, and no 200 leaves before the write is durable.
+//! answer. Nothing is written before the signature holds, and no 200 leaves before the write is durable. Where the
+//! queue vouches for what it was sent (AWS), the enqueue comes before the create, after a read for a duplicate.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +24,7 @@ use crate::health::{DeliveryHealth, Seen};
 use crate::metrics::{Metrics, Reject};
 use crate::model::{EventId, EventKey, KeptHeaders, NewEvent, Origin, Status};
 use crate::ports::{Created, Ledger, Queue, StoreError};
+use crate::rules;
 use crate::schemes::{checked_type, IdError};
 use crate::source::{Source, Sources};
 use crate::time::{ms, now_ms};
@@ -43,6 +45,9 @@ pub struct Receiver {
     pub rejections: RejectLog,
     /// The sweeper's grace: a duplicate of a RECEIVED event enqueues it again only once it is this old.
     pub resend_grace: Duration,
+    /// Where the message goes ahead of the create ([`Ledger::announces_first`]): how long after sending it the
+    /// create may still land (this process's own time bound, and a margin for a write in flight when it ended).
+    pub announce_window: Duration,
 }
 
 /// Rejected requests are logged as a count, at most one line a minute per source and reason (each one on its own
@@ -385,7 +390,7 @@ async fn accept(
 
     // 4. Conditional create; the answer waits for durability.
     let payload_sha256 = hex::encode(Sha256::digest(&body));
-    let event = NewEvent {
+    let mut event = NewEvent {
         key: key.clone(),
         event_type,
         payload: body,
@@ -393,18 +398,45 @@ async fn accept(
         headers: kept,
         origin: Origin::Webhook,
         unique_body_for: source.unique_body_for,
+        announced: false,
     };
-    let created = r.ledger.create(event).await.map_err(|e| {
+    let unavailable = |e: StoreError| {
         tracing::warn!(error = %e, "store unavailable: answered 503");
         Rejection::Unavailable(e)
-    })?;
+    };
+    // Where the queue vouches for a record from the moment its message is sent (DynamoDB with SQS), the message
+    // goes first, once a read has found no record: a duplicate sends none, and the record needs no index entry.
+    let mut found = None;
+    if r.ledger.announces_first() {
+        match r.ledger.peek(&key).await.map_err(unavailable)? {
+            Some(existing) => found = Some(rules::duplicate_of(&existing)),
+            None => {
+                let until = now_ms().saturating_add(ms(r.announce_window));
+                match r.queue.announce(&key, until).await {
+                    Ok(()) => event.announced = true,
+                    Err(e) => {
+                        r.metrics.enqueue_failed(source.index);
+                        tracing::warn!(error = %e,
+                            "enqueue failed ahead of the write; the record waits for the sweeper");
+                    }
+                }
+            }
+        }
+    }
+    let announced = event.announced;
+    let created = match found {
+        Some(duplicate) => duplicate,
+        None => r.ledger.create(event).await.map_err(unavailable)?,
+    };
     match created {
         Created::New => {
             r.metrics.accepted(source.index);
             r.health.seen(source.index, Seen::Accepted);
-            crate::failpoint!("after_write_before_enqueue");
-            enqueue(r, source, &key).await;
-            crate::failpoint!("after_enqueue_before_answer");
+            if !announced {
+                crate::failpoint!("after_write_before_enqueue");
+                enqueue(r, source, &key).await;
+                crate::failpoint!("after_enqueue_before_answer");
+            }
             tracing::debug!("accepted");
             Ok(Json(json!({"status": "accepted", "event_id": key.event_id})).into_response())
         }
@@ -446,7 +478,11 @@ async fn accept(
             }
             // Still RECEIVED past the grace: its first enqueue may have been lost in a crash, and this heals it
             // without waiting for the sweeper. A younger one has its message in flight: a retry storm adds none.
-            if status == Status::Received && now_ms().saturating_sub(since) >= ms(r.resend_grace) {
+            // (A duplicate found by a create this request announced has this request's message already.)
+            if !announced
+                && status == Status::Received
+                && now_ms().saturating_sub(since) >= ms(r.resend_grace)
+            {
                 enqueue(r, source, stored).await;
             }
             Ok(Json(json!({"status": "duplicate", "event_id": event_id, "state": status})).into_response())

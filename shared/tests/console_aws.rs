@@ -31,6 +31,7 @@ fn new_event(id: &str, body: &str) -> NewEvent {
         headers: vec![("content-type".into(), "application/json".into())],
         origin: Default::default(),
         unique_body_for: None,
+        announced: false,
     }
 }
 

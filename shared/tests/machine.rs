@@ -124,6 +124,7 @@ async fn received(rig: &Rig, id: &str) -> EventKey {
         headers: vec![],
         origin: Default::default(),
         unique_body_for: None,
+        announced: false,
     };
     rig.ledger.create(e).await.unwrap();
     k

@@ -75,6 +75,7 @@ async fn deliver(ledger: &dyn Ledger, source: &SourceName, id: &str, body: &str)
             headers: vec![],
             origin: Origin::Webhook,
             unique_body_for: None,
+            announced: false,
         })
         .await
         .unwrap();

@@ -3,7 +3,8 @@
 //!
 //! IAM names an SDK operation's action after it (`dynamodb:PutItem`), and authorises a `TransactWriteItems` by
 //! the actions of its parts (`Put` as `dynamodb:PutItem`, `Update` as `dynamodb:UpdateItem`, `ConditionCheck` as
-//! `dynamodb:ConditionCheckItem`): https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis-iam.html
+//! `dynamodb:ConditionCheckItem`): https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis-iam.html;
+//! and an S3 `CopyObject` by reading the source, writing the destination and, when it sets tags, tagging it.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -74,18 +75,26 @@ pub fn granted() -> BTreeMap<&'static str, BTreeSet<String>> {
 pub fn actions_of(calls: &HashMap<String, usize>) -> BTreeSet<String> {
     calls
         .keys()
-        .filter_map(|call| {
+        .flat_map(|call| {
             let (service, op) = call.split_once('.').unwrap();
-            match op.strip_prefix("TransactWriteItems") {
-                Some("") => None, // authorised by its parts
-                Some(part) => Some(format!(
+            match (service, op.strip_prefix("TransactWriteItems")) {
+                ("dynamodb", Some("")) => vec![], // authorised by its parts
+                ("dynamodb", Some(part)) => vec![format!(
                     "dynamodb:{}",
                     match part.trim_start_matches('.') {
                         "ConditionCheck" => "ConditionCheckItem".to_owned(),
                         p => format!("{p}Item"),
                     }
-                )),
-                None => Some(format!("{service}:{op}")),
+                )],
+                // A copy reads its source and writes its destination, and one that sets tags (the tagging
+                // directive REPLACE) needs the right to tag it:
+                // https://docs.aws.amazon.com/AmazonS3/latest/API/API_CopyObject.html
+                ("s3", _) if op == "CopyObject" => vec![
+                    "s3:GetObject".to_owned(),
+                    "s3:PutObject".to_owned(),
+                    "s3:PutObjectTagging".to_owned(),
+                ],
+                _ => vec![format!("{service}:{op}")],
             }
         })
         .collect()

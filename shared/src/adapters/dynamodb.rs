@@ -2,14 +2,20 @@
 //! conditional `PutItem`/`UpdateItem` on the state it leaves. A failed condition returns the item as it stands
 //! (`ReturnValuesOnConditionCheckFailure = ALL_OLD`), so classifying a lost race costs no second read.
 //!
-//! Bodies are stored zstd-compressed (`payload_encoding = "zstd"`): DynamoDB bills every write by the whole item,
-//! so the compressed body is what each status flip pays for. A body whose compressed size is over the inline limit
-//! goes to S3 first and the item keeps `payload_s3_key`.
+//! Bodies are stored zstd-compressed (`payload_zstd`): DynamoDB bills every write by the whole item, so the
+//! compressed body is what each status flip pays for, and the item's own attributes are kept few and short (the
+//! payload hash as its 32 bytes, no `attempts` or `replays` until they count). A body whose compressed size is over
+//! the inline limit goes to S3 first and the item keeps `payload_s3_key` (with `payload_encoding = "zstd"`). Items
+//! written before these choices (`payload` with `payload_encoding`, the hash in hex) read the same.
 //!
-//! The sparse index `open_index` holds only open and dead events: partition `gsi1pk` = `open#{shard}` or
-//! `dead#{shard}`, sort `gsi1sk` = the due time, with the semantics of the SQLite ledger's `due_at` column. A dead
-//! event whose alarm went out stays in `dead#` with `gsi1sk = i64::MAX`, so dead events are listed without a scan
-//! but never come due again. Completed events carry neither key.
+//! The sparse index `open_index` holds only what no queue message vouches for (DESIGN.md "Sweeper"): partition
+//! `gsi1pk` = `open#{shard}` or `dead#{shard}`, sort `gsi1sk` = the due time, with the semantics of the SQLite
+//! ledger's `due_at` column. The receiver sends an event's message before creating it ([`Ledger::announces_first`]),
+//! and SQS keeps a message until its settle deletes it, so the happy path writes no index entry at all: a record
+//! is indexed only while RECEIVED without a message sent first (its enqueue failed, a reconciled or replayed
+//! event), FAILED (listed for operators), or DEAD. A claim takes the record out; PROCESSING and COMPLETED records
+//! carry neither key. A dead event whose alarm went out stays in `dead#` with `gsi1sk = i64::MAX`, so dead events
+//! are listed without a scan but never come due again.
 //!
 //! Times are milliseconds on the writing caller's clock, except `expires_at`, the TTL attribute, in epoch seconds
 //! (rounded down, so an event never outlives its retention).
@@ -34,7 +40,7 @@ use bytes::Bytes;
 use sha2::{Digest, Sha256};
 use tokio::task::JoinSet;
 
-use super::s3::S3Payloads;
+use super::s3::{body_key, S3Payloads};
 use crate::model::{Event, EventId, EventKey, NewEvent, Origin, SourceName, Status};
 use crate::ports::{
     Checkpoint, Claim, Created, Ledger, ListFilter, MarkDead, Replay, Settled, Settlement, StoreError,
@@ -74,23 +80,25 @@ const REPLAYABLE: &str = "#status = :dead";
 const REPLAYABLE_FORCED: &str = "#status = :dead OR (#status = :completed AND expires_at > :now_secs)";
 
 // Updates.
+/// The claimed record leaves the index (a no-op, and no index write, for one that was never in it): the message
+/// being processed vouches for it until the settle.
 const CLAIM: &str = "SET #status = :processing, lease_owner = :owner, lease_until = :until, \
-    gsi1pk = :open, gsi1sk = :due, attempts = attempts + :one, updated_at = :now";
+    attempts = if_not_exists(attempts, :zero) + :one, updated_at = :now REMOVE gsi1pk, gsi1sk";
 const COMPLETE: &str = "SET #status = :completed, completed_at = :now, expires_at = :expires_secs, \
     updated_at = :now REMOVE lease_owner, lease_until, next_attempt_at, gsi1pk, gsi1sk";
 const FAIL: &str = "SET #status = :failed, last_error = :error, next_attempt_at = :next, \
     gsi1pk = :open, gsi1sk = :due, updated_at = :now REMOVE lease_owner, lease_until";
 const KILL: &str = "SET #status = :dead, last_error = :error, updated_at = :now, gsi1pk = :dead_shard, \
     gsi1sk = :due REMOVE notified_at, lease_owner, lease_until, next_attempt_at";
-const RELEASE: &str = "SET lease_until = :now, gsi1sk = :due, updated_at = :now";
+const RELEASE: &str = "SET lease_until = :now, updated_at = :now";
 const NOTIFIED: &str = "SET notified_at = :now, gsi1sk = :never";
 const DEFER_ALARM: &str = "SET gsi1sk = :until";
 const RESENT: &str = "SET gsi1sk = :until";
 /// Still as the sweeper read it, and in the sparse index.
 const UNCHANGED_OPEN: &str = "#status = :status AND updated_at = :updated AND attribute_exists(gsi1sk)";
 const REPLAY: &str =
-    "SET #status = :received, attempts = :zero, replays = replays + :one, updated_at = :now, \
-    replayed_at = :now, gsi1pk = :open, gsi1sk = :due \
+    "SET #status = :received, attempts = :zero, replays = if_not_exists(replays, :zero) + :one, \
+    updated_at = :now, replayed_at = :now, gsi1pk = :open, gsi1sk = :due \
     REMOVE lease_owner, lease_until, next_attempt_at, completed_at, expires_at, notified_at";
 
 /// What `list` and `due` read: everything but the body.
@@ -250,10 +258,16 @@ impl DynamoLedger {
     async fn payload(&self, item: &Item) -> Result<Bytes, StoreError> {
         let f = Fields(item);
         let offloaded;
-        let stored: &[u8] = match (item.get("payload"), f.opt_s("payload_s3_key")?) {
-            (Some(AttributeValue::B(blob)), _) => blob.as_ref(),
-            (Some(_), _) => return Err(f.corrupt("payload", "is not binary")),
-            (None, Some(key)) => {
+        // `payload_zstd`: inline and compressed. Older items: `payload`, compressed where `payload_encoding` says.
+        let (stored, encoding): (&[u8], _) = match (item.get("payload_zstd"), item.get("payload")) {
+            (Some(AttributeValue::B(blob)), _) => (blob.as_ref(), Some("zstd")),
+            (Some(_), _) => return Err(f.corrupt("payload_zstd", "is not binary")),
+            (None, Some(AttributeValue::B(blob))) => (blob.as_ref(), f.opt_s("payload_encoding")?),
+            (None, Some(_)) => return Err(f.corrupt("payload", "is not binary")),
+            (None, None) => {
+                let Some(key) = f.opt_s("payload_s3_key")? else {
+                    return Err(f.corrupt("payload", "is missing"));
+                };
                 let Some(s3) = &self.payloads else {
                     return Err(StoreError::Unavailable(format!(
                         "the payload of {} is in S3 but no bucket is configured",
@@ -261,11 +275,10 @@ impl DynamoLedger {
                     )));
                 };
                 offloaded = s3.get(key).await?;
-                &offloaded
+                (&offloaded[..], f.opt_s("payload_encoding")?)
             }
-            (None, None) => return Err(f.corrupt("payload", "is missing")),
         };
-        match f.opt_s("payload_encoding")? {
+        match encoding {
             None => Ok(Bytes::copy_from_slice(stored)),
             Some("zstd") => zstd::stream::decode_all(stored)
                 .map(Bytes::from)
@@ -388,6 +401,30 @@ async fn query_partition(
 
 #[async_trait]
 impl Ledger for DynamoLedger {
+    fn announces_first(&self) -> bool {
+        true
+    }
+
+    /// An eventually consistent `GetItem` of the record's metadata (half a read unit): a duplicate missed this
+    /// way is caught by the create's condition, at the cost of one spare message.
+    async fn peek(&self, key: &EventKey) -> Result<Option<Event>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("pk", AttributeValue::S(key.pk()))
+            .projection_expression(projection())
+            .set_expression_attribute_names(Some(meta_names()))
+            .send()
+            .await
+            .map_err(sdk_error)?;
+        let Some(item) = out.item else {
+            return Ok(None);
+        };
+        let event = event_of(&item)?;
+        Ok((!event.is_expired(now_ms())).then_some(event))
+    }
+
     async fn create(&self, event: NewEvent) -> Result<Created, StoreError> {
         let now = now_ms();
         let pk = event.key.pk();
@@ -400,16 +437,17 @@ impl Ledger for DynamoLedger {
             ("source".to_owned(), s(event.key.source.as_str())),
             ("event_id".to_owned(), s(event.key.event_id.as_str())),
             ("status".to_owned(), s(Status::Received.as_str())),
-            ("payload_sha256".to_owned(), s(&event.payload_sha256)),
+            ("payload_sha256".to_owned(), digest(&event.payload_sha256)),
             ("headers".to_owned(), s(headers)),
             ("received_at".to_owned(), n(now)),
             ("updated_at".to_owned(), n(now)),
-            ("attempts".to_owned(), n(0)),
-            ("replays".to_owned(), n(0)),
-            ("gsi1pk".to_owned(), s(partition("open", &pk))),
-            ("gsi1sk".to_owned(), n(self.due.received(now))),
-            ("payload_encoding".to_owned(), s("zstd")),
+            // No `attempts` or `replays` yet: absent reads as 0, and each byte is paid by every write of the item.
         ]);
+        // Indexed only where no message went out first: the sweeper must find it if its enqueue fails.
+        if !event.announced {
+            item.insert("gsi1pk".to_owned(), s(partition("open", &pk)));
+            item.insert("gsi1sk".to_owned(), n(self.due.received(now)));
+        }
         if event.origin != Origin::Webhook {
             item.insert("origin".to_owned(), s(event.origin.as_str()));
         }
@@ -418,18 +456,22 @@ impl Ledger for DynamoLedger {
         }
         match &self.payloads {
             Some(s3) if compressed.len() > self.inline_limit => {
-                // Body first, so no crash leaves an item without its body. Named by its own hash, so a retry
-                // (or a duplicate with the same body) rewrites the same object.
-                let key = format!(
-                    "payloads/{}/{}",
-                    event.key.source,
-                    hex::encode(Sha256::digest(&event.payload))
+                // Body first, so no crash leaves an item without its body. Named by the event and its body's
+                // hash: a retry rewrites the same object, and no other event ever points at it.
+                let key = body_key(
+                    event.key.source.as_str(),
+                    event.key.event_id.as_str(),
+                    &hex::encode(Sha256::digest(&event.payload)),
                 );
                 s3.put(&key, Bytes::from(compressed)).await?;
                 item.insert("payload_s3_key".to_owned(), s(key));
+                item.insert("payload_encoding".to_owned(), s("zstd"));
             }
             _ => {
-                item.insert("payload".to_owned(), AttributeValue::B(Blob::new(compressed)));
+                item.insert(
+                    "payload_zstd".to_owned(),
+                    AttributeValue::B(Blob::new(compressed)),
+                );
             }
         }
         if let Some(within) = event.unique_body_for {
@@ -461,8 +503,7 @@ impl Ledger for DynamoLedger {
             .status(":processing", Status::Processing)
             .s(":owner", owner)
             .n(":until", until)
-            .n(":due", self.due.processing(until))
-            .s(":open", partition("open", &key.pk()))
+            .n(":zero", 0)
             .n(":one", 1)
             .n(":now", now)
             .n(":due_by", rules::failed_claimable_by(now));
@@ -529,8 +570,7 @@ impl Ledger for DynamoLedger {
         let values = Values::default()
             .status(":processing", Status::Processing)
             .s(":owner", owner)
-            .n(":now", now)
-            .n(":due", self.due.processing(now));
+            .n(":now", now);
         Ok(match self.update(key, RELEASE, OWNED, values, false).await? {
             Write::Applied(_) => Settled::Done,
             Write::Refused(_) => Settled::LeaseLost,
@@ -584,7 +624,37 @@ impl Ledger for DynamoLedger {
         Ok(())
     }
 
+    /// A body in S3 starts its retention: copied onto itself tagged, for the bucket's lifecycle rule. Only a body
+    /// too large to be inline can be there, and only one as large asks S3.
+    async fn completed_body(&self, event: &Event) -> Result<(), StoreError> {
+        let Some(s3) = &self.payloads else {
+            return Ok(());
+        };
+        // zstd never grows a body by more than its frame and block headers.
+        if event.payload.len() + 1024 <= self.inline_limit {
+            return Ok(());
+        }
+        let sha256 = hex::encode(Sha256::digest(&event.payload));
+        s3.mark(
+            &body_key(event.source.as_str(), event.event_id.as_str(), &sha256),
+            true,
+        )
+        .await?;
+        Ok(())
+    }
+
     async fn replay(&self, key: &EventKey, force: bool) -> Result<Replay, StoreError> {
+        if force {
+            // A completed event's body in S3 is counting down to its expiry: it stops before the event reopens (a
+            // crash between leaves it kept for good, never an open event without its body).
+            if let (Some(s3), Some(item)) = (&self.payloads, self.read(key).await?) {
+                if let Some(body) = Fields(&item).opt_s("payload_s3_key")? {
+                    if Fields(&item).status()? == Status::Completed {
+                        s3.mark(body, false).await?;
+                    }
+                }
+            }
+        }
         let now = now_ms();
         let mut values = Values::default()
             .status(":received", Status::Received)
@@ -621,12 +691,10 @@ impl Ledger for DynamoLedger {
         Ok(Some(event))
     }
 
-    /// Open and dead events are listed from the sparse index (every shard read whole, since the order is by
-    /// `received_at`, not by due time). A list of COMPLETED events, or of every status, scans the table: an
-    /// operator's occasional question, paid in read units for the whole table.
-    /// Dead and open events (a status filter of DEAD, RECEIVED, PROCESSING or FAILED) are queried from the
-    /// sparse index, so their cost grows with how many are dead or open, never with the table. Any other listing
-    /// (completed events, or no status) **scans the whole table**: one read unit per 4 KB of every item, each
+    /// Dead and failed events (a status filter of DEAD or FAILED) are queried from the sparse index, so their cost
+    /// grows with how many are dead or failing, never with the table. Any other listing (RECEIVED and PROCESSING
+    /// events, which are indexed only when no message vouches for them; completed events; no status) **scans the
+    /// whole table** (an operator's occasional question): one read unit per 4 KB of every item, each
     /// time, whatever the limit (the filter narrows what comes back, not what is read). The operator console says
     /// so beside that listing. Type, id, time range and cursor are applied to what was read.
     async fn list(&self, filter: &ListFilter) -> Result<Vec<Event>, StoreError> {
@@ -649,7 +717,7 @@ impl Ledger for DynamoLedger {
                 };
                 self.query_index(&["dead"], query).await?
             }
-            Some(st) if st.is_open() => {
+            Some(st) if st.is_open() && !self.lists_by_scan(filter) => {
                 conditions.push("#status = :status");
                 let query = IndexQuery {
                     filter: Some(conditions.join(" AND ")),
@@ -681,8 +749,10 @@ impl Ledger for DynamoLedger {
         Ok(events)
     }
 
+    /// Only FAILED and DEAD events are all in the index: RECEIVED and PROCESSING ones mostly are not (their message
+    /// vouches for them), so listing those reads the table.
     fn lists_by_scan(&self, filter: &ListFilter) -> bool {
-        !matches!(filter.status, Some(st) if st != Status::Completed)
+        !matches!(filter.status, Some(Status::Failed | Status::Dead))
     }
 
     async fn due(&self, due_before: i64, limit: usize) -> Result<Vec<Event>, StoreError> {
@@ -1066,6 +1136,17 @@ fn completed_values(owner: &str, retention: Duration, now: i64) -> Values {
         .n(":expires_secs", secs(now.saturating_add(ms(retention))))
 }
 
+/// A payload hash as stored: its 32 bytes where it is lower-case hex SHA-256 (always, from the receiver), the
+/// text otherwise. Records read either.
+fn digest(sha256_hex: &str) -> AttributeValue {
+    match hex::decode(sha256_hex) {
+        Ok(bytes) if bytes.len() == 32 && sha256_hex.bytes().all(|b| !b.is_ascii_uppercase()) => {
+            AttributeValue::B(Blob::new(bytes))
+        }
+        _ => s(sha256_hex),
+    }
+}
+
 /// The sparse-index shard of an event: FNV-1a (32 bit) of its `pk`, modulo [`SHARDS`]. Stable across processes
 /// and releases, since items written by one version are queried by the next.
 pub fn shard_of(pk: &str) -> u32 {
@@ -1212,7 +1293,11 @@ fn event_of(item: &Item) -> Result<Event, StoreError> {
         event_type: f.opt_s("event_type")?.map(str::to_owned),
         status: f.status()?,
         payload: Bytes::new(),
-        payload_sha256: f.s("payload_sha256")?.to_owned(),
+        payload_sha256: match item.get("payload_sha256") {
+            // Written since the write units were counted: the 32 bytes (32 bytes less in every write of the item).
+            Some(AttributeValue::B(b)) => hex::encode(b.as_ref()),
+            _ => f.s("payload_sha256")?.to_owned(),
+        },
         headers,
         received_at: f.n("received_at")?,
         updated_at: f.n("updated_at")?,
@@ -1249,5 +1334,30 @@ mod tests {
         assert_eq!(secs(1_999), 1);
         assert_eq!(secs(2_000), 2);
         assert_eq!(secs(-1), -1);
+    }
+
+    #[test]
+    fn a_payload_hash_is_stored_as_its_bytes_and_read_back_as_hex_as_older_text_is() {
+        let hex = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+        let stored = digest(hex);
+        assert!(matches!(&stored, AttributeValue::B(b) if b.as_ref().len() == 32));
+        // Anything else is kept as it is: an upper-case or short value would not round-trip through bytes.
+        assert_eq!(digest("h"), s("h"));
+        assert_eq!(digest(&hex.to_uppercase()), s(hex.to_uppercase()));
+        let item = |sha: AttributeValue| {
+            Item::from([
+                ("pk".to_owned(), s("stripe#evt_1")),
+                ("source".to_owned(), s("stripe")),
+                ("event_id".to_owned(), s("evt_1")),
+                ("status".to_owned(), s("RECEIVED")),
+                ("payload_sha256".to_owned(), sha),
+                ("received_at".to_owned(), n(1)),
+                ("updated_at".to_owned(), n(1)),
+                ("attempts".to_owned(), n(0)),
+                ("replays".to_owned(), n(0)),
+            ])
+        };
+        assert_eq!(event_of(&item(stored)).unwrap().payload_sha256, hex);
+        assert_eq!(event_of(&item(s(hex))).unwrap().payload_sha256, hex);
     }
 }

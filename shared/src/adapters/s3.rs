@@ -1,7 +1,17 @@
 //! Bodies too large for a DynamoDB item (400 KB) live in S3, written once before the item that points at them.
+//!
+//! Layout (DESIGN.md "Retention": a body kept apart goes within a day of its event's expiry; dead events' bodies
+//! stay): one object per event, `payloads/{source}/{event_id}/{sha256 of the body}`, so no object serves two
+//! events. An object is written untagged, and an untagged object never expires. When its event completes, the
+//! object is copied onto itself tagged [`TAG`] = [`COMPLETED`]: the copy's creation time is the completion (or a
+//! moment after), and the bucket's lifecycle rule expires tagged objects `RetentionDays` after creation, rounded up
+//! to the next midnight UTC; that is, on or after the event's own expiry and within a day of it. A forced replay
+//! of a completed event copies the object back untagged before the event reopens.
 
 use aws_sdk_s3::primitives::ByteStream;
-use aws_sdk_s3::types::{BucketLocationConstraint, CreateBucketConfiguration};
+use aws_sdk_s3::types::{
+    BucketLocationConstraint, CreateBucketConfiguration, MetadataDirective, TaggingDirective,
+};
 use aws_sdk_s3::{Client, Config};
 use bytes::Bytes;
 use std::sync::OnceLock;
@@ -9,8 +19,32 @@ use std::sync::OnceLock;
 use super::dynamodb::sdk_error;
 use crate::ports::StoreError;
 
-/// The payload bucket. Objects are content-addressed by the caller's key, so a retried write rewrites the same
-/// bytes under the same name.
+/// The tag that the lifecycle rule of `infra/template.yaml` (`completed-bodies`) expires by.
+pub const TAG: &str = "inbox-body";
+/// [`TAG`]'s value on the body of a completed event.
+pub const COMPLETED: &str = "completed";
+
+/// The object of an event's body: named by the event and the body's hash, so a retried write rewrites the same
+/// bytes under the same name, and a duplicate with another body (refused) never overwrites the first.
+pub fn body_key(source: &str, event_id: &str, sha256_hex: &str) -> String {
+    format!("payloads/{source}/{event_id}/{sha256_hex}")
+}
+
+/// `CopySource` names the object as `bucket/key` with the key URL-encoded (its `/` kept), as the S3 API reference
+/// for CopyObject requires: https://docs.aws.amazon.com/AmazonS3/latest/API/API_CopyObject.html
+fn copy_source(bucket: &str, key: &str) -> String {
+    let mut out = format!("{bucket}/");
+    for b in key.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'/' | b'-' | b'_' | b'.' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The payload bucket.
 #[derive(Clone, Debug)]
 pub struct S3Payloads {
     config: Config,
@@ -57,6 +91,41 @@ impl S3Payloads {
             .await
             .map_err(sdk_error)?;
         Ok(())
+    }
+
+    /// Starts (`completed`) or stops (`!completed`) the expiry of the object under `key` by copying it onto itself
+    /// with [`TAG`] set or cleared: the copy's creation time is what the lifecycle rule counts from. `Ok(false)`
+    /// where there is no such object (the body is in the item).
+    pub async fn mark(&self, key: &str, completed: bool) -> Result<bool, StoreError> {
+        let copied = self
+            .client()
+            .copy_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .copy_source(copy_source(&self.bucket, key))
+            // S3 refuses a copy onto itself that changes nothing of its metadata: the state is said there too.
+            .metadata_directive(MetadataDirective::Replace)
+            .metadata(TAG, if completed { COMPLETED } else { "kept" })
+            .content_type("application/zstd")
+            .tagging_directive(TaggingDirective::Replace)
+            .tagging(if completed {
+                format!("{TAG}={COMPLETED}")
+            } else {
+                String::new()
+            })
+            .send()
+            .await;
+        match copied {
+            Ok(_) => Ok(true),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.meta().code() == Some("NoSuchKey"))
+                    || e.raw_response().is_some_and(|r| r.status().as_u16() == 404) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(sdk_error(e)),
+        }
     }
 
     /// The bytes under `key`. A missing object is [`StoreError::Corrupt`]: only a ledger item points here.
@@ -107,5 +176,18 @@ impl S3Payloads {
             }
             Err(e) => Err(sdk_error(e)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_copy_source_encodes_the_key_but_its_slashes() {
+        assert_eq!(
+            copy_source("b", &body_key("stripe", "evt 1+é", "ab")),
+            "b/payloads/stripe/evt%201%2B%C3%A9/ab"
+        );
     }
 }

@@ -1,4 +1,5 @@
-//! The SQS work queue: each message is a small pointer `{"source":…,"event_id":…}`, never the payload.
+//! The SQS work queue: each message is a small pointer `{"source":…,"event_id":…}`, never the payload. A message
+//! sent ahead of its record's create also says until when that create may still land (`"until"`, ms).
 
 use std::time::Duration;
 
@@ -38,9 +39,23 @@ pub fn pointer(key: &EventKey) -> String {
     serde_json::json!({"source": key.source, "event_id": key.event_id}).to_string()
 }
 
+/// The message body for an event whose record is created after it was sent, by `until` (ms) or never.
+pub fn announcement(key: &EventKey, until: i64) -> String {
+    serde_json::json!({"source": key.source, "event_id": key.event_id, "until": until}).to_string()
+}
+
 /// The event a message body points at; `None` for a body that is not one of ours.
 pub fn parse_pointer(body: &str) -> Option<EventKey> {
     serde_json::from_str(body).ok()
+}
+
+/// Until when (ms) a message sent ahead of its record's create may find no record: `None` for any other message.
+pub fn announced_until(body: &str) -> Option<i64> {
+    #[derive(serde::Deserialize)]
+    struct Announced {
+        until: i64,
+    }
+    serde_json::from_str::<Announced>(body).ok().map(|a| a.until)
 }
 
 /// Whole seconds for SQS's `DelaySeconds`, rounded up and capped at 15 minutes.
@@ -63,18 +78,28 @@ fn capped_seconds(d: Duration, cap: Duration) -> i32 {
     i32::try_from(secs).unwrap_or(i32::MAX)
 }
 
-#[async_trait]
-impl Queue for SqsQueue {
-    async fn enqueue(&self, key: &EventKey, delay: Duration) -> Result<(), QueueError> {
+impl SqsQueue {
+    async fn send(&self, body: String, delay: Duration) -> Result<(), QueueError> {
         self.client
             .send_message()
             .queue_url(&self.url)
-            .message_body(pointer(key))
+            .message_body(body)
             .delay_seconds(sqs_seconds(delay))
             .send()
             .await
             .map(|_| ())
             .map_err(|e| QueueError(aws_sdk_sqs::error::DisplayErrorContext(e).to_string()))
+    }
+}
+
+#[async_trait]
+impl Queue for SqsQueue {
+    async fn enqueue(&self, key: &EventKey, delay: Duration) -> Result<(), QueueError> {
+        self.send(pointer(key), delay).await
+    }
+
+    async fn announce(&self, key: &EventKey, until: i64) -> Result<(), QueueError> {
+        self.send(announcement(key, until), Duration::ZERO).await
     }
 }
 
@@ -90,12 +115,16 @@ mod tests {
             SourceName::parse("stripe").unwrap(),
             EventId::parse("evt_1\"x").unwrap(),
         );
-        assert_eq!(parse_pointer(&pointer(&key)), Some(key));
+        assert_eq!(parse_pointer(&pointer(&key)), Some(key.clone()));
         assert_eq!(
             parse_pointer("{\"source\":\"Bad/Name\",\"event_id\":\"x\"}"),
             None
         );
         assert_eq!(parse_pointer("not json"), None);
+        // An announcement points at the same event and says until when its create may land.
+        assert_eq!(parse_pointer(&announcement(&key, 42)), Some(key.clone()));
+        assert_eq!(announced_until(&announcement(&key, 42)), Some(42));
+        assert_eq!(announced_until(&pointer(&key)), None);
     }
 
     #[test]

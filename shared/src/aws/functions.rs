@@ -8,8 +8,8 @@ use futures_util::future::join_all;
 use tracing::Instrument;
 
 use super::{emf, ReconciledSource, ReconcilerRuntime, Runtime};
-use crate::adapters::sqs::{parse_pointer, visibility_seconds};
-use crate::machine::{Outcome, SweepReport, LEASE_MARGIN};
+use crate::adapters::sqs::{announced_until, parse_pointer, visibility_seconds};
+use crate::machine::{Outcome, SweepReport, LEASE_MARGIN, MISSING};
 use crate::metrics::Metrics;
 use crate::ports::{Checkpoint, Ledger, MarkDead, StoreError};
 use crate::reconcile::{Budget, Progress, Reconciler, RunOptions, Summary};
@@ -37,7 +37,7 @@ pub const DEFAULT_FUNCTION_TIMEOUT: Duration = Duration::from_secs(30);
 /// Lambda's longest timeout: a deadline further away than this (and a minute's skew) is not Lambda's.
 const LONGEST_TIMEOUT: Duration = Duration::from_secs(15 * 60 + 60);
 
-fn configured_timeout() -> Duration {
+pub(crate) fn configured_timeout() -> Duration {
     std::env::var(FUNCTION_TIMEOUT_ENV)
         .ok()
         .and_then(|v| v.trim().parse::<u64>().ok())
@@ -105,14 +105,42 @@ async fn process_record(rt: &Runtime, record: &SqsMessage, lease: Duration) -> b
         );
         return true;
     };
+    let announced = record.body.as_deref().and_then(announced_until);
     let span = tracing::info_span!("process", source = %key.source, event_id = %key.event_id);
-    let again = match rt.machine.process(&key, lease).instrument(span).await {
-        Ok(Outcome::Completed | Outcome::Dead | Outcome::Dropped(_)) => return true,
-        Ok(Outcome::Retry(delay) | Outcome::NotDue(delay)) => delay,
-        Err(e) => {
-            tracing::warn!(error = %e, "store error; the message comes back after its visibility timeout");
-            return false;
+    let again = async {
+        let mut waits = ANNOUNCED_RECHECKS.iter();
+        loop {
+            match rt.machine.process(&key, lease).await {
+                // Sent ahead of its create, which may still land: look again shortly, then after a while.
+                Ok(Outcome::Dropped(MISSING)) if announced.is_some_and(|until| now_ms() < until) => {
+                    match waits.next() {
+                        Some(wait) => tokio::time::sleep(*wait).await,
+                        None => {
+                            let until = announced.unwrap_or_default();
+                            tracing::info!("no record yet for a message sent ahead of its create; asked again later");
+                            return Some(Duration::from_millis(
+                                u64::try_from(until.saturating_sub(now_ms())).unwrap_or(0),
+                            )
+                            .min(ANNOUNCED_RETRY));
+                        }
+                    }
+                }
+                Ok(Outcome::Completed | Outcome::Dead | Outcome::Dropped(_)) => return None,
+                Ok(Outcome::Retry(delay) | Outcome::NotDue(delay)) => return Some(delay),
+                Err(e) => {
+                    tracing::warn!(error = %e, "store error; the message comes back after its visibility timeout");
+                    return Some(Duration::MAX);
+                }
+            }
         }
+    }
+    .instrument(span)
+    .await;
+    let again = match again {
+        None => return true,
+        // The queue's own visibility timeout stands.
+        Some(Duration::MAX) => return false,
+        Some(delay) => delay,
     };
     if let Some(receipt) = record.receipt_handle.as_deref() {
         let changed = rt
@@ -131,6 +159,16 @@ async fn process_record(rt: &Runtime, record: &SqsMessage, lease: Duration) -> b
     }
     false
 }
+
+/// How long the processor waits in process before it looks again for the record of a message sent ahead of its
+/// create: the receiver's `PutItem` usually lands within milliseconds of its `SendMessage`.
+const ANNOUNCED_RECHECKS: [Duration; 3] = [
+    Duration::from_millis(50),
+    Duration::from_millis(200),
+    Duration::from_millis(750),
+];
+/// After those, the message comes back this much later (or at its `until`, if sooner), costing one receive.
+const ANNOUNCED_RETRY: Duration = Duration::from_secs(10);
 
 /// The alarm function (event source: the DLQ): each redriven event is marked DEAD (never over COMPLETED) and
 /// announced once.

@@ -109,5 +109,8 @@ pub async fn create_stack(
         bucket: Some(bucket),
         topic_arn: topic.topic_arn().map(str::to_owned),
         max_receive_count: Some(settings.max_receive_count),
+        // No lifecycle rule here: the emulators do not expire objects. The template's rule is checked by
+        // tests/aws.rs against what the functions write.
+        retention_days: None,
     })
 }

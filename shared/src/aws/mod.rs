@@ -40,10 +40,32 @@ pub struct Resources {
     /// The work queue's `maxReceiveCount` (`INBOX_MAX_RECEIVE_COUNT`, the template's `MaxReceiveCount`): the
     /// retry budgets are checked against it at start ([`check_receive_budget`]).
     pub max_receive_count: Option<u32>,
+    /// The payload bucket's expiry of completed events' bodies, in days (`INBOX_RETENTION_DAYS`, the template's
+    /// `RetentionDays`): the config's `retention_days` must agree ([`check_retention`]).
+    pub retention_days: Option<u32>,
 }
 
 /// The environment variable that carries the work queue's `maxReceiveCount`.
 pub const MAX_RECEIVE_COUNT_ENV: &str = "INBOX_MAX_RECEIVE_COUNT";
+/// The environment variable that carries the template's `RetentionDays`.
+pub const RETENTION_DAYS_ENV: &str = "INBOX_RETENTION_DAYS";
+
+/// Refuses a config whose retention differs from the one the payload bucket expires bodies by: shorter, and a
+/// body would outlive its event; longer, and a body would go while its event may still be replayed.
+pub fn check_retention(config: &Config, retention_days: u32) -> Result<(), ConfigError> {
+    if config.retention == Duration::from_secs(u64::from(retention_days) * 86_400) {
+        return Ok(());
+    }
+    Err(ConfigError::new(
+        "retention_days",
+        format!(
+            "retention_days = {} but the payload bucket expires completed events' bodies after RetentionDays = \
+             {retention_days} ({RETENTION_DAYS_ENV}): set the template's RetentionDays to the config's \
+             retention_days",
+            config.retention.as_secs() / 86_400
+        ),
+    ))
+}
 
 /// The receives an event's message may take before its retry budget is spent, at worst: one per attempt, and one
 /// more for each 11¾ hours of a wait past the first (a wait longer than SQS lets a message hide comes back early,
@@ -108,6 +130,14 @@ impl Resources {
                     ConfigError::new(MAX_RECEIVE_COUNT_ENV, "not a whole number of receives")
                 })?),
             },
+            retention_days: match optional(RETENTION_DAYS_ENV) {
+                None => None,
+                Some(v) => Some(
+                    v.trim()
+                        .parse()
+                        .map_err(|_| ConfigError::new(RETENTION_DAYS_ENV, "not a whole number of days"))?,
+                ),
+            },
         })
     }
 
@@ -124,6 +154,9 @@ impl Resources {
         ];
         if let Some(n) = self.max_receive_count {
             lines.push(format!("export {MAX_RECEIVE_COUNT_ENV}={n}"));
+        }
+        if let Some(n) = self.retention_days {
+            lines.push(format!("export {RETENTION_DAYS_ENV}={n}"));
         }
         for (name, value) in optional {
             if let Some(v) = value {
@@ -212,6 +245,9 @@ async fn start() -> Result<(SdkConfig, Resources, Config, AwsSecrets), RuntimeEr
     let resources = Resources::from_env()?;
     let secrets = AwsSecrets::new(&sdk);
     let config = load_config(&secrets).await?;
+    if let Some(days) = resources.retention_days {
+        check_retention(&config, days)?;
+    }
     Ok((sdk, resources, config, secrets))
 }
 
@@ -338,6 +374,10 @@ fn store(
     (ledger, queue)
 }
 
+/// How long past the receiver's own timeout its create may still land: a write in flight when the invocation
+/// ended reaches DynamoDB within seconds, or never.
+pub const ANNOUNCE_MARGIN: Duration = Duration::from_secs(60);
+
 /// The same router `inbox serve` runs, for `lambda_http`: without `/metrics` (metrics go to CloudWatch as EMF
 /// lines here).
 fn receiver(
@@ -365,6 +405,7 @@ fn receiver(
         health,
         rejections: Default::default(),
         resend_grace,
+        announce_window: crate::aws::functions::configured_timeout() + ANNOUNCE_MARGIN,
     })
 }
 

@@ -116,7 +116,10 @@ pub(super) fn overview(o: &Overview<'_>) -> Page {
                 }
             }
             p.muted { "Counts as of " (rfc3339(o.counted_at)) " (" (age(o.now - o.counted_at)) " ago)." }
-            @if count(Status::Completed).is_none() {
+            @if count(Status::Received).is_none() {
+                p.muted { "Completed, received and processing events are not counted here: on DynamoDB that would \
+                    scan the table. The work queue holds a message for each received or processing one." }
+            } @else if count(Status::Completed).is_none() {
                 p.muted { "Completed events are not counted here: on DynamoDB that would scan the table." }
             }
             p {

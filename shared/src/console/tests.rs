@@ -39,6 +39,7 @@ async fn put(ledger: &SqliteLedger, source: &str, id: &str, body: &[u8], end: Op
             ],
             origin: Default::default(),
             unique_body_for: None,
+            announced: false,
         })
         .await
         .unwrap();

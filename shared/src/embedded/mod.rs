@@ -150,6 +150,8 @@ pub async fn serve(
         health,
         rejections: Default::default(),
         resend_grace: config.sweeper.grace,
+        // The ledger is its own queue: nothing is sent ahead of a create.
+        announce_window: Duration::ZERO,
     });
     let listener = TcpListener::bind(config.server.listen)
         .await

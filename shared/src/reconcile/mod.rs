@@ -527,6 +527,7 @@ impl Reconciler {
             origin: Origin::Reconciled,
             // The id comes from the provider's API, not from a signed body that could be replayed under fresh ids.
             unique_body_for: None,
+            announced: false,
         };
         match ledger.create(event).await? {
             Created::New => {

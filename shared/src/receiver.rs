@@ -476,10 +476,13 @@ async fn accept(
                     "duplicate with a different payload: the sender broke its contract; the first payload stands"
                 );
             }
-            // Still RECEIVED past the grace: its first enqueue may have been lost in a crash, and this heals it
-            // without waiting for the sweeper. A younger one has its message in flight: a retry storm adds none.
-            // (A duplicate found by a create this request announced has this request's message already.)
-            if !announced
+            // Still RECEIVED past the grace: its first enqueue may have been lost in a crash between the write and
+            // the enqueue, and this heals it without waiting for the sweeper. A younger one has its message in
+            // flight: a retry storm adds none. Where the message goes before the write, no such crash exists: a
+            // RECEIVED record has its message, or (its send failed) is in the sweeper's index; and a backlog of
+            // RECEIVED events older than the grace must not turn each duplicate into another message.
+            let enqueued_first = announced || r.ledger.announces_first();
+            if !enqueued_first
                 && status == Status::Received
                 && now_ms().saturating_sub(since) >= ms(r.resend_grace)
             {

@@ -80,7 +80,7 @@ pub async fn create_stack(
             QueueAttributeName::VisibilityTimeout,
             settings.visibility_timeout.to_string(),
         )
-        .attributes(QueueAttributeName::MessageRetentionPeriod, "345600")
+        .attributes(QueueAttributeName::MessageRetentionPeriod, "864000")
         .attributes(QueueAttributeName::MaximumMessageSize, "16384")
         .attributes(QueueAttributeName::ReceiveMessageWaitTimeSeconds, "20")
         .attributes(QueueAttributeName::SqsManagedSseEnabled, "true")

@@ -733,8 +733,17 @@ async fn console(store: StoreArgs, listen: std::net::SocketAddr) -> Result<()> {
             (None, None) => String::new(),
         }
     };
+    let aws = store.aws;
     let opened = store.open().await?;
-    let app = inbox_core::console::Console::new(opened.ledger, opened.queue, token, name).router();
+    let mut console = inbox_core::console::Console::new(opened.ledger, opened.queue, token, name);
+    if aws {
+        // DynamoDB cannot draw the chart without a scan: the functions' metrics in CloudWatch do.
+        let sdk = inbox_core::aws::sdk::load().await;
+        console = console.with_timeline(std::sync::Arc::new(
+            inbox_core::aws::charts::CloudWatchTimeline::new(&sdk),
+        ));
+    }
+    let app = console.router();
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;

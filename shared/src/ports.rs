@@ -319,8 +319,22 @@ pub struct Summary {
     /// When the oldest open (RECEIVED, PROCESSING or FAILED) event among the counted ones was received (UTC ms).
     pub oldest_open: Option<i64>,
     /// Events received per hour over the last day and what became of them, oldest hour first; empty where the
-    /// store cannot say it without a scan.
+    /// store cannot say it without a scan (then a [`Timeline`] may).
     pub timeline: Vec<Bucket>,
+    /// How the chart counts, for its legend: by the hour events arrived (SQLite), or by the hour each count was
+    /// made ([`Timeline`]).
+    pub timeline_note: &'static str,
+}
+
+/// The overview's hourly chart where the ledger cannot draw it without a scan (DynamoDB): on AWS, from the
+/// functions' metrics in CloudWatch.
+#[async_trait]
+pub trait Timeline: Send + Sync + 'static {
+    /// Events accepted, completed and dead per hour over the 24 hours before `now` (ms), oldest hour first.
+    async fn last_day(&self, now: i64) -> Result<Vec<Bucket>, StoreError>;
+
+    /// What the counts are, for the chart's legend.
+    fn note(&self) -> &'static str;
 }
 
 /// One hour of the overview's chart: events received in it, and how many of those are completed or dead now.

@@ -171,3 +171,100 @@ async fn the_aws_console_shows_dead_events_and_replays_one_into_the_queue() {
     let replayed: Vec<_> = bodies.iter().filter(|b| b.contains("evt_dead")).collect();
     assert_eq!(replayed.len(), 1, "one message for one replay: {bodies:?}");
 }
+
+/// The overview's chart on AWS comes from the functions' metrics in CloudWatch (`GetMetricData` over the totals
+/// the EMF lines publish), since DynamoDB cannot count by hour without a scan. The emulator stands in for what
+/// CloudWatch Logs extracts from the lines: the test puts the datapoints there itself.
+#[cfg(feature = "cloudwatch")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_aws_overview_charts_the_functions_cloudwatch_metrics() {
+    use aws_sdk_cloudwatch::primitives::DateTime;
+    use aws_sdk_cloudwatch::types::MetricDatum;
+    use inbox_core::aws::charts::CloudWatchTimeline;
+    use inbox_core::ports::Timeline;
+
+    if std::env::var_os("AWS_ENDPOINT_URL").is_none() {
+        assert_ne!(std::env::var("INBOX_REQUIRE_AWS").as_deref(), Ok("1"));
+        let _ = writeln!(std::io::stderr(), "SKIPPED: AWS_ENDPOINT_URL is unset");
+        return;
+    }
+    let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .load()
+        .await;
+    let timeline = Arc::new(CloudWatchTimeline::new(&sdk));
+    let now = inbox_core::time::now_ms();
+    // What the emulator holds already (another run against the same one), so the sums below are exact.
+    let before = timeline.last_day(now).await.unwrap();
+    assert_eq!(before.len(), 24, "24 hours");
+    let total = |hours: &[inbox_core::ports::Bucket]| {
+        hours.iter().fold((0, 0, 0), |(a, c, d), b| {
+            (a + b.accepted, c + b.completed, d + b.dead)
+        })
+    };
+    let (a0, c0, d0) = total(&before);
+
+    // GIVEN the functions' totals of two hours ago and of one hour ago
+    let cw = aws_sdk_cloudwatch::Client::new(&sdk);
+    for (ago_h, name, value) in [
+        (2, "Accepted", 7.0),
+        (2, "Completed", 5.0),
+        (1, "Completed", 1.0),
+        (1, "DeadEvents", 1.0),
+    ] {
+        cw.put_metric_data()
+            .namespace(inbox_core::aws::emf::NAMESPACE)
+            .metric_data(
+                MetricDatum::builder()
+                    .metric_name(name)
+                    .value(value)
+                    .timestamp(DateTime::from_millis(now - ago_h * 3_600_000))
+                    .build(),
+            )
+            .send()
+            .await
+            .unwrap();
+    }
+    // THEN the timeline has them in their hours
+    let after = timeline.last_day(now).await.unwrap();
+    assert_eq!(total(&after), (a0 + 7, c0 + 6, d0 + 1), "{after:?}");
+    let hour_of = |t: i64| {
+        after
+            .iter()
+            .position(|b| (b.start..b.start + 3_600_000).contains(&t))
+    };
+    let two_ago = hour_of(now - 2 * 3_600_000).unwrap();
+    assert!(after[two_ago].accepted >= 7 && after[two_ago].completed >= 5);
+
+    // AND the console's overview draws them, and says where they come from
+    let stack = create_stack(
+        &sdk,
+        &format!("chart-{:08x}", rand::random::<u32>()),
+        QueueSettings::default(),
+    )
+    .await
+    .unwrap();
+    let ledger = Arc::new(DynamoLedger::new(
+        aws_sdk_dynamodb::Client::new(&sdk),
+        stack.table.clone(),
+        None,
+        Duration::from_secs(60),
+    ));
+    let console = Console::new(ledger, None, None, "DynamoDB").with_timeline(timeline);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, console.router()).await });
+    let overview = reqwest::get(format!("{base}/"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        overview.contains(&format!("{} events accepted in the last 24 hours", a0 + 7)),
+        "{overview}"
+    );
+    assert!(
+        overview.contains("from the functions&#39; CloudWatch metrics")
+            || overview.contains("from the functions' CloudWatch metrics")
+    );
+}

@@ -1103,6 +1103,7 @@ fn summarize(c: &Connection, now: i64) -> rusqlite::Result<Summary> {
         by_source,
         oldest_open,
         timeline,
+        timeline_note: "by the hour they arrived",
     })
 }
 

@@ -1,6 +1,8 @@
 //! The serverless runtime: how the Lambda functions find their resources, configuration and secrets, and the
 //! handlers each function runs ([`functions`]). The functions' `main`s only call into here.
 
+#[cfg(feature = "cloudwatch")]
+pub mod charts;
 pub mod emf;
 pub mod functions;
 pub mod init;

@@ -32,7 +32,7 @@ use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
 use crate::model::{EventId, EventKey, SourceName, Status};
-use crate::ports::{Cursor, Ledger, ListFilter, Queue, Replay, StoreError, Summary};
+use crate::ports::{Cursor, Ledger, ListFilter, Queue, Replay, StoreError, Summary, Timeline};
 
 /// Where `inbox console` listens unless told otherwise.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:3001";
@@ -79,6 +79,8 @@ pub struct Console {
     store_name: String,
     /// The overview's counts, as last taken.
     counts: Arc<Counts>,
+    /// The overview's chart, where the ledger cannot draw it (AWS: CloudWatch).
+    timeline: Option<Arc<dyn Timeline>>,
 }
 
 /// How long the overview's counts are shown before they are taken again. Counting a big store walks its indexes
@@ -103,9 +105,20 @@ struct Taken {
 }
 
 impl Taken {
-    async fn now(ledger: &dyn Ledger) -> Result<Self, StoreError> {
+    async fn now(ledger: &dyn Ledger, timeline: Option<&dyn Timeline>) -> Result<Self, StoreError> {
         let when = crate::time::now_ms();
-        let summary = Arc::new(ledger.summary().await?);
+        let mut summary = ledger.summary().await?;
+        if let (true, Some(timeline)) = (summary.timeline.is_empty(), timeline) {
+            // The chart is an aid: a page without it beats no page.
+            match timeline.last_day(when).await {
+                Ok(hours) => {
+                    summary.timeline = hours;
+                    summary.timeline_note = timeline.note();
+                }
+                Err(e) => tracing::warn!(error = %e, "the overview's chart could not be read"),
+            }
+        }
+        let summary = Arc::new(summary);
         Ok(Self {
             at: std::time::Instant::now(),
             when,
@@ -116,14 +129,18 @@ impl Taken {
 
 impl Counts {
     /// The counts to show.
-    async fn get(self: &Arc<Self>, ledger: &Arc<dyn Ledger>) -> Result<Taken, StoreError> {
+    async fn get(
+        self: &Arc<Self>,
+        ledger: &Arc<dyn Ledger>,
+        timeline: &Option<Arc<dyn Timeline>>,
+    ) -> Result<Taken, StoreError> {
         use std::sync::atomic::Ordering;
         let mut taken = self.taken.lock().await;
         if let Some(shown) = taken.clone() {
             if shown.at.elapsed() >= COUNTS_FRESH && !self.refreshing.swap(true, Ordering::AcqRel) {
-                let (counts, ledger) = (self.clone(), ledger.clone());
+                let (counts, ledger, timeline) = (self.clone(), ledger.clone(), timeline.clone());
                 tokio::spawn(async move {
-                    match Taken::now(ledger.as_ref()).await {
+                    match Taken::now(ledger.as_ref(), timeline.as_deref()).await {
                         Ok(fresh) => *counts.taken.lock().await = Some(fresh),
                         Err(e) => {
                             tracing::warn!(error = %e, "the overview's counts could not be taken again")
@@ -135,7 +152,7 @@ impl Counts {
             return Ok(shown);
         }
         // Taken under the lock: views that come meanwhile wait for these counts rather than take their own.
-        let fresh = Taken::now(ledger.as_ref()).await?;
+        let fresh = Taken::now(ledger.as_ref(), timeline.as_deref()).await?;
         *taken = Some(fresh.clone());
         Ok(fresh)
     }
@@ -160,7 +177,14 @@ impl Console {
             key: rand::random(),
             store_name: store_name.into(),
             counts: Arc::default(),
+            timeline: None,
         }
+    }
+
+    /// Where the overview's chart comes from when the ledger cannot draw it without a scan.
+    pub fn with_timeline(mut self, timeline: Arc<dyn Timeline>) -> Self {
+        self.timeline = Some(timeline);
+        self
     }
 
     /// The console's routes, with its security layer around every one of them.
@@ -510,7 +534,7 @@ pub(crate) fn event_link(key: &EventKey) -> String {
 }
 
 async fn overview(State(console): State<Arc<Console>>) -> Result<Response, ConsoleError> {
-    let counts = console.counts.get(&console.ledger).await?;
+    let counts = console.counts.get(&console.ledger, &console.timeline).await?;
     let summary = counts.summary.as_ref();
     let dead = console
         .ledger

@@ -148,7 +148,7 @@ pub(super) fn overview(o: &Overview<'_>) -> Page {
                     (chart(&s.timeline))
                     p.legend {
                         span.k-accepted { "accepted" } " " span.k-completed { "completed" } " " span.k-dead { "dead" }
-                        " (by the hour they arrived)"
+                        " (" (s.timeline_note) ")"
                     }
                 }
             }

@@ -157,6 +157,23 @@ pub trait Queue: Send + Sync + 'static {
         let _ = until;
         self.enqueue(key, Duration::ZERO).await
     }
+
+    /// How many messages the queue holds, where it can say without reading them (SQS's approximate counts):
+    /// on AWS the RECEIVED and PROCESSING events, which the sparse index does not hold.
+    async fn depth(&self) -> Result<Option<QueueDepth>, QueueError> {
+        Ok(None)
+    }
+}
+
+/// A queue's approximate counts (SQS: `ApproximateNumberOfMessages`, `…NotVisible`, `…Delayed`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueDepth {
+    /// Waiting to be received.
+    pub waiting: u64,
+    /// Received and not yet deleted: being processed, or held back for a retry.
+    pub in_flight: u64,
+    /// Sent with a delay that has not passed.
+    pub delayed: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -324,6 +341,8 @@ pub struct Summary {
     /// How the chart counts, for its legend: by the hour events arrived (SQLite), or by the hour each count was
     /// made ([`Timeline`]).
     pub timeline_note: &'static str,
+    /// The work queue's counts, where the console has a queue that can say them (AWS).
+    pub queue: Option<QueueDepth>,
 }
 
 /// The overview's hourly chart where the ledger cannot draw it without a scan (DynamoDB): on AWS, from the

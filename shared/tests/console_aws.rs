@@ -151,6 +151,12 @@ async fn the_aws_console_shows_dead_events_and_replays_one_into_the_queue() {
         .ends_with("flash=skipped"));
     let e = ledger.get(&key("evt_dead")).await.unwrap().unwrap();
     assert_eq!((e.status, e.replays), (Status::Received, 1));
+    // AND the overview counts its message in the work queue (received events are not in DynamoDB's index)
+    let overview = page("/").await;
+    assert!(
+        overview.contains("Work queue: <strong>1</strong> waiting, <strong>0</strong> in flight"),
+        "{overview}"
+    );
     let mut bodies = Vec::new();
     for _ in 0..3 {
         let out = sqs

@@ -1104,6 +1104,7 @@ fn summarize(c: &Connection, now: i64) -> rusqlite::Result<Summary> {
         oldest_open,
         timeline,
         timeline_note: "by the hour they arrived",
+        queue: None,
     })
 }
 

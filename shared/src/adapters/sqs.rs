@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use aws_sdk_sqs::Client;
 
 use crate::model::EventKey;
-use crate::ports::{Queue, QueueError};
+use crate::ports::{Queue, QueueDepth, QueueError};
 
 /// SQS delays a message by at most 15 minutes; a longer backoff is delivered early and answered `NotDue`.
 pub const MAX_DELAY: Duration = Duration::from_secs(900);
@@ -100,6 +100,31 @@ impl Queue for SqsQueue {
 
     async fn announce(&self, key: &EventKey, until: i64) -> Result<(), QueueError> {
         self.send(announcement(key, until), Duration::ZERO).await
+    }
+
+    async fn depth(&self) -> Result<Option<QueueDepth>, QueueError> {
+        use aws_sdk_sqs::types::QueueAttributeName as A;
+        let out = self
+            .client
+            .get_queue_attributes()
+            .queue_url(&self.url)
+            .attribute_names(A::ApproximateNumberOfMessages)
+            .attribute_names(A::ApproximateNumberOfMessagesNotVisible)
+            .attribute_names(A::ApproximateNumberOfMessagesDelayed)
+            .send()
+            .await
+            .map_err(|e| QueueError(aws_sdk_sqs::error::DisplayErrorContext(e).to_string()))?;
+        let count = |name: A| {
+            out.attributes()
+                .and_then(|a| a.get(&name))
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        Ok(Some(QueueDepth {
+            waiting: count(A::ApproximateNumberOfMessages),
+            in_flight: count(A::ApproximateNumberOfMessagesNotVisible),
+            delayed: count(A::ApproximateNumberOfMessagesDelayed),
+        }))
     }
 }
 

@@ -105,9 +105,19 @@ struct Taken {
 }
 
 impl Taken {
-    async fn now(ledger: &dyn Ledger, timeline: Option<&dyn Timeline>) -> Result<Self, StoreError> {
+    async fn now(
+        ledger: &dyn Ledger,
+        timeline: Option<&dyn Timeline>,
+        queue: Option<&dyn Queue>,
+    ) -> Result<Self, StoreError> {
         let when = crate::time::now_ms();
         let mut summary = ledger.summary().await?;
+        if let Some(queue) = queue {
+            match queue.depth().await {
+                Ok(depth) => summary.queue = depth,
+                Err(e) => tracing::warn!(error = %e, "the work queue's counts could not be read"),
+            }
+        }
         if let (true, Some(timeline)) = (summary.timeline.is_empty(), timeline) {
             // The chart is an aid: a page without it beats no page.
             match timeline.last_day(when).await {
@@ -133,14 +143,16 @@ impl Counts {
         self: &Arc<Self>,
         ledger: &Arc<dyn Ledger>,
         timeline: &Option<Arc<dyn Timeline>>,
+        queue: &Option<Arc<dyn Queue>>,
     ) -> Result<Taken, StoreError> {
         use std::sync::atomic::Ordering;
         let mut taken = self.taken.lock().await;
         if let Some(shown) = taken.clone() {
             if shown.at.elapsed() >= COUNTS_FRESH && !self.refreshing.swap(true, Ordering::AcqRel) {
-                let (counts, ledger, timeline) = (self.clone(), ledger.clone(), timeline.clone());
+                let (counts, ledger) = (self.clone(), ledger.clone());
+                let (timeline, queue) = (timeline.clone(), queue.clone());
                 tokio::spawn(async move {
-                    match Taken::now(ledger.as_ref(), timeline.as_deref()).await {
+                    match Taken::now(ledger.as_ref(), timeline.as_deref(), queue.as_deref()).await {
                         Ok(fresh) => *counts.taken.lock().await = Some(fresh),
                         Err(e) => {
                             tracing::warn!(error = %e, "the overview's counts could not be taken again")
@@ -152,7 +164,7 @@ impl Counts {
             return Ok(shown);
         }
         // Taken under the lock: views that come meanwhile wait for these counts rather than take their own.
-        let fresh = Taken::now(ledger.as_ref(), timeline.as_deref()).await?;
+        let fresh = Taken::now(ledger.as_ref(), timeline.as_deref(), queue.as_deref()).await?;
         *taken = Some(fresh.clone());
         Ok(fresh)
     }
@@ -534,7 +546,10 @@ pub(crate) fn event_link(key: &EventKey) -> String {
 }
 
 async fn overview(State(console): State<Arc<Console>>) -> Result<Response, ConsoleError> {
-    let counts = console.counts.get(&console.ledger, &console.timeline).await?;
+    let counts = console
+        .counts
+        .get(&console.ledger, &console.timeline, &console.queue)
+        .await?;
     let summary = counts.summary.as_ref();
     let dead = console
         .ledger

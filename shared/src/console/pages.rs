@@ -116,6 +116,12 @@ pub(super) fn overview(o: &Overview<'_>) -> Page {
                 }
             }
             p.muted { "Counts as of " (rfc3339(o.counted_at)) " (" (age(o.now - o.counted_at)) " ago)." }
+            @if let Some(q) = s.queue {
+                p {
+                    "Work queue: " strong { (q.waiting) } " waiting, " strong { (q.in_flight) } " in flight, "
+                    (q.delayed) " delayed (SQS's approximate counts)."
+                }
+            }
             @if count(Status::Received).is_none() {
                 p.muted { "Completed, received and processing events are not counted here: on DynamoDB that would \
                     scan the table. The work queue holds a message for each received or processing one." }

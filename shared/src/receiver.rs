@@ -414,10 +414,10 @@ async fn accept(
                 let until = now_ms().saturating_add(ms(r.announce_window));
                 match r.queue.announce(&key, until).await {
                     Ok(()) => event.announced = true,
+                    // Written unannounced, so into the sweeper's index; the send is tried once more after the
+                    // write, and counted as a lost enqueue only if that fails too.
                     Err(e) => {
-                        r.metrics.enqueue_failed(source.index);
-                        tracing::warn!(error = %e,
-                            "enqueue failed ahead of the write; the record waits for the sweeper");
+                        tracing::info!(error = %e, "enqueue failed ahead of the write; tried again after it")
                     }
                 }
             }

@@ -201,6 +201,21 @@ fn key(id: &str) -> EventKey {
     EventKey::new(SourceName::parse("stripe").unwrap(), EventId::parse(id).unwrap())
 }
 
+/// A Stripe event `id` as a create writes it straight into the ledger, its message sent first (`announced`) or
+/// not (a failed enqueue, a reconciled or replayed event).
+fn record(id: &str, announced: bool) -> inbox_core::model::NewEvent {
+    inbox_core::model::NewEvent {
+        key: key(id),
+        event_type: None,
+        payload: bytes::Bytes::from(stripe_body(id)),
+        payload_sha256: "h".into(),
+        headers: vec![],
+        origin: Default::default(),
+        unique_body_for: None,
+        announced,
+    }
+}
+
 /// Short polls for up to `wait` seconds: a long poll would hold the single-threaded emulator for everyone.
 async fn receive(sqs: &aws_sdk_sqs::Client, url: &str, wait: i32) -> Vec<SqsMessage> {
     let until = Instant::now() + Duration::from_secs(u64::try_from(wait).unwrap_or(0));
@@ -376,16 +391,6 @@ async fn a_message_sent_ahead_of_its_record_waits_for_it_until_it_cannot_come() 
     let Some(sdk) = emulator().await else { return };
     let stack = stack(&sdk, QueueSettings::default(), "").await;
     let queue = &stack.rt.resources.queue_url;
-    let record = |id: &str| inbox_core::model::NewEvent {
-        key: key(id),
-        event_type: None,
-        payload: bytes::Bytes::from(stripe_body(id)),
-        payload_sha256: "h".into(),
-        headers: vec![],
-        origin: Default::default(),
-        unique_body_for: None,
-        announced: true,
-    };
 
     // GIVEN a message whose record is created 150 ms after the processor got it
     let now = inbox_core::time::now_ms();
@@ -400,7 +405,7 @@ async fn a_message_sent_ahead_of_its_record_waits_for_it_until_it_cannot_come() 
     let ledger = stack.rt.ledger.clone();
     let create = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(150)).await;
-        ledger.create(record("evt_late")).await.unwrap()
+        ledger.create(record("evt_late", true)).await.unwrap()
     });
     let response = functions::processor(&stack.rt, batch(records), deadline()).await;
     create.await.unwrap();
@@ -563,16 +568,7 @@ async fn the_sweeper_finishes_every_crash_state() {
     let Some(sdk) = emulator().await else { return };
     let stack = stack(&sdk, QueueSettings::default(), "").await;
     let ledger = stack.rt.ledger.clone();
-    let new = |id: &str| inbox_core::model::NewEvent {
-        key: key(id),
-        event_type: None,
-        payload: bytes::Bytes::from(stripe_body(id)),
-        payload_sha256: "h".into(),
-        headers: vec![],
-        origin: Default::default(),
-        unique_body_for: None,
-        announced: false,
-    };
+    let new = |id: &str| record(id, false);
     // GIVEN a record whose enqueue failed (written unannounced, so in the sparse index)
     ledger.create(new("evt_never_enqueued")).await.unwrap();
     // AND one FAILED whose retry message was lost
@@ -1303,14 +1299,9 @@ async fn the_wallet_refuses_an_overdraft_and_a_lost_lease_without_applying_anyth
     let ledger = stack.rt.ledger.clone();
     ledger
         .create(inbox_core::model::NewEvent {
-            key: key("evt_stale"),
             event_type: Some("wallet.debit".into()),
             payload: bytes::Bytes::from(wallet_body("evt_stale", false, "acc_x", 30)),
-            payload_sha256: "h".into(),
-            headers: vec![],
-            origin: Default::default(),
-            unique_body_for: None,
-            announced: false,
+            ..record("evt_stale", false)
         })
         .await
         .unwrap();
@@ -2422,20 +2413,11 @@ async fn each_function_calls_exactly_what_its_role_grants() {
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
 
     // The sweeper: a RECEIVED event whose enqueue failed, and a dead event whose alarm did not go out.
-    let lost = inbox_core::model::NewEvent {
-        key: EventKey::new(
-            SourceName::parse("stripe").unwrap(),
-            EventId::parse(&format!("evt_{p}_lost")).unwrap(),
-        ),
-        event_type: None,
-        payload_sha256: "h".into(),
-        payload: bytes::Bytes::from(stripe_body(&format!("evt_{p}_lost"))),
-        headers: vec![],
-        origin: Default::default(),
-        unique_body_for: None,
-        announced: false,
-    };
-    test_side.ledger.create(lost).await.unwrap();
+    test_side
+        .ledger
+        .create(record(&format!("evt_{p}_lost"), false))
+        .await
+        .unwrap();
     let unannounced = stripe_body(&format!("evt_{p}_unannounced"));
     let (status, _) = deliver_signed(test_side.receiver(), SECRET, &unannounced).await;
     assert_eq!(status, 200);

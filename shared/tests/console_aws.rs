@@ -35,6 +35,17 @@ fn new_event(id: &str, body: &str) -> NewEvent {
     }
 }
 
+/// The ledger as `inbox console --aws` opens it (cli/main.rs `StoreArgs::open`), without the bucket: these bodies
+/// are small enough to stay in the item.
+fn console_ledger(sdk: &aws_config::SdkConfig, table: &str) -> Arc<DynamoLedger> {
+    Arc::new(DynamoLedger::new(
+        aws_sdk_dynamodb::Client::new(sdk),
+        table,
+        None,
+        Duration::from_secs(60),
+    ))
+}
+
 fn csrf_of(page: &str) -> String {
     let marker = "name=\"csrf\" value=\"";
     let at = page.find(marker).expect("a csrf field") + marker.len();
@@ -62,14 +73,7 @@ async fn the_aws_console_shows_dead_events_and_replays_one_into_the_queue() {
     let stack = create_stack(&sdk, &prefix, QueueSettings::default())
         .await
         .unwrap();
-    // As `inbox console --aws` opens the store (cli/main.rs `StoreArgs::open`), without the bucket: these bodies
-    // are small enough to stay in the item.
-    let ledger = Arc::new(DynamoLedger::new(
-        aws_sdk_dynamodb::Client::new(&sdk),
-        stack.table.clone(),
-        None,
-        Duration::from_secs(60),
-    ));
+    let ledger = console_ledger(&sdk, &stack.table);
     let sqs = aws_sdk_sqs::Client::new(&sdk);
     let queue = Arc::new(SqsQueue::new(sqs.clone(), stack.queue_url.clone()));
 
@@ -249,12 +253,7 @@ async fn the_aws_overview_charts_the_functions_cloudwatch_metrics() {
     )
     .await
     .unwrap();
-    let ledger = Arc::new(DynamoLedger::new(
-        aws_sdk_dynamodb::Client::new(&sdk),
-        stack.table.clone(),
-        None,
-        Duration::from_secs(60),
-    ));
+    let ledger = console_ledger(&sdk, &stack.table);
     let console = Console::new(ledger, None, None, "DynamoDB").with_timeline(timeline);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());

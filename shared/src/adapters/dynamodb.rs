@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::operation::get_item::builders::GetItemFluentBuilder;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
@@ -37,7 +38,6 @@ use aws_sdk_dynamodb::types::{
 };
 use aws_sdk_dynamodb::Client;
 use bytes::Bytes;
-use sha2::{Digest, Sha256};
 use tokio::task::JoinSet;
 
 use super::s3::{body_key, S3Payloads};
@@ -241,12 +241,17 @@ impl DynamoLedger {
         }
     }
 
-    async fn read(&self, key: &EventKey) -> Result<Option<Item>, StoreError> {
-        let out = self
-            .client
+    /// A `GetItem` of `key`'s record, to be finished by the caller (consistency, projection).
+    fn get_item(&self, key: &EventKey) -> GetItemFluentBuilder {
+        self.client
             .get_item()
             .table_name(&self.table)
             .key("pk", AttributeValue::S(key.pk()))
+    }
+
+    async fn read(&self, key: &EventKey) -> Result<Option<Item>, StoreError> {
+        let out = self
+            .get_item(key)
             .consistent_read(true)
             .send()
             .await
@@ -409,10 +414,7 @@ impl Ledger for DynamoLedger {
     /// way is caught by the create's condition, at the cost of one spare message.
     async fn peek(&self, key: &EventKey) -> Result<Option<Event>, StoreError> {
         let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .key("pk", AttributeValue::S(key.pk()))
+            .get_item(key)
             .projection_expression(projection())
             .set_expression_attribute_names(Some(meta_names()))
             .send()
@@ -457,11 +459,11 @@ impl Ledger for DynamoLedger {
         match &self.payloads {
             Some(s3) if compressed.len() > self.inline_limit => {
                 // Body first, so no crash leaves an item without its body. Named by the event and its body's
-                // hash: a retry rewrites the same object, and no other event ever points at it.
+                // hash (the receiver's): a retry rewrites the same object, and no other event ever points at it.
                 let key = body_key(
                     event.key.source.as_str(),
                     event.key.event_id.as_str(),
-                    &hex::encode(Sha256::digest(&event.payload)),
+                    &event.payload_sha256,
                 );
                 s3.put(&key, Bytes::from(compressed)).await?;
                 item.insert("payload_s3_key".to_owned(), s(key));
@@ -634,12 +636,12 @@ impl Ledger for DynamoLedger {
         if event.payload.len() + 1024 <= self.inline_limit {
             return Ok(());
         }
-        let sha256 = hex::encode(Sha256::digest(&event.payload));
-        s3.mark(
-            &body_key(event.source.as_str(), event.event_id.as_str(), &sha256),
-            true,
-        )
-        .await?;
+        let key = body_key(
+            event.source.as_str(),
+            event.event_id.as_str(),
+            &event.payload_sha256,
+        );
+        s3.mark(&key, true).await?;
         Ok(())
     }
 

@@ -107,40 +107,37 @@ async fn process_record(rt: &Runtime, record: &SqsMessage, lease: Duration) -> b
     };
     let announced = record.body.as_deref().and_then(announced_until);
     let span = tracing::info_span!("process", source = %key.source, event_id = %key.event_id);
-    let again = async {
+    let then = async {
         let mut waits = ANNOUNCED_RECHECKS.iter();
         loop {
             match rt.machine.process(&key, lease).await {
                 // Sent ahead of its create, which may still land: look again shortly, then after a while.
-                Ok(Outcome::Dropped(MISSING)) if announced.is_some_and(|until| now_ms() < until) => {
-                    match waits.next() {
+                Ok(Outcome::Dropped(MISSING)) => match announced.filter(|until| now_ms() < *until) {
+                    None => return Then::Delete,
+                    Some(until) => match waits.next() {
                         Some(wait) => tokio::time::sleep(*wait).await,
                         None => {
-                            let until = announced.unwrap_or_default();
                             tracing::info!("no record yet for a message sent ahead of its create; asked again later");
-                            return Some(Duration::from_millis(
-                                u64::try_from(until.saturating_sub(now_ms())).unwrap_or(0),
-                            )
-                            .min(ANNOUNCED_RETRY));
+                            let left = u64::try_from(until.saturating_sub(now_ms())).unwrap_or(0);
+                            return Then::HideFor(Duration::from_millis(left).min(ANNOUNCED_RETRY));
                         }
-                    }
-                }
-                Ok(Outcome::Completed | Outcome::Dead | Outcome::Dropped(_)) => return None,
-                Ok(Outcome::Retry(delay) | Outcome::NotDue(delay)) => return Some(delay),
+                    },
+                },
+                Ok(Outcome::Completed | Outcome::Dead | Outcome::Dropped(_)) => return Then::Delete,
+                Ok(Outcome::Retry(delay) | Outcome::NotDue(delay)) => return Then::HideFor(delay),
                 Err(e) => {
                     tracing::warn!(error = %e, "store error; the message comes back after its visibility timeout");
-                    return Some(Duration::MAX);
+                    return Then::Redeliver;
                 }
             }
         }
     }
     .instrument(span)
     .await;
-    let again = match again {
-        None => return true,
-        // The queue's own visibility timeout stands.
-        Some(Duration::MAX) => return false,
-        Some(delay) => delay,
+    let again = match then {
+        Then::Delete => return true,
+        Then::Redeliver => return false,
+        Then::HideFor(delay) => delay,
     };
     if let Some(receipt) = record.receipt_handle.as_deref() {
         let changed = rt
@@ -158,6 +155,16 @@ async fn process_record(rt: &Runtime, record: &SqsMessage, lease: Duration) -> b
         }
     }
     false
+}
+
+/// What becomes of a record's message.
+enum Then {
+    /// Handled (or nothing to do): deleted.
+    Delete,
+    /// Reported failed: SQS hands it out again after the queue's visibility timeout.
+    Redeliver,
+    /// Reported failed, hidden for this long first.
+    HideFor(Duration),
 }
 
 /// How long the processor waits in process before it looks again for the record of a message sent ahead of its

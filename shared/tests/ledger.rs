@@ -939,6 +939,57 @@ async fn sqlite_a_failed_begin_runs_nothing_of_its_batch() {
     assert_eq!(l.create(new_event("e1", "b")).await.unwrap(), Created::New);
 }
 
+/// Jobs of a batch share its transaction without a savepoint each: a job that fails half done (here a claim whose
+/// update ran but whose record cannot be read back) must leave nothing of itself, and the rest of its batch must
+/// commit as if it had not been there.
+#[tokio::test]
+async fn sqlite_a_job_that_fails_half_done_leaves_nothing_and_its_batch_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let l = open_sqlite(&dir, LONG);
+    l.create(new_event("bad", "b")).await.unwrap();
+    let other = rusqlite::Connection::open(dir.path().join("inbox.db")).unwrap();
+    other
+        .execute("UPDATE events SET origin = 'bogus' WHERE event_id = 'bad'", [])
+        .unwrap();
+    // GIVEN the writer held up behind another connection's write lock, so the next jobs queue into one batch.
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let first = tokio::spawn({
+        let l = l.clone();
+        async move { l.create(new_event("e0", "b")).await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let jobs = tokio::spawn({
+        let l = l.clone();
+        async move {
+            let bad = key("bad");
+            tokio::join!(
+                l.create(new_event("e1", "b")),
+                l.claim(&bad, "w1", LONG),
+                l.create(new_event("e2", "b")),
+            )
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    other.execute_batch("COMMIT").unwrap();
+    assert_eq!(first.await.unwrap().unwrap(), Created::New);
+    // WHEN the claim fails after its update ran
+    let (e1, claim, e2) = jobs.await.unwrap();
+    assert!(claim.is_err(), "{claim:?}");
+    // THEN the others are created and committed, and the failed claim changed nothing.
+    assert_eq!((e1.unwrap(), e2.unwrap()), (Created::New, Created::New));
+    for id in ["e0", "e1", "e2"] {
+        assert!(l.get(&key(id)).await.unwrap().is_some(), "{id} not stored");
+    }
+    let (status, attempts, owner): (String, i64, Option<String>) = other
+        .query_row(
+            "SELECT status, attempts, lease_owner FROM events WHERE event_id = 'bad'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    assert_eq!((status.as_str(), attempts, owner), ("RECEIVED", 0, None));
+}
+
 /// Issue 13, defect 3: reads went through the writer under `BEGIN IMMEDIATE`, so a read waited for (and could
 /// fail on) another process's write lock.
 #[tokio::test]

@@ -1,4 +1,5 @@
-//! `cargo run --release -p bench -- [--quick] [--only=ceiling,accept,e2e,aws] [--workers=N]`: the benchmark suite
+//! `cargo run --release -p bench -- [--quick] [--only=ceiling,accept,e2e,aws] [--workers=N] [--inbox=PATH]
+//! [--baseline=PATH]`: the benchmark suite
 //! (issue 6). Measures, in one run on this machine, a bare axum ceiling, `inbox serve` accepting signed distinct events, end to end through `forward` to
 //! a local sink, the duplicate path, and the AWS path's calls, write units, zip sizes, cold starts and cost.
 //! Every load loop is bounded in count and time and talks to 127.0.0.1 only. See BENCHMARKS.md.
@@ -59,6 +60,10 @@ pub struct Opts {
     pub e2e_workers: usize,
     /// The parts to run (`--only ceiling,accept,e2e,aws`); all when empty.
     pub only: Vec<String>,
+    /// `--inbox=PATH`: the `inbox` to measure, instead of the one beside this binary.
+    pub inbox: Option<PathBuf>,
+    /// `--baseline=PATH` (the `wrk` part): another `inbox`, measured in the same rounds, alternating.
+    pub baseline: Option<PathBuf>,
     /// Where this binary is: the release `inbox`, `bench-hello` and the functions' binaries are looked up here
     /// first (the same target directory), then in `target/release`.
     pub bin_dir: PathBuf,
@@ -111,6 +116,14 @@ fn main() -> Result<()> {
             .map(|n| n.parse().context("--workers=N"))
             .transpose()?
             .unwrap_or(E2E_WORKERS),
+        inbox: args
+            .iter()
+            .find_map(|a| a.strip_prefix("--inbox="))
+            .map(PathBuf::from),
+        baseline: args
+            .iter()
+            .find_map(|a| a.strip_prefix("--baseline="))
+            .map(PathBuf::from),
         bin_dir: std::env::current_exe()?
             .parent()
             .context("the binary's directory")?
@@ -171,7 +184,7 @@ async fn run(opts: Opts, moto_port: Option<u16>) -> Result<()> {
         opts.rounds, opts.round_secs
     );
 
-    let inbox = opts.binary("inbox");
+    let inbox = opts.inbox.clone().unwrap_or_else(|| opts.binary("inbox"));
     println!("inbox binary: {}", inbox.display());
     if !inbox.exists() {
         bail!(
@@ -320,11 +333,12 @@ async fn run(opts: Opts, moto_port: Option<u16>) -> Result<()> {
         );
         let server = InboxServer::start(&inbox, &handler, &format!("workers = {}", opts.e2e_workers)).await?;
         let (mut e2e, mut accept_rates, mut dup, mut non200) = (vec![], vec![], vec![], 0u64);
-        let mut spans = Vec::new();
+        let (mut spans, mut cpu) = (Vec::new(), Vec::new());
         let limit = Duration::from_secs(180);
         for r in 0..opts.rounds {
             let gen = Arc::new(EventGen::new(&format!("e2e{r}")));
             let before = sink.count();
+            let c0 = proc::cpu_seconds(server.pid)?;
             let t0 = Instant::now();
             let s = load::closed_loop(server.addr, CONNS, limit, opts.e2e_events, gen.clone()).await;
             non200 += s.non200();
@@ -351,6 +365,7 @@ async fn run(opts: Opts, moto_port: Option<u16>) -> Result<()> {
             };
             e2e.push(s.ok as f64 / done.as_secs_f64());
             spans.push(done.as_secs_f64());
+            cpu.push((proc::cpu_seconds(server.pid)? - c0) / s.ok.max(1) as f64 * 1e6);
             // 4. The same events again (re-signed now): every answer is a duplicate of a COMPLETED event.
             let d = load::closed_loop(server.addr, CONNS, limit, opts.e2e_events, gen.clone()).await;
             non200 += d.non200();
@@ -375,6 +390,12 @@ async fn run(opts: Opts, moto_port: Option<u16>) -> Result<()> {
                 median(spans),
                 median(accept_rates)
             ),
+            "-",
+        );
+        row(
+            &mut rows,
+            "end to end: server CPU per completed event",
+            format!("{:.0} us (received, forwarded, settled)", median(cpu)),
             "-",
         );
         row(

@@ -157,7 +157,7 @@ async fn drain(measured: &[Measured]) -> Result<()> {
     for m in measured {
         while m.server.metric("completed").await? < m.server.metric("accepted").await? {
             if std::time::Instant::now() > until {
-                bail!("the backlog of{} was not worked off within 120 s", m.label);
+                bail!("the backlog of inbox{} was not worked off within 120 s", m.label);
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }

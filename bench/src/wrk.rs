@@ -113,6 +113,7 @@ async fn wrk(addr: std::net::SocketAddr, secs: u64, script_path: &Path) -> Resul
 /// One `inbox` under test: its server and what its rounds measured.
 struct Measured {
     label: String,
+    inbox: std::path::PathBuf,
     server: InboxServer,
     accepts: Vec<f64>,
     p50: Vec<f64>,
@@ -128,6 +129,7 @@ impl Measured {
     async fn start(label: &str, inbox: &Path) -> Result<Self> {
         Ok(Self {
             label: label.to_owned(),
+            inbox: inbox.to_owned(),
             server: InboxServer::start(inbox, "{ kind = \"log\" }", GITHUB).await?,
             accepts: vec![],
             p50: vec![],
@@ -266,12 +268,7 @@ pub async fn run(opts: &Opts, inbox: &Path, rows: &mut Vec<Row>) -> Result<()> {
         // Open loop at half the rate wrk measured, on a fresh server (no backlog of the closed loop behind it):
         // request i is due at start + i/rate and its latency counts from then, so a stall is not hidden.
         // wrk has no open loop; the bench's own generator is not the limit at half the rate.
-        let inbox = if label.is_empty() {
-            inbox
-        } else {
-            opts.baseline.as_deref().context("a baseline")?
-        };
-        let server = InboxServer::start(inbox, "{ kind = \"log\" }", "").await?;
+        let server = InboxServer::start(&m.inbox, "{ kind = \"log\" }", "").await?;
         let gen = Arc::new(EventGen::new(&format!("half{label}")));
         let (mut p99, mut rates, mut non200) = (vec![], vec![], 0);
         for _ in 0..rounds {

@@ -754,12 +754,10 @@ impl Writer {
         Ok(rules::duplicate_of(&existing))
     }
 
-    /// Inserts `e` as RECEIVED unless its key is taken.
+    /// Inserts `e` as RECEIVED unless its key is taken. A failure after the first insert leaves nothing: the batch
+    /// (or, once a batch has failed, the job's savepoint) is rolled back.
     fn insert(&self, e: &NewEvent, now: i64) -> Result<bool, StoreError> {
         let c = &self.conn;
-        let headers = serde_json::to_string(&e.headers).map_err(|err| {
-            StoreError::Unavailable(format!("cannot encode the headers of {}: {err}", e.key))
-        })?;
         let n = c
             .prepare_cached(
                 "INSERT INTO events (source, event_id, event_type, status, payload_sha256, received_at, updated_at,
@@ -783,6 +781,9 @@ impl Writer {
             return Ok(false);
         }
         let id = c.last_insert_rowid();
+        let headers = serde_json::to_string(&e.headers).map_err(|err| {
+            StoreError::Unavailable(format!("cannot encode the headers of {}: {err}", e.key))
+        })?;
         c.prepare_cached("INSERT OR REPLACE INTO payloads (event, headers, body) VALUES (?1, ?2, ?3)")
             .and_then(|mut s| s.execute(params![id, headers, e.payload.as_ref()]))
             .map_err(sql)?;

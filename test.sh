@@ -65,6 +65,9 @@ if [ "$(.venv/bin/pip show cargo-lambda 2>/dev/null | sed -n 's/^Version: //p')"
 fi
 PATH="$PWD/.venv/bin:$PATH" cargo lambda build --release --locked --output-format zip \
   -p receiver -p processor -p alarm -p sweeper -p reconciler
+# Where cargo put them (CARGO_TARGET_DIR moves the target directory); a zip missing fails the run.
 for f in receiver processor alarm sweeper reconciler; do
-  printf 'lambda zip %-10s %s bytes\n' "$f" "$(stat -c %s "target/lambda/$f/bootstrap.zip")"
+  zip="${CARGO_TARGET_DIR:-target}/lambda/$f/bootstrap.zip"
+  [ -s "$zip" ] || { echo "no Lambda zip at $zip" >&2; exit 1; }
+  printf 'lambda zip %-10s %s bytes\n' "$f" "$(stat -c %s "$zip")"
 done

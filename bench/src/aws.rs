@@ -69,7 +69,7 @@ pub fn prepare_env() -> Option<u16> {
 pub async fn run(opts: &Opts, moto_port: Option<u16>, rows: &mut Vec<Row>) {
     // Zip sizes.
     for f in FUNCTIONS {
-        let zip = opts.root.join(format!("target/lambda/{f}/bootstrap.zip"));
+        let zip = opts.lambda_dir().join(f).join("bootstrap.zip");
         let value = match std::fs::metadata(&zip) {
             Ok(m) => format!("{:.2} MiB", m.len() as f64 / 1024.0 / 1024.0),
             Err(_) => "not built (cargo lambda build --release --output-format zip)".into(),
@@ -650,7 +650,7 @@ async fn cold_starts(opts: &Opts) -> Result<Vec<(String, f64, String)>> {
     }
     let unpacked = tempfile::TempDir::new()?;
     for f in FUNCTIONS {
-        let zip = opts.root.join(format!("target/lambda/{f}/bootstrap.zip"));
+        let zip = opts.lambda_dir().join(f).join("bootstrap.zip");
         let dir = unpacked.path().join(f);
         let ok = zip.exists()
             && std::process::Command::new("unzip")
@@ -664,7 +664,7 @@ async fn cold_starts(opts: &Opts) -> Result<Vec<(String, f64, String)>> {
             list.push((format!("{f} {ZIP_SUFFIX}"), dir.join("bootstrap")));
         }
     }
-    let zig_hello = opts.root.join("target/lambda/bench-hello/bootstrap");
+    let zig_hello = opts.lambda_dir().join("bench-hello/bootstrap");
     if zig_hello.exists() {
         list.insert(1, (ZIG_HELLO.to_owned(), zig_hello));
     }

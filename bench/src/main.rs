@@ -74,6 +74,15 @@ impl Opts {
         (self.only.is_empty() && !ON_REQUEST.contains(&part)) || self.only.iter().any(|p| p == part)
     }
 
+    /// Where cargo-lambda puts what it builds: `lambda/` in this binary's target directory (which
+    /// `CARGO_TARGET_DIR` may have moved), else in the repo's `target/`.
+    pub fn lambda_dir(&self) -> PathBuf {
+        match self.bin_dir.parent() {
+            Some(target) if target.join("lambda").is_dir() => target.join("lambda"),
+            _ => self.root.join("target/lambda"),
+        }
+    }
+
     pub fn binary(&self, name: &str) -> PathBuf {
         let here = self.bin_dir.join(name);
         if here.exists() {

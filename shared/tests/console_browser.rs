@@ -14,7 +14,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use fantoccini::{ClientBuilder, Locator};
+use fantoccini::elements::Element;
+use fantoccini::error::CmdError;
+use fantoccini::{Client, ClientBuilder, Locator};
 use inbox_core::adapters::sqlite::SqliteLedger;
 use inbox_core::console::Console;
 use inbox_core::model::{EventId, EventKey, NewEvent, SourceName, Status};
@@ -145,6 +147,11 @@ async fn wait_for_http(url: &str, deadline: Duration) -> bool {
 
 /// How long a step waits for the page a submit or a click leads to.
 const NAVIGATION: Duration = Duration::from_secs(15);
+
+/// The element that marks the page a submit or a click leads to, once that page is there (see [`NAVIGATION`]).
+async fn landed(c: &Client, mark: Locator<'_>) -> Result<Element, CmdError> {
+    c.wait().at_most(NAVIGATION).for_element(mark).await
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_operator_finds_a_dead_event_and_replays_it_in_a_real_browser() {
@@ -284,22 +291,13 @@ handler = {{ kind = "forward", url = "http://{sink_addr}/hook", timeout = "5s" }
             url.as_str().contains("status=DEAD"),
             "the filter is in the URL: {url}"
         );
-        c.wait()
-            .at_most(NAVIGATION)
-            .for_element(Locator::Css("table.events"))
-            .await?;
+        landed(&c, Locator::Css("table.events")).await?;
         let rows = c.find_all(Locator::Css("table.events tbody tr")).await?;
         assert_eq!(rows.len(), 2, "two dead events");
 
         // … and open one
         c.find(Locator::LinkText("evt_dead_1")).await?.click().await?;
-        let status = c
-            .wait()
-            .at_most(NAVIGATION)
-            .for_element(Locator::Id("status"))
-            .await?
-            .text()
-            .await?;
+        let status = landed(&c, Locator::Id("status")).await?.text().await?;
         assert_eq!(status, "DEAD");
         let payload = c.find(Locator::Id("payload")).await?.text().await?;
         assert!(
@@ -315,10 +313,7 @@ handler = {{ kind = "forward", url = "http://{sink_addr}/hook", timeout = "5s" }
         // WHEN they replay it THEN it runs again and reaches COMPLETED once the sink answers 200.
         c.find(Locator::Id("replay")).await?.click().await?;
         // Either answer the page can give (a skip is a warning), so a refused replay fails on its own words.
-        let flash = c
-            .wait()
-            .at_most(NAVIGATION)
-            .for_element(Locator::Css("p.flash, p.warning"))
+        let flash = landed(&c, Locator::Css("p.flash, p.warning"))
             .await?
             .text()
             .await?;
@@ -338,7 +333,7 @@ handler = {{ kind = "forward", url = "http://{sink_addr}/hook", timeout = "5s" }
         }
         assert_inert(&c).await?;
         std::fs::write(shots.join("event-completed.png"), c.screenshot().await?).unwrap();
-        Ok::<_, fantoccini::error::CmdError>(())
+        Ok::<_, CmdError>(())
     }
     .await;
     let _ = c.close().await;
@@ -357,7 +352,7 @@ handler = {{ kind = "forward", url = "http://{sink_addr}/hook", timeout = "5s" }
 
 /// The hostile payload ran nothing: no alert is open, no element it carried exists, and its script never set
 /// its marker (the WebDriver script runs outside the page's CSP).
-async fn assert_inert(c: &fantoccini::Client) -> Result<(), fantoccini::error::CmdError> {
+async fn assert_inert(c: &Client) -> Result<(), CmdError> {
     assert!(c.get_alert_text().await.is_err(), "an alert is open");
     for injected in ["#injected", "#framed", "main script", "main img", "main iframe"] {
         assert!(

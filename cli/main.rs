@@ -99,6 +99,16 @@ enum Command {
         /// Where to listen; anything but loopback needs INBOX_CONSOLE_TOKEN.
         #[arg(long, default_value = inbox_core::console::DEFAULT_LISTEN)]
         listen: std::net::SocketAddr,
+        /// Leave `Secure` off the session cookie, for a console reached over plain HTTP on a private network
+        /// (browsers keep a Secure cookie only from HTTPS and from loopback).
+        #[arg(long)]
+        insecure_cookie: bool,
+        /// A login ends after this long without a request.
+        #[arg(long, value_parser = duration, default_value = "30m")]
+        session_idle: Duration,
+        /// A login ends this long after it began, however busy.
+        #[arg(long, value_parser = duration, default_value = "12h")]
+        session_lifetime: Duration,
     },
     /// The AWS runtime's resources.
     Aws {
@@ -346,7 +356,20 @@ async fn run(cli: Cli) -> Result<()> {
             dry_run,
             force,
         } => replay(store.open().await?, status, source, event_id, dry_run, force).await,
-        Command::Console { store, listen } => console(store, listen).await,
+        Command::Console {
+            store,
+            listen,
+            insecure_cookie,
+            session_idle,
+            session_lifetime,
+        } => {
+            let policy = inbox_core::console::SessionPolicy {
+                idle: session_idle,
+                lifetime: session_lifetime,
+                secure_cookie: !insecure_cookie,
+            };
+            console(store, listen, policy).await
+        }
         Command::Aws {
             command:
                 AwsCommand::Play {
@@ -418,7 +441,6 @@ async fn reconcile(
     dry_run: bool,
     json: bool,
 ) -> Result<()> {
-    let opened = store.open().await?;
     let (config, reconciler) = if store.aws {
         let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
             .load()
@@ -426,6 +448,7 @@ async fn reconcile(
         let secrets = inbox_core::aws::AwsSecrets::new(&sdk);
         let config = inbox_core::aws::load_config(&secrets).await?;
         let block = reconcile_block(&config, &source)?;
+        since_within_retention(since, &config)?;
         let r = Reconciler::from_config(&source, block, &secrets).await?;
         (config, r)
     } else {
@@ -434,10 +457,13 @@ async fn reconcile(
         };
         let config = load(path)?;
         let block = reconcile_block(&config, &source)?;
+        since_within_retention(since, &config)?;
         let r = Reconciler::from_config(&source, block, &LocalSecrets).await?;
         (config, r)
     };
     drop(config);
+    // Opened once the request is known to be sound, so a refused one touches nothing.
+    let opened = store.open().await?;
     let queue: Arc<dyn Queue> = opened.queue.unwrap_or_else(|| Arc::new(LedgerIsTheQueue));
     let bar = indicatif::ProgressBar::new(1000);
     if json || !std::io::stderr().is_terminal() {
@@ -485,6 +511,13 @@ async fn reconcile(
         if let Some(w) = summary.window {
             println!("window: {} to {}", rfc3339(w.from_ms), rfc3339(w.to_ms));
         }
+        if summary.retried + summary.given_up + summary.kept > 0 {
+            println!(
+                "failed events of earlier runs: {} tried again, {} given up (older than the lookback); {} kept for \
+                 the next runs",
+                summary.retried, summary.given_up, summary.kept
+            );
+        }
         if !dry_run && summary.recovered > 0 && !store.aws {
             println!("a running `inbox serve` processes the recovered events within the sweeper's grace");
         }
@@ -492,6 +525,32 @@ async fn reconcile(
     match error {
         Some(e) => bail!(e),
         None => Ok(()),
+    }
+}
+
+/// `--since` reaches back at most `retention_days`: past retention a completed event's record is gone, and the run
+/// would take it for one never received and run its handler again.
+fn since_within_retention(since: Option<Duration>, config: &Config) -> Result<()> {
+    match since {
+        Some(since) if since > config.retention => bail!(
+            "--since {} is longer than retention_days ({}): past retention the ledger cannot tell an event never \
+             received from one done and forgotten, so recovering it could run its handler again",
+            whole_units(since),
+            config.retention.as_secs() / 86_400
+        ),
+        _ => Ok(()),
+    }
+}
+
+/// `d` in hours, or minutes, or seconds, whichever is whole (`48h`, `90m`), as the docs write `--since`.
+fn whole_units(d: Duration) -> String {
+    let secs = d.as_secs();
+    match [(3_600, "h"), (60, "m")]
+        .into_iter()
+        .find(|(unit, _)| secs > 0 && secs.is_multiple_of(*unit))
+    {
+        Some((unit, name)) => format!("{}{name}", secs / unit),
+        None => format!("{secs}s"),
     }
 }
 
@@ -597,6 +656,7 @@ fn event_json(e: &Event, payload: bool) -> serde_json::Value {
         "payload_sha256": e.payload_sha256,
         "origin": e.origin,
         "replayed_at": time(e.replayed_at),
+        "resent_of": e.resent_of,
     });
     if payload {
         v["headers"] = serde_json::json!(e.headers);
@@ -628,6 +688,10 @@ fn print_event(e: &Event, payload: bool) {
     println!("source:          {}", e.source);
     println!("event_id:        {}", e.event_id);
     println!("event_type:      {}", e.event_type.as_deref().unwrap_or("-"));
+    println!(
+        "resent_of:       {}",
+        e.resent_of.as_ref().map_or("-", |id| id.as_str())
+    );
     println!("status:          {}", e.status);
     println!("attempts:        {} (replays: {})", e.attempts, e.replays);
     println!("last_error:      {}", e.last_error.as_deref().unwrap_or("-"));
@@ -717,12 +781,22 @@ async fn replay(
     Ok(())
 }
 
-async fn console(store: StoreArgs, listen: std::net::SocketAddr) -> Result<()> {
+async fn console(
+    store: StoreArgs,
+    listen: std::net::SocketAddr,
+    policy: inbox_core::console::SessionPolicy,
+) -> Result<()> {
     let token = std::env::var(inbox_core::console::TOKEN_ENV)
         .ok()
         .filter(|t| !t.is_empty())
         .map(secrecy::SecretString::from);
     inbox_core::console::check_listen(listen, token.as_ref())?;
+    if policy.idle.is_zero() || policy.lifetime.is_zero() {
+        bail!("--session-idle and --session-lifetime must be longer than 0");
+    }
+    if token.is_some() && !policy.secure_cookie {
+        tracing::warn!("console: the session cookie is not Secure (--insecure-cookie): a browser sends it over plain HTTP");
+    }
     let name = if store.aws {
         format!(
             "DynamoDB table {}",
@@ -737,13 +811,28 @@ async fn console(store: StoreArgs, listen: std::net::SocketAddr) -> Result<()> {
     };
     let aws = store.aws;
     let opened = store.open().await?;
-    let mut console = inbox_core::console::Console::new(opened.ledger, opened.queue, token, name);
+    let mut console =
+        inbox_core::console::Console::new(opened.ledger, opened.queue, token, name).with_sessions(policy);
+    // The config names the sources that reconcile, for the overview: the one named, or on AWS the stack's
+    // (INBOX_CONFIG or INBOX_CONFIG_PARAMETER, as the functions read it), where the operator's shell has it.
     if aws {
         // DynamoDB cannot draw the chart without a scan: the functions' metrics in CloudWatch do.
         let sdk = inbox_core::aws::sdk::load().await;
         console = console.with_timeline(std::sync::Arc::new(
             inbox_core::aws::charts::CloudWatchTimeline::new(&sdk),
         ));
+        let set = |k| std::env::var_os(k).is_some_and(|v| !v.is_empty());
+        if set("INBOX_CONFIG") || set("INBOX_CONFIG_PARAMETER") {
+            let secrets = inbox_core::aws::AwsSecrets::new(&sdk);
+            console = console.with_config(&inbox_core::aws::load_config(&secrets).await?);
+        } else {
+            tracing::warn!(
+                "console: neither INBOX_CONFIG nor INBOX_CONFIG_PARAMETER is set: the overview shows reconciliation \
+                 only for sources with failed or dead events"
+            );
+        }
+    } else if let Some(path) = &store.config {
+        console = console.with_config(&load(path)?);
     }
     let app = console.router();
     let listener = tokio::net::TcpListener::bind(listen)

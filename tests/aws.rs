@@ -49,6 +49,9 @@ mod iam;
 // The payload bucket's lifecycle rules, and when S3 would expire an object under them.
 #[path = "aws/lifecycle.rs"]
 mod lifecycle;
+// Bodies kept in S3: every path a body takes, and the invariant of DESIGN.md "Retention" after each.
+#[path = "aws/bodies.rs"]
+mod bodies;
 
 const SECRET: &str = "aws-test-secret";
 
@@ -211,7 +214,7 @@ fn record(id: &str, announced: bool) -> inbox_core::model::NewEvent {
         payload_sha256: "h".into(),
         headers: vec![],
         origin: Default::default(),
-        unique_body_for: None,
+        resent_bodies: Default::default(),
         announced,
     }
 }
@@ -442,6 +445,51 @@ async fn a_message_sent_ahead_of_its_record_waits_for_it_until_it_cannot_come() 
     let response = functions::processor(&stack.rt, batch(records), deadline()).await;
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
     assert!(t.elapsed() < Duration::from_millis(500), "{:?}", t.elapsed());
+}
+
+/// An id reused after its record's retention (TTL deletes days late) is a new event: the receiver sends its message
+/// ahead of the create that replaces the expired record, and a processor that gets the message first must not drop
+/// it as "already done" on the old record: the new record would then have neither a message nor an index entry.
+#[tokio::test]
+async fn an_id_reused_after_retention_runs_even_when_its_message_beats_the_replace() {
+    let Some(sdk) = emulator().await else { return };
+    let stack = stack(&sdk, QueueSettings::default(), "").await;
+    let (ledger, queue) = (&stack.rt.ledger, &stack.rt.resources.queue_url);
+
+    // GIVEN a completed event past its retention, not deleted yet
+    ledger.create(record("evt_reused", false)).await.unwrap();
+    let Claim::Claimed(_) = ledger
+        .claim(&key("evt_reused"), "w", Duration::from_secs(60))
+        .await
+        .unwrap()
+    else {
+        panic!("not claimed")
+    };
+    let done = Settlement::Completed {
+        retention: Duration::ZERO,
+    };
+    ledger.settle(&key("evt_reused"), "w", done).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1100)).await; // `expires_at` counts whole seconds
+    assert_eq!(ledger.get(&key("evt_reused")).await.unwrap(), None);
+    // WHEN the id comes again: its message goes first, and the processor gets it before the replace lands
+    let until = inbox_core::time::now_ms() + 60_000;
+    stack.rt.queue.announce(&key("evt_reused"), until).await.unwrap();
+    let records = receive(&stack.sqs, queue, 5).await;
+    assert_eq!(records.len(), 1);
+    let early = functions::processor(&stack.rt, batch(records.clone()), deadline()).await;
+    // THEN the message is kept for the record to come, not dropped on the old one
+    assert_eq!(early.batch_item_failures.len(), 1, "{early:?}");
+    assert_eq!(
+        ledger.create(record("evt_reused", true)).await.unwrap(),
+        inbox_core::ports::Created::New
+    );
+    let late = functions::processor(&stack.rt, batch(records), deadline()).await;
+    assert!(late.batch_item_failures.is_empty(), "{late:?}");
+    assert_eq!(
+        status_of(&stack, "evt_reused").await,
+        Some((Status::Completed, 1))
+    );
+    assert_eq!(stack.switch.runs.lock().unwrap()["evt_reused"], 1);
 }
 
 #[tokio::test]
@@ -696,10 +744,14 @@ async fn a_body_in_s3_expires_within_a_day_of_its_event_and_a_dead_ones_never() 
     // AND the dead one's never does
     assert_eq!(expiry_of(&objects, "evt_big_dead"), None);
 
-    // AND a forced replay keeps the body for as long as the event is open again, then starts it over
+    // AND a forced replay gives the reopened event a copy of the body that does not count down (pending until its
+    // claim keeps it: gone only after any message could have been claimed), then starts it over. An event's newest
+    // object lists first under its prefix.
     let replay = stack.rt.ledger.replay(&key("evt_big_done"), true).await.unwrap();
     assert_eq!(replay, inbox_core::ports::Replay::Replayed);
-    assert_eq!(expiry_of(&bodies_in_s3(&sdk, &stack).await, "evt_big_done"), None);
+    let reopened = expiry_of(&bodies_in_s3(&sdk, &stack).await, "evt_big_done");
+    let two_weeks = inbox_core::time::now_ms() + 14 * 86_400_000;
+    assert!(reopened.is_none_or(|at| at >= two_weeks), "{reopened:?}");
     stack
         .rt
         .queue
@@ -1934,12 +1986,22 @@ async fn delivery_health_alarms_fire_on_what_the_functions_emit_and_only_then() 
         "DuplicateRatioAlarm",
         "PayloadMismatchAlarm",
         "ReconciledEventsAlarm",
+        "ResentBodyAlarm",
         "SignatureFailuresAlarm",
     ];
     let fired = |lines: &[String]| alarms::firing(&alarms, &health, lines);
     let fake = FakeStripe::new(stripe_events_over(12, 10 * 3_600_000, "health"));
     let url = fake.start().await;
-    let stack = reconcile_stack(&sdk, &reconciled_source("stripe", &url, "AWS_TEST_STRIPE_KEY")).await;
+    let github = "[sources.gh]\nscheme = \"github\"\nsecrets = [\"env:AWS_TEST_SOURCE_SECRET\"]\n\
+                  handler = { kind = \"log\" }\n";
+    let stack = reconcile_stack(
+        &sdk,
+        &format!(
+            "{}{github}",
+            reconciled_source("stripe", &url, "AWS_TEST_STRIPE_KEY")
+        ),
+    )
+    .await;
     let deliver_as = |secret: &'static str, body: String| {
         let receiver = stack.rt.receiver();
         async move { deliver_signed(receiver, secret, &body).await.0 }
@@ -2000,6 +2062,29 @@ async fn delivery_health_alarms_fire_on_what_the_functions_emit_and_only_then() 
     let lines = emf::lines(&stack.rt.metrics);
     periods.push(("one id, two payloads", fired(&lines)));
 
+    // One GitHub body under two delivery ids: stored twice, the second marked
+    for id in ["d-first", "d-again"] {
+        let identity = Identity {
+            event_id: id.into(),
+            event_type: Some("org_block".into()),
+        };
+        let body = "{\"action\":\"blocked\",\"blocked_user\":{\"login\":\"octocat\"}}";
+        let (status, answer) =
+            crate::deliver_as(stack.rt.receiver(), Scheme::Github, "gh", identity, SECRET, body).await;
+        assert_eq!(
+            (status, answer["status"].as_str()),
+            (200, Some("accepted")),
+            "{answer}"
+        );
+    }
+    let gh = SourceName::parse("gh").unwrap();
+    let again = EventKey::new(gh, EventId::parse("d-again").unwrap());
+    let again = stack.rt.ledger.get(&again).await.unwrap();
+    let again = again.expect("the resent body was stored");
+    assert_eq!(again.resent_of.as_ref().map(EventId::as_str), Some("d-first"));
+    let lines = emf::lines(&stack.rt.metrics);
+    periods.push(("one body under two ids", fired(&lines)));
+
     // The reconciler function: a source whose events all arrived by webhook, then one whose events never did
     let delivered = FakeStripe::new(stripe_events_over(12, 10 * 3_600_000, "seen"));
     let delivered_url = delivered.start().await;
@@ -2035,6 +2120,7 @@ async fn delivery_health_alarms_fire_on_what_the_functions_emit_and_only_then() 
         ("4 refused, none accepted", vec![]),
         ("6 refused, none accepted", vec!["SignatureFailuresAlarm"]),
         ("one id, two payloads", vec!["PayloadMismatchAlarm"]),
+        ("one body under two ids", vec!["ResentBodyAlarm"]),
         ("a reconciler run that finds nothing missing", vec![]),
         (
             "a reconciler run that recovers 12 events",
@@ -2404,21 +2490,49 @@ async fn each_function_calls_exactly_what_its_role_grants() {
     }
     switch.failing.store(false, Ordering::SeqCst);
 
-    // The alarm function: a message redriven to the DLQ.
-    let (status, _) = deliver_signed(receiver.clone(), SECRET, &stripe_body(&format!("evt_{p}_dlq"))).await;
+    // The alarm function: a message redriven to the DLQ (a body in S3, kept before the alarm is recorded).
+    let big_body = |id: String| {
+        serde_json::json!({"id": id, "object": "event", "type": "t", "pad": noise(600 * 1024)}).to_string()
+    };
+    let (status, _) = deliver_signed(receiver.clone(), SECRET, &big_body(format!("evt_{p}_dlq"))).await;
     assert_eq!(status, 200);
     let redriven = take_messages().await;
     assert_eq!(redriven.len(), 1);
     let response = functions::dead_letters(&alarm, batch(redriven)).await;
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
 
-    // The sweeper: a RECEIVED event whose enqueue failed, and a dead event whose alarm did not go out.
+    // The sweeper: a RECEIVED event whose enqueue failed, a dead event whose alarm did not go out (its body in S3),
+    // and a completed one whose worker died before its body's countdown.
     test_side
         .ledger
         .create(record(&format!("evt_{p}_lost"), false))
         .await
         .unwrap();
-    let unannounced = stripe_body(&format!("evt_{p}_unannounced"));
+    let crashed = key(&format!("evt_{p}_crashed"));
+    test_side
+        .ledger
+        .create(inbox_core::model::NewEvent {
+            key: crashed.clone(),
+            payload: bytes::Bytes::from(big_body(format!("evt_{p}_crashed"))),
+            ..record(&format!("evt_{p}_crashed"), true)
+        })
+        .await
+        .unwrap();
+    let claimed = test_side
+        .ledger
+        .claim(&crashed, "died", Duration::from_millis(1))
+        .await
+        .unwrap();
+    assert!(matches!(claimed, Claim::Claimed(_)), "{claimed:?}");
+    let completed = Settlement::Completed {
+        retention: Duration::from_secs(30 * 86_400),
+    };
+    test_side
+        .ledger
+        .settle(&crashed, "died", completed)
+        .await
+        .unwrap();
+    let unannounced = big_body(format!("evt_{p}_unannounced"));
     let (status, _) = deliver_signed(test_side.receiver(), SECRET, &unannounced).await;
     assert_eq!(status, 200);
     let unannounced = EventKey::new(

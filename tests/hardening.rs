@@ -1,6 +1,7 @@
 //! The defects an outside review of the core found (issue 13), each shown on a real `inbox serve` process:
 //! `/healthz` after the store's writer thread died, axum's own rejections as JSON errors, a bad optional event type,
-//! request bytes in memory over every connection, a body resent under a fresh id, and a dead notify URL at start-up.
+//! request bytes in memory over every connection, a body resent under a fresh id (stored and marked, or refused by
+//! opt-in), and a dead notify URL at start-up.
 
 mod common;
 
@@ -224,40 +225,134 @@ async fn a_saturated_server_says_when_to_retry() {
     drop(stream);
 }
 
-/// GIVEN a GitHub source (the scheme signs the body, not the delivery id) and one with the option turned off
-/// WHEN a captured delivery is resent under a fresh delivery id
-/// THEN the first source answers it as a duplicate of the stored event and runs nothing again; the second
-/// accepts it as a new event.
+/// Every example payload of `@octokit/webhooks-examples` 7.6.1 (npm, MIT; `api.github.com/index.json`, each example
+/// as compact JSON beside its event name, zstd-compressed): 329 deliveries, of which five repeat an earlier body of
+/// the same event byte for byte (`github_app_authorization` revoked, `membership` removed, `organization`
+/// member_added, `org_block` blocked, `sponsorship` created), as a user blocked, unblocked and blocked again would.
+fn octokit_examples() -> Vec<(String, String)> {
+    let packed = include_bytes!("data/octokit-webhooks-examples-7.6.1.json.zst");
+    let json = zstd::decode_all(&packed[..]).expect("the examples decompress");
+    serde_json::from_slice(&json).expect("the examples are a list of [event, body]")
+}
+
+/// GIVEN a GitHub source (the scheme signs the body, not the delivery id), as it comes by default
+/// WHEN every octokit example payload is sent as its own delivery
+/// THEN all 329 are stored and forwarded once byte for byte, the five repeated bodies are marked `resent_of` the
+/// delivery that carried them first, and the resent-body alarm goes out once for the episode.
+/// AND a source that opts in to refusing (`refuse_resent_bodies = true`) answers those five, and only those, as
+/// duplicates of the stored event, and runs nothing for them.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_body_resent_under_a_fresh_id_is_a_duplicate_of_the_stored_event() {
+async fn a_resent_body_is_stored_and_marked_by_default_and_refused_only_by_opt_in() {
+    let examples = octokit_examples();
+    assert_eq!(examples.len(), 329);
     let sink = Sink::start(&[], 200).await;
+    let notify = Sink::start(&[], 200).await;
     let secret = rand_secret();
     let app = spawn_app(
         &format!(
-            "{}{}",
+            "[alarm]\nnotify_url = \"{}/alerts\"\n{}{}",
+            notify.url(),
             github_source("gh", &sink.url(), ""),
-            github_source("open", &sink.url(), "refuse_resent_bodies = false\n")
+            github_source("strict", &sink.url(), "refuse_resent_bodies = true\n")
         ),
         &[(SECRET_VAR, &secret)],
     );
     let signer = Signer::new(Scheme::Github, &secret);
-    let body = json!({"action": "opened", "number": 7}).to_string();
-    let (first, again) = (rand_id("d"), rand_id("d"));
-    let a = deliver(&app, "gh", &signer, &first, "pull_request", &body).await;
-    assert_eq!(a.json["status"], "accepted", "{}", a.text);
-    let b = deliver(&app, "gh", &signer, &again, "pull_request", &body).await;
-    assert_eq!(b.status, 200, "{}", b.text);
-    assert_eq!(b.json["status"], "duplicate", "{}", b.text);
-    assert_eq!(b.json["event_id"], first.as_str(), "{}", b.text);
-    assert!(app.event("gh", &again).is_none(), "the resend was stored");
 
-    for id in [&first, &again] {
-        let c = deliver(&app, "open", &signer, id, "pull_request", &body).await;
-        assert_eq!(c.json["status"], "accepted", "{}", c.text);
+    let mut first_of = std::collections::HashMap::<(&str, &str), String>::new();
+    let mut resent = Vec::new();
+    let mut sent = std::collections::HashMap::new();
+    for (n, (event, body)) in examples.iter().enumerate() {
+        let id = format!("octo-{n}");
+        let a = deliver(&app, "gh", &signer, &id, event, body).await;
+        assert_eq!(a.json["status"], "accepted", "example {n} ({event}): {}", a.text);
+        match first_of.get(&(event.as_str(), body.as_str())) {
+            Some(first) => resent.push((id.clone(), first.clone())),
+            None => {
+                first_of.insert((event, body), id.clone());
+            }
+        }
+        sent.insert(id, body.clone());
     }
-    wait_until(Duration::from_secs(10), "three forwards", || sink.count() == 3);
+    assert_eq!(resent.len(), 5, "the package's repeated bodies");
+    app.wait_all_completed(329, Duration::from_secs(60), "every example");
+    assert_eq!(app.events().len(), 329);
+    for (id, first) in &resent {
+        let e = app.event("gh", id).expect("a resent body was stored");
+        assert_eq!(e["resent_of"], first.as_str(), "{e}");
+        assert_eq!(e["status"], "COMPLETED", "{e}");
+    }
+    let (first, _) = &resent[0];
+    assert_eq!(
+        app.event("gh", &first_of.values().next().unwrap().clone())
+            .unwrap()["resent_of"],
+        Value::Null
+    );
+    let shown = app.inbox(&["events", "show", "gh", first]);
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    let line = shown.lines().find(|l| l.starts_with("resent_of:"));
+    assert_eq!(
+        line.map(|l| l.split_whitespace().last().unwrap_or("")),
+        Some(resent[0].1.as_str()),
+        "`inbox events show` names the mark: {shown}"
+    );
+    wait_until(Duration::from_secs(10), "329 forwards", || sink.count() >= 329);
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(sink.count(), 3, "the resend ran the handler");
+    let forwarded = sink.requests();
+    assert_eq!(forwarded.len(), 329, "each example forwarded once");
+    let mut seen = std::collections::HashSet::new();
+    for r in &forwarded {
+        let key = r.header("idempotency-key").expect("an idempotency key");
+        let id = key.strip_prefix("gh:").expect("the source's key").to_owned();
+        assert_eq!(r.body, sent[&id].as_bytes(), "{id} forwarded byte for byte");
+        assert!(seen.insert(id), "forwarded twice");
+    }
+    wait_until(Duration::from_secs(5), "the resent-body alarm", || {
+        notify
+            .requests()
+            .iter()
+            .any(|r| r.json()["alarm"] == "resent_body")
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let alarms: Vec<Value> = notify.requests().iter().map(Recorded::json).collect();
+    let raised: Vec<&Value> = alarms.iter().filter(|a| a["alarm"] == "resent_body").collect();
+    assert_eq!(raised.len(), 1, "once per episode: {alarms:?}");
+    assert_eq!(raised[0]["resent_of"], resent[0].1.as_str(), "{alarms:?}");
+    assert!(
+        !raised[0].to_string().contains("\"sender\""),
+        "a payload in an alarm"
+    );
+    let metrics = get(&client(), &format!("{}/metrics", app.url())).await;
+    assert!(
+        metrics.text.contains("inbox_resent_body_total{source=\"gh\"} 5"),
+        "{}",
+        metrics.text
+    );
+
+    // The opt-in: the same deliveries, refused where the body repeats.
+    let mut refused = Vec::new();
+    for (n, (event, body)) in examples.iter().enumerate() {
+        let id = format!("strict-{n}");
+        let a = deliver(&app, "strict", &signer, &id, event, body).await;
+        assert_eq!(a.status, 200, "{}", a.text);
+        if a.json["status"] == "duplicate" {
+            refused.push((id, a.json["event_id"].as_str().unwrap().to_owned()));
+        } else {
+            assert_eq!(a.json["status"], "accepted", "{}", a.text);
+        }
+    }
+    let want: Vec<(String, String)> = resent
+        .iter()
+        .map(|(id, first)| (id.replace("octo", "strict"), first.replace("octo", "strict")))
+        .collect();
+    assert_eq!(
+        refused, want,
+        "only the repeated bodies are refused, as duplicates of the first"
+    );
+    app.wait_all_completed(329 + 324, Duration::from_secs(60), "the strict source's events");
+    for (id, _) in &refused {
+        assert!(app.event("strict", id).is_none(), "a refused body was stored");
+    }
 }
 
 /// GIVEN three dead events whose alarms go to a notify URL that never answers

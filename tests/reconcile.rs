@@ -261,3 +261,151 @@ async fn inbox_serve_recovers_what_the_webhook_path_never_delivered() {
     let err = String::from_utf8_lossy(&wrong.stderr);
     assert!(err.contains("wrongkey") && !err.contains(wrong_key), "{err}");
 }
+
+/// GIVEN a real config with retention_days = 1 and a GitHub reconcile block within it (lookback 24h), on a running
+/// server
+/// WHEN `inbox reconcile --since 48h` is asked for
+/// THEN it is refused, naming `--since` and `retention_days`, before any request to the provider or any write;
+/// and `--since 24h` runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn inbox_reconcile_refuses_a_since_longer_than_retention() {
+    let github = FakeGithub::new(github_deliveries(5, 12 * HOUR_MS), false);
+    let github_url = github.start().await;
+    let sources = format!(
+        "[sources.gh]\nscheme = \"github\"\nsecrets = [\"env:GITHUB_WEBHOOK_SECRET\"]\nhandler = {{ kind = \"log\" }}\n\
+         [sources.gh.reconcile]\nprovider = \"github\"\nhook = \"repos/octo-org/shop/hooks/12345\"\n\
+         token = \"env:GITHUB_RECONCILE_TOKEN\"\napi_base = \"{github_url}\"\nlookback = \"24h\"\n"
+    );
+    let env = [
+        ("GITHUB_WEBHOOK_SECRET", GITHUB_SECRET),
+        ("GITHUB_RECONCILE_TOKEN", github.token.as_str()),
+    ];
+    let app = spawn_app(&format!("retention_days = 1\n{sources}"), &env);
+    // The command finds the server's store through the config, as an operator's would.
+    app.write_config(&format!(
+        "retention_days = 1\n[server]\ndata_dir = {:?}\n{sources}",
+        app.data_dir().display().to_string()
+    ));
+    // The server's own first run (a moment after start), so that nothing else asks the fake meanwhile.
+    wait_until(Duration::from_secs(30), "the server's first run", || {
+        app.log().contains("reconciliation run done")
+    });
+    let asked = github.requests.load(std::sync::atomic::Ordering::SeqCst);
+    let reconcile = |since: &str| {
+        Command::new(INBOX)
+            .args(["reconcile", "--config"])
+            .arg(app.config_path())
+            .args(["--source", "gh", "--since", since, "--dry-run", "--json"])
+            .envs(env)
+            .env("INBOX_LOG", "warn")
+            .output()
+            .unwrap()
+    };
+    let out = reconcile("48h");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("--since 48h") && err.contains("retention_days (1)"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty(), "no summary for a refused run");
+    assert_eq!(
+        github.requests.load(std::sync::atomic::Ordering::SeqCst),
+        asked,
+        "the refused command asked the provider"
+    );
+    eprintln!("{}", err.trim());
+    let out = reconcile("24h");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["listed"], 5, "{summary}");
+}
+
+/// GIVEN a fake GitHub with 20 events over 24 hours, none delivered as webhooks, of which two older ones cannot be
+/// had: one delivery's detail answers 404, another's carries no payload
+/// WHEN `inbox serve` reconciles (every 2 s)
+/// THEN the other 18 are recovered and forwarded, the two are logged with their ids and do not stop the runs, and
+/// once GitHub serves them a later run recovers both (far below its window: from the failed ids the checkpoint
+/// kept), each forwarded once.
+#[tokio::test(flavor = "multi_thread")]
+async fn inbox_serve_keeps_the_events_it_could_not_recover_and_recovers_them_later() {
+    let sink = Sink::start(&[], 200).await;
+    let deliveries = github_deliveries(20, 24 * HOUR_MS);
+    let github = FakeGithub::new(deliveries.clone(), false);
+    let github_url = github.start().await;
+    let mut guids: Vec<String> = Vec::new();
+    for d in &deliveries {
+        if !guids.contains(&d.guid) {
+            guids.push(d.guid.clone());
+        }
+    }
+    let (gone, empty) = (guids[12].clone(), guids[16].clone());
+    let ids = |guid: &str| {
+        deliveries
+            .iter()
+            .filter(|d| d.guid == guid)
+            .map(|d| d.id)
+            .collect::<Vec<_>>()
+    };
+    github.missing.lock().unwrap().extend(ids(&gone));
+    github.without_payload.lock().unwrap().extend(ids(&empty));
+    let config = format!(
+        "[sources.gh]\nscheme = \"github\"\nsecrets = [\"env:GITHUB_WEBHOOK_SECRET\"]\n\
+         handler = {{ kind = \"forward\", url = \"{}/gh\", timeout = \"5s\" }}\n\
+         [sources.gh.reconcile]\nprovider = \"github\"\nhook = \"repos/octo-org/shop/hooks/12345\"\n\
+         token = \"env:GITHUB_RECONCILE_TOKEN\"\napi_base = \"{github_url}\"\ninterval = \"2s\"\n",
+        sink.url()
+    );
+    let env = [
+        ("GITHUB_WEBHOOK_SECRET", GITHUB_SECRET),
+        ("GITHUB_RECONCILE_TOKEN", github.token.as_str()),
+    ];
+    let app = spawn_app(&config, &env);
+
+    let all: BTreeSet<String> = guids.iter().cloned().collect();
+    let mut others = all.clone();
+    others.remove(&gone);
+    others.remove(&empty);
+    wait_until(Duration::from_secs(30), "the 18 others recovered", || {
+        stored_ids(&app, "gh") == others
+    });
+    wait_until(Duration::from_secs(30), "both failures logged twice", || {
+        let log = app.log();
+        log.matches(gone.as_str()).count() >= 2 && log.matches(empty.as_str()).count() >= 2
+    });
+    let log = app.log();
+    assert!(log.contains("could not store an event"), "{log}");
+    assert!(log.contains("404") && log.contains("no request payload"), "{log}");
+    assert!(
+        !log.contains("reconciliation run failed"),
+        "one bad item ended a run: {log}"
+    );
+    assert_eq!(stored_ids(&app, "gh"), others, "stored while failing");
+
+    github.missing.lock().unwrap().clear();
+    github.without_payload.lock().unwrap().clear();
+    wait_until(Duration::from_secs(30), "the two recovered", || {
+        stored_ids(&app, "gh") == all
+    });
+    wait_until(Duration::from_secs(30), "all forwarded", || sink.count() >= 20);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut forwarded = std::collections::BTreeMap::<String, usize>::new();
+    for r in sink.requests() {
+        *forwarded
+            .entry(r.header("x-inbox-event-id").unwrap_or_default())
+            .or_default() += 1;
+    }
+    assert_eq!(forwarded.keys().cloned().collect::<BTreeSet<_>>(), all);
+    assert!(
+        forwarded.values().all(|n| *n == 1),
+        "forwarded twice: {forwarded:?}"
+    );
+    for g in [&gone, &empty] {
+        let e = app.event("gh", g).unwrap();
+        assert_eq!(e["origin"], "reconciled", "{e}");
+    }
+    assert!(
+        !app.log().contains(github.token.as_str()),
+        "a credential in the log"
+    );
+}

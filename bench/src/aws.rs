@@ -131,14 +131,39 @@ pub async fn run(opts: &Opts, moto_port: Option<u16>, rows: &mut Vec<Row>) {
         }
     };
     let events = if opts.quick { 5 } else { 20 };
-    let result = calls_and_units(events).await;
-    let _ = moto.start_kill();
-    match result {
-        Ok(m) => {
-            report(rows, &m, events);
-            cost(opts, rows, &m);
+    // The same events through a source that does not look for resent bodies, and one that refuses them (the
+    // opt-in; a marking source, GitHub's default, writes the same marker).
+    for guard in [Guard::None, Guard::Refusing] {
+        let result = calls_and_units(events, guard).await;
+        match result {
+            Ok(m) => {
+                report(rows, &m, events, guard);
+                cost(opts, rows, &m, guard);
+            }
+            Err(e) => row(
+                rows,
+                &format!("AWS calls per event{}", guard.label()),
+                format!("failed: {e:#}"),
+                "-",
+            ),
         }
-        Err(e) => row(rows, "AWS calls per event", format!("failed: {e:#}"), "-"),
+    }
+    let _ = moto.start_kill();
+}
+
+/// Whether the measured source looks for resent bodies.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Guard {
+    None,
+    Refusing,
+}
+
+impl Guard {
+    fn label(self) -> &'static str {
+        match self {
+            Guard::None => "",
+            Guard::Refusing => " [refuse_resent_bodies = true]",
+        }
     }
 }
 
@@ -263,6 +288,8 @@ pub struct Measured {
     duplicate_calls: BTreeMap<String, f64>,
     /// Per event: table write units of the create, the claim and the completion; index write units.
     put_wcu: f64,
+    /// Per event: write units of the resent-body marker (a small item of its own, put beside the create).
+    marker_wcu: f64,
     claim_wcu: f64,
     complete_wcu: f64,
     index_wcu: f64,
@@ -287,7 +314,7 @@ fn add(into: &mut BTreeMap<String, f64>, calls: HashMap<String, usize>, n: f64) 
     }
 }
 
-async fn calls_and_units(events: usize) -> Result<Measured> {
+async fn calls_and_units(events: usize, guard: Guard) -> Result<Measured> {
     let sdk = inbox_core::aws::sdk::load().await;
     let prefix = format!("bench{:08x}", inbox_core::time::now_ms() as u32);
     let resources = create_stack(&sdk, &prefix, QueueSettings::default())
@@ -314,10 +341,15 @@ async fn calls_and_units(events: usize) -> Result<Measured> {
         table: Mutex::new(resources.table.clone()),
         seen: Mutex::new(None),
     });
-    let config = Config::from_toml(
-        "[sources.stripe]\nscheme = \"stripe\"\nsecrets = [\"env:AWS_TEST_SOURCE_SECRET\"]\n\
-         handler = { kind = \"custom\", name = \"probe\", timeout = \"5s\" }\n",
-    )?;
+    let config = Config::from_toml(&format!(
+        "[sources.stripe]\nscheme = \"stripe\"\nsecrets = [\"env:AWS_TEST_SOURCE_SECRET\"]\n{}\
+         handler = {{ kind = \"custom\", name = \"probe\", timeout = \"5s\" }}\n",
+        if guard == Guard::Refusing {
+            "refuse_resent_bodies = true\n"
+        } else {
+            ""
+        }
+    ))?;
     let registry = Registry::new(http_client()).register("probe", probe.clone());
     let rt = Runtime::new(clients, Some(&LocalSecrets), resources, config, registry).await?;
     let gen = crate::load::EventGen::new(&format!("aws{:x}", inbox_core::time::now_ms()));
@@ -417,6 +449,26 @@ async fn calls_and_units(events: usize) -> Result<Measured> {
             .context("no item")?;
         let (s0, s1, s2) = (item_size(&created), item_size(&processing), item_size(&completed));
         m.put_wcu += units(s0, 1024) / n;
+        if guard == Guard::Refusing {
+            let event_type = match created.get("event_type") {
+                Some(AttributeValue::S(t)) => t.clone(),
+                _ => String::new(),
+            };
+            // The receiver's hash of the body, as the item keeps it (32 bytes).
+            let sha: String = match created.get("payload_sha256") {
+                Some(AttributeValue::B(b)) => b.as_ref().iter().map(|x| format!("{x:02x}")).collect(),
+                Some(AttributeValue::S(t)) => t.clone(),
+                _ => bail!("no payload_sha256 on {pk}"),
+            };
+            let marker = get_item(
+                &raw_ddb,
+                &rt.resources.table,
+                &format!("#body#stripe#{sha}#{event_type}"),
+            )
+            .await
+            .context("no body marker")?;
+            m.marker_wcu += units(item_size(&marker), 1024) / n;
+        }
         m.claim_wcu += units(s0.max(s1), 1024) / n;
         m.complete_wcu += units(s1.max(s2), 1024) / n;
         m.index_wcu += (index_units(None, Some(&created))
@@ -475,28 +527,41 @@ fn calls_text(calls: &BTreeMap<String, f64>) -> String {
         .join(" + ")
 }
 
-fn report(rows: &mut Vec<Row>, m: &Measured, events: usize) {
+fn report(rows: &mut Vec<Row>, m: &Measured, events: usize, guard: Guard) {
+    let label = guard.label();
     row(
         rows,
-        &format!("AWS receiver calls per event ({events} events, moto)"),
+        &format!("AWS receiver calls per event ({events} events, moto){label}"),
         calls_text(&m.receiver_calls),
-        "1 GetItem + 1 PutItem + 1 SendMessage",
+        if guard == Guard::None {
+            "1 GetItem + 1 PutItem + 1 SendMessage"
+        } else {
+            "1 GetItem + 2 PutItem + 1 SendMessage"
+        },
     );
+    if guard != Guard::None {
+        row(
+            rows,
+            &format!("DynamoDB WCU per event (resent-body marker){label}"),
+            format!("{:.2}", m.marker_wcu),
+            "<= 1 more than unguarded",
+        );
+    }
     row(
         rows,
-        "AWS processor calls per event (batch of 1)",
+        &format!("{}{label}", "AWS processor calls per event (batch of 1)"),
         calls_text(&m.processor_calls),
         "<= 2 UpdateItem",
     );
     row(
         rows,
-        "AWS duplicate delivery calls",
+        &format!("{}{label}", "AWS duplicate delivery calls"),
         calls_text(&m.duplicate_calls),
         "-",
     );
     row(
         rows,
-        "DynamoDB WCU per event (table)",
+        &format!("DynamoDB WCU per event (table){label}"),
         format!(
             "{:.2} (create {:.2} + claim {:.2} + complete {:.2}); body {:.0} B, item {:.0} B (zstd body)",
             m.put_wcu + m.claim_wcu + m.complete_wcu,
@@ -510,25 +575,28 @@ fn report(rows: &mut Vec<Row>, m: &Measured, events: usize) {
     );
     row(
         rows,
-        "DynamoDB WCU per event (sparse index)",
+        &format!("{}{label}", "DynamoDB WCU per event (sparse index)"),
         format!("{:.2}", m.index_wcu),
         "-",
     );
     row(
         rows,
-        "DynamoDB RRU per event (the receiver's duplicate check)",
+        &format!(
+            "{}{label}",
+            "DynamoDB RRU per event (the receiver's duplicate check)"
+        ),
         format!("{:.2}", m.check_rru),
         "-",
     );
     row(
         rows,
-        "DynamoDB per duplicate",
+        &format!("{}{label}", "DynamoDB per duplicate"),
         format!("{:.2} WCU + {:.2} RRU", m.duplicate_wcu, m.duplicate_rru),
         "-",
     );
     row(
         rows,
-        "handler time against moto: receiver / processor",
+        &format!("{}{label}", "handler time against moto: receiver / processor"),
         format!("{:.1} ms / {:.1} ms", m.receiver_ms, m.processor_ms),
         "-",
     );
@@ -572,7 +640,7 @@ struct Deployment {
 
 /// Cost per million events on the happy path (free tiers ignored; the sweeper's once-a-minute run and the alarm
 /// are fixed or failure-only, not per event).
-fn cost(opts: &Opts, rows: &mut Vec<Row>, m: &Measured) {
+fn cost(opts: &Opts, rows: &mut Vec<Row>, m: &Measured, guard: Guard) {
     let path = opts.root.join("bench/prices-2026-11.toml");
     let prices: Prices = match std::fs::read_to_string(&path)
         .map_err(anyhow::Error::from)
@@ -605,7 +673,7 @@ fn cost(opts: &Opts, rows: &mut Vec<Row>, m: &Measured) {
     let lambda_requests = million + million / batch;
     let lambda = (receiver_gbs + processor_gbs) * gbs_price
         + lambda_requests / million * prices.lambda.per_million_requests;
-    let wru = m.put_wcu + m.claim_wcu + m.complete_wcu + m.index_wcu;
+    let wru = m.put_wcu + m.marker_wcu + m.claim_wcu + m.complete_wcu + m.index_wcu;
     // The receiver's duplicate check, as measured; any read of the processor's, a whole unit each.
     let reads: f64 = m.check_rru
         + m.processor_calls
@@ -627,7 +695,12 @@ fn cost(opts: &Opts, rows: &mut Vec<Row>, m: &Measured) {
     let total = lambda + dynamo + sqs;
     row(
         rows,
-        &format!("cost per million events ({} prices, {})", prices.date, prices.deployment.architecture),
+        &format!(
+            "cost per million events ({} prices, {}){}",
+            prices.date,
+            prices.deployment.architecture,
+            guard.label()
+        ),
         format!(
             "${total:.2} = Lambda ${lambda:.2} ({:.0} GB-s + {:.2} M requests) + DynamoDB ${dynamo:.2} ({wru:.2} WRU + {reads:.2} RRU/event) + SQS ${sqs:.2} ({sqs_requests:.2} requests/event) + Function URL $0",
             receiver_gbs + processor_gbs,

@@ -7,6 +7,7 @@
 mod aws;
 mod hardening;
 mod load;
+mod memory;
 mod proc;
 mod reconcile;
 mod wrk;
@@ -30,9 +31,9 @@ use load::{EventGen, Stats};
 
 /// The secret the bench's Stripe source verifies with (never a real one).
 pub const SECRET: &str = "whsec_bench_secret";
-/// What `--only=` may name. `readers` and `slow` (issue 13's checks) and `wrk` (issue 16's client, Debian's
-/// package) run only when named.
-const PARTS: [&str; 8] = [
+/// What `--only=` may name. `readers` and `slow` (issue 13's checks), `wrk` (issue 16's client, Debian's
+/// package) and `memory` (clients hanging up while the writer is held) run only when named.
+const PARTS: [&str; 9] = [
     "ceiling",
     "accept",
     "e2e",
@@ -41,9 +42,10 @@ const PARTS: [&str; 8] = [
     "slow",
     "reconcile",
     "wrk",
+    "memory",
 ];
 /// The parts a run without `--only` leaves out.
-const ON_REQUEST: [&str; 3] = ["readers", "slow", "wrk"];
+const ON_REQUEST: [&str; 4] = ["readers", "slow", "wrk", "memory"];
 /// Connections of the closed-loop load (keep-alive).
 const CONNS: usize = 64;
 /// Handlers at a time in the end-to-end server (`server.workers`; the default is 16): `forward` waits on the
@@ -446,6 +448,10 @@ async fn run(opts: Opts, moto_port: Option<u16>) -> Result<()> {
     }
     if opts.runs("reconcile") {
         reconcile::run(&mut rows).await?;
+    }
+    // 10. Clients hanging up while the writer is held: what the in-flight bound holds.
+    if opts.runs("memory") {
+        memory::hang_ups(&opts, &inbox, &mut rows).await?;
     }
 
     println!("\n## summary");

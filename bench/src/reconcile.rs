@@ -36,7 +36,7 @@ pub async fn run(rows: &mut Vec<Row>) -> Result<()> {
                 payload: body,
                 headers: Vec::new(),
                 origin: Default::default(),
-                unique_body_for: None,
+                resent_bodies: Default::default(),
                 announced: false,
             })
             .await?;

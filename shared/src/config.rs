@@ -94,8 +94,9 @@ pub struct SourceConfig {
     pub max_body_bytes: usize,
     pub handler: HandlerConfig,
     pub retry: RetryPolicy,
-    /// A body already stored under another id (within retention) is answered as a duplicate of that event: for
-    /// schemes that sign the body but not the id, where a captured delivery could be resent under fresh ids.
+    /// A body already stored under another id of the same type (within retention) is answered as a duplicate of
+    /// that event instead of being stored as its own, marked event: an opt-in, since distinct events do carry
+    /// identical bytes (DESIGN.md "Receiving").
     pub refuse_resent_bodies: bool,
     /// `[sources.X.reconcile]`: the periodic check against the provider's API (DESIGN.md "Reconciliation").
     pub reconcile: Option<ReconcileConfig>,
@@ -615,6 +616,21 @@ impl RawConfig {
         if sources.is_empty() {
             return Err(ConfigError::new("sources", "no source is configured"));
         }
+        let retention = Duration::from_secs(u64::from(retention_days) * 86_400);
+        // Past retention a completed event's record is gone: a run looking further back would take an event done
+        // and forgotten for one never received, create it again and run its handler twice.
+        for (name, source) in &sources {
+            if let Some(r) = source.reconcile.as_ref().filter(|r| r.lookback > retention) {
+                return Err(ConfigError::new(
+                    format!("sources.{name}.reconcile.lookback"),
+                    format!(
+                        "{} is longer than retention_days ({retention_days}): past retention the ledger cannot tell \
+                         an event never received from one done and forgotten; shorten lookback or raise retention_days",
+                        humantime::format_duration(r.lookback)
+                    ),
+                ));
+            }
+        }
         let largest = sources.values().map(|s| s.max_body_bytes).max().unwrap_or(0);
         if server.max_inflight_bytes < largest {
             return Err(ConfigError::new(
@@ -627,7 +643,7 @@ impl RawConfig {
             alarm,
             retry,
             sweeper,
-            retention: Duration::from_secs(u64::from(retention_days) * 86_400),
+            retention,
             sources,
         })
     }
@@ -711,9 +727,7 @@ impl RawSource {
             .reconcile
             .map(|r| r.validate(&format!("{at}.reconcile"), &scheme))
             .transpose()?;
-        let refuse_resent_bodies = self
-            .refuse_resent_bodies
-            .unwrap_or_else(|| scheme.signs_body_but_not_id());
+        let refuse_resent_bodies = self.refuse_resent_bodies.unwrap_or(false);
         Ok(SourceConfig {
             scheme,
             secrets,

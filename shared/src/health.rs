@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::model::{EventKey, SourceName};
+use crate::model::{EventId, EventKey, SourceName};
 use crate::time::now_ms;
 
 /// The thresholds of DESIGN.md, by default.
@@ -56,6 +56,11 @@ pub enum Seen<'a> {
     },
     /// Refused for its signature or timestamp (401).
     Refused,
+    /// Accepted and stored as its own event, though its body (same source and type) is stored under `of` already.
+    Resent {
+        key: &'a EventKey,
+        of: &'a EventId,
+    },
 }
 
 /// Where alarms go: a summary an operator can act on (never a payload, never a secret).
@@ -92,6 +97,8 @@ struct SourceHealth {
     refused_firing: AtomicBool,
     /// The minute of the last payload mismatch: a new episode starts once a window passed without one.
     last_mismatch: AtomicI64,
+    /// The minute of the last resent body, the same way.
+    last_resent: AtomicI64,
     /// Duplicates per event id (hashed) this window, for the one-event warning.
     per_event: Mutex<(i64, HashMap<u64, u32>)>,
 }
@@ -123,6 +130,7 @@ impl DeliveryHealth {
                     duplicates_firing: AtomicBool::new(false),
                     refused_firing: AtomicBool::new(false),
                     last_mismatch: AtomicI64::new(i64::MIN),
+                    last_resent: AtomicI64::new(i64::MIN),
                     per_event: Mutex::new((0, HashMap::new())),
                 })
                 .collect(),
@@ -144,6 +152,19 @@ impl DeliveryHealth {
         let minute = now.div_euclid(BUCKET_MS);
         let bucket = s.bucket(minute);
         match seen {
+            Seen::Resent { key, of } => {
+                self.seen_at(index, Seen::Accepted, now);
+                let last = s.last_resent.swap(minute, Relaxed);
+                if last == i64::MIN || minute - last >= s.buckets.len() as i64 {
+                    let w = s.window(minute);
+                    self.raise(s, "resent_body", w, json!({
+                        "event_id": key.event_id,
+                        "resent_of": of,
+                        "why": "a body already stored under another id was stored again as its own event: the \
+                                sender repeats itself, or someone replays captured deliveries",
+                    }));
+                }
+            }
             Seen::Accepted => {
                 bucket.accepted.fetch_add(1, Relaxed);
                 // An accepted delivery proves the secret works: the 401 episode is over. (Read first: a store on

@@ -260,9 +260,11 @@ impl Machine {
                     }
                 }
                 crate::failpoint!("after_settle");
+                // What the body kept apart is owed from the settle on is in the ledger already (on AWS, the
+                // claim's `body#` entry), so a failure or a crash here leaves it to the sweeper, not forever.
                 if let Err(e) = self.ledger.completed_body(&event).await {
                     tracing::warn!(source = %key.source, event_id = %key.event_id, error = %e,
-                        "the body kept apart did not start its retention: it outlives its event");
+                        "the body kept apart did not start its retention yet; the sweeper will start it");
                 }
                 self.metrics
                     .completed(source.index, took, now_ms().saturating_sub(event.received_at));

@@ -70,6 +70,7 @@ struct PerSource {
     accepted: Counter,
     duplicate: Counter,
     payload_mismatch: Counter,
+    resent_body: Counter,
     completed: Counter,
     retried: Counter,
     dead: Counter,
@@ -111,6 +112,8 @@ pub struct Counts {
     pub dead: u64,
     /// Duplicates whose payload differed from the first one's.
     pub payload_mismatch: u64,
+    /// Events stored whose body (same source and type) another event held already: marked `resent_of`.
+    pub resent_body: u64,
     /// Of `rejected`: refused for their signature or timestamp (401).
     pub signature_rejected: u64,
     /// Events the webhook path lost and reconciliation recovered.
@@ -161,6 +164,11 @@ impl Metrics {
             &mut registry,
             "payload_mismatch",
             "Duplicates whose payload differed from the first",
+        );
+        let resent_body = family(
+            &mut registry,
+            "resent_body",
+            "Events stored whose body another event of the source and type held already",
         );
         let completed = family(&mut registry, "completed", "Events whose handler succeeded");
         let retried = family(
@@ -219,6 +227,7 @@ impl Metrics {
                     accepted: series(&accepted),
                     duplicate: series(&duplicate),
                     payload_mismatch: series(&payload_mismatch),
+                    resent_body: series(&resent_body),
                     completed: series(&completed),
                     retried: series(&retried),
                     dead: dead.get_or_create_owned(&label),
@@ -252,6 +261,9 @@ impl Metrics {
     }
     pub fn payload_mismatch(&self, s: Slot) {
         self.slot(s).payload_mismatch.inc();
+    }
+    pub fn resent_body(&self, s: Slot) {
+        self.slot(s).resent_body.inc();
     }
     pub fn rejected(&self, s: Slot, reason: Reject) {
         let i = Reject::ALL.iter().position(|r| *r == reason).unwrap_or(0);
@@ -289,6 +301,7 @@ impl Metrics {
                     retried: take(&p.retried),
                     dead: take(&p.dead),
                     payload_mismatch: take(&p.payload_mismatch),
+                    resent_body: take(&p.resent_body),
                     signature_rejected: refused(Reject::Signature) + refused(Reject::Timestamp),
                     reconciled: take(&p.reconciled),
                     enqueue_failed: take(&p.enqueue_failed),
@@ -325,6 +338,7 @@ impl Metrics {
                 "accepted" => p.accepted.get(),
                 "duplicate" => p.duplicate.get(),
                 "payload_mismatch" => p.payload_mismatch.get(),
+                "resent_body" => p.resent_body.get(),
                 "completed" => p.completed.get(),
                 "retried" => p.retried.get(),
                 "dead" => p.dead.get(),

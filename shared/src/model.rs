@@ -223,6 +223,30 @@ impl fmt::Display for Origin {
 /// A header kept with the event so that a replay forwards what was received.
 pub type KeptHeaders = Vec<(String, String)>;
 
+/// How a source's creates treat a body already stored under another id of the same source and type, within
+/// `within` (the retention): where the scheme signs the body but not the id, a captured delivery can come back under
+/// fresh ids, and distinct events also carry identical bytes (DESIGN.md "Receiving").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ResentBodies {
+    /// Not looked for: the scheme signs the id (or a timestamp) with the body.
+    #[default]
+    Ignored,
+    /// Stored and run as its own event, marked `resent_of` the stored one.
+    Marked { within: std::time::Duration },
+    /// Answered as a duplicate of the stored event (`refuse_resent_bodies = true`).
+    Refused { within: std::time::Duration },
+}
+
+impl ResentBodies {
+    /// How long a stored body is remembered, when it is looked for at all.
+    pub fn within(self) -> Option<std::time::Duration> {
+        match self {
+            ResentBodies::Ignored => None,
+            ResentBodies::Marked { within } | ResentBodies::Refused { within } => Some(within),
+        }
+    }
+}
+
 /// What the receiver writes: the first payload of an event, verified.
 #[derive(Clone, Debug)]
 pub struct NewEvent {
@@ -233,9 +257,9 @@ pub struct NewEvent {
     pub payload_sha256: String,
     pub headers: KeptHeaders,
     pub origin: Origin,
-    /// Where set, a body already stored under another id of this source within this long makes this a duplicate
-    /// of that event: for schemes that sign the body but not the id (DESIGN.md "Receiving").
-    pub unique_body_for: Option<std::time::Duration>,
+    /// What the create does with a body already stored under another id of the source and type (DESIGN.md
+    /// "Receiving"): nothing, mark it (`resent_of`), or refuse it as a duplicate of that event.
+    pub resent_bodies: ResentBodies,
     /// Its message went out before this create ([`crate::ports::Ledger::announces_first`]): the queue vouches for
     /// it, so the record takes no sparse-index entry. False for every create that enqueues after writing.
     pub announced: bool,
@@ -269,6 +293,13 @@ pub struct Event {
     /// When an operator last replayed it: the age budget counts from here, not from `received_at`.
     pub replayed_at: Option<i64>,
     pub origin: Origin,
+    /// Its body was already stored under this other id of the source and type when it was created: stored and
+    /// run as its own event all the same (DESIGN.md "Receiving"), and marked so an operator can tell.
+    pub resent_of: Option<EventId>,
+    /// Where the body is kept apart from the record, if it is (on AWS, the S3 object key its record names): what
+    /// its retention acts on. Set by the store when it reads the record; `None` for a body in the record.
+    #[serde(skip)]
+    pub body_object: Option<String>,
 }
 
 impl std::fmt::Debug for Event {
@@ -294,6 +325,7 @@ impl std::fmt::Debug for Event {
             .field("notified_at", &self.notified_at)
             .field("replayed_at", &self.replayed_at)
             .field("origin", &self.origin)
+            .field("resent_of", &self.resent_of)
             .finish()
     }
 }
@@ -339,6 +371,8 @@ mod tests {
             notified_at: None,
             replayed_at: None,
             origin: Origin::Webhook,
+            resent_of: None,
+            body_object: None,
         };
         let shown = format!("{event:?}");
         assert!(!shown.contains("4242") && !shown.contains("jane"), "{shown}");

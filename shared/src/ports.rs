@@ -12,9 +12,10 @@ use crate::model::{Event, EventId, EventKey, NewEvent, Origin, SourceName, Statu
 /// The event ledger: every method that changes a record is one conditional write on the state it leaves.
 #[async_trait]
 pub trait Ledger: Send + Sync + 'static {
-    /// Creates the record as RECEIVED only if `(source, event_id)` is absent (or completed and past retention),
-    /// and, where `event.unique_body_for` is set, only if no other event of the source holds the same body within
-    /// that time. Returns only once the write is durable.
+    /// Creates the record as RECEIVED only if `(source, event_id)` is absent (or, for a webhook, completed and
+    /// past retention: a reused id is a new event; a reconciled create never replaces any record). A body that
+    /// another event of the source and type holds (`event.resent_bodies`) is marked on the new record, or refused
+    /// as that event's duplicate. Returns only once the write is durable.
     async fn create(&self, event: NewEvent) -> Result<Created, StoreError>;
 
     /// Whether the receiver sends an event's message **before** creating its record (DESIGN.md "Sweeper"): then
@@ -87,7 +88,8 @@ pub trait Ledger: Send + Sync + 'static {
     /// grace until its alarm is recorded; none once COMPLETED. Oldest first, at most `limit`, without payloads.
     async fn due(&self, due_before: i64, limit: usize) -> Result<Vec<Event>, StoreError>;
 
-    /// Which of `ids` (of one source) the ledger holds; a completed event past retention counts as absent.
+    /// Which of `ids` (of one source) the ledger holds a record of, in any state, past retention too: reconciliation
+    /// never re-creates an id that was done and may have been forgotten (DESIGN.md "Reconciliation").
     async fn present(&self, source: &SourceName, ids: &[EventId]) -> Result<HashSet<EventId>, StoreError>;
 
     /// The reconciliation checkpoint of a source, kept apart from the events (no listing, replay or sweep sees it).
@@ -179,6 +181,11 @@ pub struct QueueDepth {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Created {
     New,
+    /// Created as its own event, though its body (same source and type) is stored under another id within
+    /// retention already: the record is marked `resent_of` that id (DESIGN.md "Receiving").
+    Resent {
+        of: EventId,
+    },
     /// The event was there already: its id (another one than asked for where its body was refused as a resend),
     /// its state now, the hash of the first payload, which stands, and how it came.
     Duplicate {
@@ -250,6 +257,26 @@ pub struct Checkpoint {
     pub scanned_to: i64,
     /// The last run, ok or not: what the console and `inbox reconcile` show.
     pub last_run: Option<RunRecord>,
+    /// Events listed but not stored (a detail that answered 404, a payload missing, a create the ledger refused),
+    /// tried again by the next runs until they are stored or fall out of the lookback. Checkpoints saved before
+    /// this field existed read as none.
+    #[serde(default)]
+    pub failed: Vec<FailedEvent>,
+}
+
+/// One event a run listed but could not store: what a later run needs to ask the provider for it again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailedEvent {
+    /// The id a webhook would carry (Stripe `id`, GitHub `guid`).
+    pub id: EventId,
+    /// What the provider finds its detail by: GitHub the delivery's numeric id, Stripe the event id.
+    pub handle: String,
+    /// When the provider created it (UTC ms): once it is older than the lookback it is given up.
+    pub created_ms: i64,
+    #[serde(default)]
+    pub event_type: Option<String>,
+    /// The runs that failed to store it.
+    pub attempts: u32,
 }
 
 /// One reconciliation run and what it found.

@@ -267,9 +267,13 @@ fn unavailable(retry_after: &'static str) -> Response {
 async fn read_body(
     body: Body,
     limit: usize,
+    declared: Option<u64>,
     timeout: Duration,
     inflight: &InflightBytes,
 ) -> Result<(Bytes, Option<OwnedSemaphorePermit>), Rejection> {
+    // A body of several chunks is gathered in one buffer of its declared length (within the limit, checked
+    // before), so the memory it takes is what `inflight` counts, not up to twice that as a doubling buffer grows.
+    let expected = declared.map_or(0, |n| usize::try_from(n).unwrap_or(limit).min(limit));
     let read = async {
         let mut body = Limited::new(body, limit);
         let mut held: Option<OwnedSemaphorePermit> = None;
@@ -305,7 +309,7 @@ async fn read_body(
                 (Some(buf), _) => buf.extend_from_slice(&chunk),
                 (None, None) => first = Some(chunk),
                 (None, Some(earlier)) => {
-                    let mut buf = BytesMut::with_capacity(earlier.len() + chunk.len());
+                    let mut buf = BytesMut::with_capacity(expected.max(earlier.len() + chunk.len()));
                     buf.extend_from_slice(&earlier);
                     buf.extend_from_slice(&chunk);
                     joined = Some(buf);
@@ -342,8 +346,9 @@ async fn accept(
         );
         return Err(Rejection::TooLarge);
     }
-    // The body's memory is held until the answer: its write waits in the ledger with it.
-    let (body, _memory) = read_body(body, source.max_body_bytes, r.read_timeout, &r.inflight).await?;
+    // The body's memory is held until its write is done (see [`create`]), not only until the answer.
+    let (body, memory) =
+        read_body(body, source.max_body_bytes, declared, r.read_timeout, &r.inflight).await?;
 
     // 2. The signature, over the raw bytes.
     let now_unix = now_ms() / 1000;
@@ -397,7 +402,7 @@ async fn accept(
         payload_sha256: payload_sha256.clone(),
         headers: kept,
         origin: Origin::Webhook,
-        unique_body_for: source.unique_body_for,
+        resent_bodies: source.resent_bodies,
         announced: false,
     };
     let unavailable = |e: StoreError| {
@@ -426,12 +431,20 @@ async fn accept(
     let announced = event.announced;
     let created = match found {
         Some(duplicate) => duplicate,
-        None => r.ledger.create(event).await.map_err(unavailable)?,
+        None => create(r, event, memory).await.map_err(unavailable)?,
     };
     match created {
-        Created::New => {
+        Created::New | Created::Resent { .. } => {
             r.metrics.accepted(source.index);
-            r.health.seen(source.index, Seen::Accepted);
+            match &created {
+                Created::Resent { of } => {
+                    r.metrics.resent_body(source.index);
+                    tracing::warn!(resent_of = %of,
+                        "a body already stored under another id of this type: stored and run as its own event");
+                    r.health.seen(source.index, Seen::Resent { key: &key, of });
+                }
+                _ => r.health.seen(source.index, Seen::Accepted),
+            }
             if !announced {
                 crate::failpoint!("after_write_before_enqueue");
                 enqueue(r, source, &key).await;
@@ -491,6 +504,25 @@ async fn accept(
             Ok(Json(json!({"status": "duplicate", "event_id": event_id, "state": status})).into_response())
         }
     }
+}
+
+/// The create, on a task of its own that holds the body's memory until the ledger is done with the body: a client
+/// that disconnects drops this request, but not the write queued with its body, so the bytes stay counted in
+/// `max_inflight_bytes` for as long as they are in memory.
+async fn create(
+    r: &Receiver,
+    event: NewEvent,
+    memory: Option<OwnedSemaphorePermit>,
+) -> Result<Created, StoreError> {
+    let ledger = r.ledger.clone();
+    let write = tokio::spawn(async move {
+        let created = ledger.create(event).await;
+        drop(memory);
+        created
+    });
+    write
+        .await
+        .map_err(|e| StoreError::Unavailable(format!("the create stopped: {e}")))?
 }
 
 /// The record is durable already, so a failed enqueue still answers 200: the sweeper enqueues it later. It is

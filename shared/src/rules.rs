@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::model::{Event, Status};
+use crate::model::{Event, EventId, Status};
 use crate::ports::{Claim, Created, MarkDead, Replay};
 use crate::time::ms;
 
@@ -75,7 +75,10 @@ pub fn failed_claimable_by(now: i64) -> i64 {
 /// A refused claim, from the record as it stands (`None`: there is none).
 pub fn refused_claim(current: Option<&Event>, now: i64) -> Claim {
     match current {
+        // Past retention the record is gone in all but deletion, and its id may be taken by a new event whose
+        // create has not landed yet (its message went first): that work is not the old record's to drop.
         None => Claim::Missing,
+        Some(e) if e.is_expired(now) => Claim::Missing,
         Some(e) => match e.status {
             st @ (Status::Completed | Status::Dead) => Claim::Done(st),
             Status::Failed => Claim::NotDue(e.next_attempt_at.unwrap_or(now)),
@@ -112,6 +115,14 @@ pub fn refused_replay(current: Option<&Event>) -> Replay {
 }
 
 /// What a refused create answers: the event in the way, whose first payload stands.
+/// A create that made a new record: marked when another event held its body.
+pub fn created(resent_of: Option<EventId>) -> Created {
+    match resent_of {
+        None => Created::New,
+        Some(of) => Created::Resent { of },
+    }
+}
+
 pub fn duplicate_of(existing: &Event) -> Created {
     Created::Duplicate {
         event_id: existing.event_id.clone(),

@@ -9,7 +9,7 @@ use http::HeaderName;
 
 use crate::config::{Config, ConfigError, HandlerConfig, RetryPolicy, SecretRef};
 use crate::handlers::{Handler, Registry};
-use crate::model::SourceName;
+use crate::model::{ResentBodies, SourceName};
 use crate::schemes::{Key, Scheme};
 
 pub struct Source {
@@ -25,8 +25,9 @@ pub struct Source {
     pub handler: Option<Arc<dyn Handler>>,
     pub handler_timeout: Duration,
     pub retry: RetryPolicy,
-    /// Where set, a body already stored under another id within this long is answered as that event's duplicate.
-    pub unique_body_for: Option<Duration>,
+    /// What a create does with a body already stored under another id of the same type: marked where the scheme
+    /// signs the body but not the id, refused where the source opts in.
+    pub resent_bodies: ResentBodies,
 }
 
 /// Every configured source, looked up by the name in the URL.
@@ -95,7 +96,17 @@ impl Sources {
                 handler: handler(&format!("{at}.handler"), &sc.handler)?,
                 handler_timeout: sc.handler.timeout(),
                 retry: sc.retry,
-                unique_body_for: sc.refuse_resent_bodies.then_some(config.retention),
+                resent_bodies: if sc.refuse_resent_bodies {
+                    ResentBodies::Refused {
+                        within: config.retention,
+                    }
+                } else if sc.scheme.signs_body_but_not_id() {
+                    ResentBodies::Marked {
+                        within: config.retention,
+                    }
+                } else {
+                    ResentBodies::Ignored
+                },
             };
             by_name.insert(name.as_str().to_owned(), Arc::new(source));
             names.push(name.clone());

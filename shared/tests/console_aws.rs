@@ -1,7 +1,8 @@
 //! `inbox console --aws` (issue 15): the console over DynamoDB and SQS, as the command builds it, against whatever
 //! `AWS_ENDPOINT_URL` names (the emulator `./test.sh` starts; see the top of `ledger.rs`). It shows the dead
 //! events from the sparse index and replays one: the conditional transition, then one SQS message; a second
-//! replay of the same event enqueues nothing.
+//! replay of the same event enqueues nothing. Its overview shows every reconciled source's last run, a healthy source
+//! (nothing failed or dead, so nothing the index counts) included.
 //!
 //! Without `AWS_ENDPOINT_URL` it prints SKIPPED and passes, unless `INBOX_REQUIRE_AWS=1`.
 #![cfg(feature = "aws")]
@@ -16,7 +17,7 @@ use inbox_core::adapters::sqs::SqsQueue;
 use inbox_core::aws::init::{create_stack, QueueSettings};
 use inbox_core::console::Console;
 use inbox_core::model::{EventId, EventKey, NewEvent, SourceName, Status};
-use inbox_core::ports::{Ledger, Settlement};
+use inbox_core::ports::{Checkpoint, Ledger, RunRecord, Settlement};
 
 fn key(id: &str) -> EventKey {
     EventKey::new(SourceName::parse("stripe").unwrap(), EventId::parse(id).unwrap())
@@ -30,7 +31,7 @@ fn new_event(id: &str, body: &str) -> NewEvent {
         payload_sha256: "0".repeat(64),
         headers: vec![("content-type".into(), "application/json".into())],
         origin: Default::default(),
-        unique_body_for: None,
+        resent_bodies: Default::default(),
         announced: false,
     }
 }
@@ -272,4 +273,101 @@ async fn the_aws_overview_charts_the_functions_cloudwatch_metrics() {
         overview.contains("from the functions&#39; CloudWatch metrics")
             || overview.contains("from the functions' CloudWatch metrics")
     );
+}
+
+/// On DynamoDB the overview counts only failed and dead events, so its sources once came from those counts and a
+/// healthy source's reconciliation never showed: the config names them now, as `inbox console --aws` reads it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_aws_overview_shows_a_healthy_sources_last_reconciliation_run() {
+    if std::env::var_os("AWS_ENDPOINT_URL").is_none() {
+        assert_ne!(std::env::var("INBOX_REQUIRE_AWS").as_deref(), Ok("1"));
+        let _ = writeln!(std::io::stderr(), "SKIPPED: AWS_ENDPOINT_URL is unset");
+        return;
+    }
+    let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .load()
+        .await;
+    let prefix = format!("console-runs-{:08x}", rand::random::<u32>());
+    let stack = create_stack(&sdk, &prefix, QueueSettings::default())
+        .await
+        .unwrap();
+    let ledger = console_ledger(&sdk, &stack.table);
+    // GIVEN stripe and github reconcile, and shop does not; stripe is healthy (its one event completed) and ran
+    // at `at`, recovering nothing; github has not run yet.
+    let config = inbox_core::config::Config::from_toml(
+        r#"
+[sources.stripe]
+scheme = "stripe"
+secrets = ["env:STRIPE_WEBHOOK_SECRET"]
+handler = { kind = "log" }
+[sources.stripe.reconcile]
+provider = "stripe"
+api_key = "env:STRIPE_KEY"
+
+[sources.github]
+scheme = "github"
+secrets = ["env:GITHUB_WEBHOOK_SECRET"]
+handler = { kind = "log" }
+[sources.github.reconcile]
+provider = "github"
+hook = "orgs/acme/hooks/1"
+token = "env:GITHUB_TOKEN"
+
+[sources.shop]
+scheme = "stripe"
+secrets = ["env:SHOP_SECRET"]
+handler = { kind = "log" }
+"#,
+    )
+    .unwrap();
+    ledger.create(new_event("evt_done", "{}")).await.unwrap();
+    ledger
+        .claim(&key("evt_done"), "w", Duration::from_secs(60))
+        .await
+        .unwrap();
+    let done = Settlement::Completed {
+        retention: Duration::from_secs(3600),
+    };
+    ledger.settle(&key("evt_done"), "w", done).await.unwrap();
+    let at = inbox_core::time::now_ms() - 60_000;
+    let checkpoint = Checkpoint {
+        scanned_to: at - 300_000,
+        last_run: Some(RunRecord {
+            started_at: at - 1_500,
+            finished_at: at,
+            listed: 12,
+            present: 12,
+            recovered: 0,
+            failed: 0,
+            error: None,
+        }),
+        ..Default::default()
+    };
+    ledger
+        .save_checkpoint(&SourceName::parse("stripe").unwrap(), &checkpoint)
+        .await
+        .unwrap();
+
+    let console = Console::new(ledger, None, None, "DynamoDB").with_config(&config);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, console.router()).await });
+    let r = reqwest::get(format!("{base}/")).await.unwrap();
+    assert_eq!(r.status(), 200);
+    let overview = r.text().await.unwrap();
+
+    // THEN the overview counts nothing for stripe, yet shows its last run, and says github has none yet.
+    assert!(!overview.contains("evt_done"), "{overview}");
+    let finished = inbox_core::time::rfc3339(at);
+    let stripe = format!(
+        "<td>stripe</td><td>{finished}</td><td class=\"num\">12</td><td class=\"num\">12</td>\
+         <td class=\"num\">0</td><td class=\"num\">0</td><td>{}</td><td>ok</td>",
+        inbox_core::time::rfc3339(at - 300_000)
+    );
+    assert!(overview.contains(&stripe), "{stripe} in {overview}");
+    assert!(
+        overview.contains("<td>github</td><td colspan=\"7\">no run yet</td>"),
+        "{overview}"
+    );
+    assert!(!overview.contains("<td>shop</td>"), "shop does not reconcile");
 }

@@ -1,6 +1,8 @@
 //! The operator console in a real browser (issue 15): Debian's `chromium` driven through `chromedriver` over
 //! WebDriver, against a console running in this process over a real SQLite store that an in-process
-//! `inbox_core::embedded::serve` is processing, with a `forward` handler to a sink in this test.
+//! `inbox_core::embedded::serve` is processing, with a `forward` handler to a sink in this test. The console has a
+//! token, so the operator logs in through the form first (its `Secure` cookie kept by Chromium over plain HTTP to
+//! loopback) and logs out through the button last.
 //!
 //! Needs `chromium` and `chromium-driver` (`apt-get install -y chromium chromium-driver`; `./test.sh` installs
 //! them). Without them the test fails when `CI` is set and says SKIPPED loudly otherwise. Screenshots of the
@@ -21,6 +23,9 @@ use inbox_core::adapters::sqlite::SqliteLedger;
 use inbox_core::console::Console;
 use inbox_core::model::{EventId, EventKey, NewEvent, SourceName, Status};
 use inbox_core::ports::{Ledger, Settlement};
+
+/// The console's token, as `INBOX_CONSOLE_TOKEN` would give it.
+const TOKEN: &str = "browser-test-console-token";
 
 const HOSTILE: &str = r#"{"id":"evt_dead_1","note":"<script>window.__pwned=1;alert(1)</script>","x":"\"><img id=injected src=x onerror=alert(2)>","y":"</textarea><iframe id=framed></iframe>"}"#;
 
@@ -62,7 +67,7 @@ fn new_event(id: &str, body: &str, event_type: &str) -> NewEvent {
         payload_sha256: "0".repeat(64),
         headers: vec![("content-type".into(), "application/json".into())],
         origin: Default::default(),
-        unique_body_for: None,
+        resent_bodies: Default::default(),
         announced: false,
     }
 }
@@ -218,7 +223,12 @@ handler = {{ kind = "forward", url = "http://{sink_addr}/hook", timeout = "5s" }
 
     // The console: its own ledger handle on the file, as `inbox console` in another process would have.
     let console_ledger = Arc::new(SqliteLedger::open(&data, 64, Duration::from_secs(60)).unwrap());
-    let console = Console::new(console_ledger.clone(), None, None, "SQLite (browser test)");
+    let console = Console::new(
+        console_ledger.clone(),
+        None,
+        Some(secrecy::SecretString::from(TOKEN)),
+        "SQLite (browser test)",
+    );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, console.router()).await });
@@ -262,8 +272,21 @@ handler = {{ kind = "forward", url = "http://{sink_addr}/hook", timeout = "5s" }
         .expect("a WebDriver session");
 
     let result = async {
-        // WHEN the operator opens the overview THEN it shows the dead events first.
+        // WHEN the operator opens the console THEN it asks for the token; once given, the overview shows the dead
+        // events first.
         c.goto(&format!("{base}/")).await?;
+        let form = c.form(Locator::Css("form[action='/login']")).await?;
+        form.set_by_name("token", TOKEN).await?;
+        form.submit().await?;
+        landed(&c, Locator::Css("section.cards")).await?;
+        let cookie = c.get_named_cookie("inbox_console").await?;
+        assert_eq!(
+            cookie.secure(),
+            Some(true),
+            "a Secure cookie, kept over HTTP to loopback"
+        );
+        assert_eq!(cookie.http_only(), Some(true));
+        let session = format!("inbox_console={}", cookie.value());
         let text = c.find(Locator::Css("main")).await?.text().await?;
         assert!(
             text.contains("Dead events") && text.contains("evt_dead_1"),
@@ -333,6 +356,32 @@ handler = {{ kind = "forward", url = "http://{sink_addr}/hook", timeout = "5s" }
         }
         assert_inert(&c).await?;
         std::fs::write(shots.join("event-completed.png"), c.screenshot().await?).unwrap();
+
+        // WHEN they log out through the button THEN the login page is back, the browser dropped the cookie, and
+        // the server refuses it too: a copy of it lets nothing in.
+        let still = reqwest::Client::new()
+            .get(format!("{base}/"))
+            .header("cookie", &session)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(still.status(), 200, "the session is live before the logout");
+        c.find(Locator::Id("logout")).await?.click().await?;
+        landed(&c, Locator::Css("input[name='token']")).await?;
+        assert!(
+            c.get_named_cookie("inbox_console").await.is_err(),
+            "the cookie is gone"
+        );
+        let copied = reqwest::Client::new()
+            .get(format!("{base}/"))
+            .header("cookie", &session)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(copied.status(), 401, "the session ended on the server");
+        c.goto(&format!("{base}/events?status=DEAD")).await?;
+        let text = c.find(Locator::Css("main")).await?.text().await?;
+        assert!(text.contains("Log in") && !text.contains("evt_dead_2"), "{text}");
         Ok::<_, CmdError>(())
     }
     .await;

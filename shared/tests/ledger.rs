@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use inbox_core::adapters::sqlite::SqliteLedger;
-use inbox_core::model::{Event, EventId, EventKey, NewEvent, SourceName, Status};
+use inbox_core::model::{Event, EventId, EventKey, NewEvent, Origin, ResentBodies, SourceName, Status};
 use inbox_core::ports::{Claim, Created, Ledger, ListFilter, MarkDead, Replay, Settled, Settlement};
 use inbox_core::time::now_ms as now;
 
@@ -41,7 +41,7 @@ fn new_event(id: &str, body: &str) -> NewEvent {
         payload_sha256: format!("sha-of-{body}"),
         headers: vec![("content-type".into(), "application/json".into())],
         origin: Default::default(),
-        unique_body_for: None,
+        resent_bodies: Default::default(),
         announced: false,
     }
 }
@@ -177,7 +177,9 @@ ledger_tests!(
     list_filters_by_type_id_time_and_pages_with_a_cursor,
     the_dead_letter_path_waits_for_a_live_lease,
     a_missing_body_is_a_corrupt_claim_never_an_empty_one,
-    a_body_resent_under_a_fresh_id_is_a_duplicate_of_the_stored_event,
+    a_body_resent_under_a_fresh_id_is_stored_and_marked,
+    a_refusing_source_answers_a_resent_body_as_the_stored_event,
+    listings_and_indexes_hold_only_events,
     replay_restarts_the_age_budget,
     reconciliation_reads_presence_in_batches_and_keeps_checkpoints_apart,
     a_resent_event_is_due_again_later_unless_it_moved,
@@ -531,6 +533,26 @@ async fn completed_events_past_retention_count_as_absent(store: &dyn Store) {
         l.replay(&key("e1"), true).await.unwrap(),
         Replay::NotEligible(Status::Completed)
     );
+    // A message that reaches the expired record (one sent ahead of a new create of the id) finds no event to
+    // drop as done: the new one's work is not the old record's.
+    assert_eq!(l.claim(&key("e1"), "w2", LONG).await.unwrap(), Claim::Missing);
+    // Reconciliation sees the record, and never re-creates it: past retention "done" looks like "never received".
+    let source = SourceName::parse("src").unwrap();
+    let e1 = EventId::parse("e1").unwrap();
+    assert!(l
+        .present(&source, std::slice::from_ref(&e1))
+        .await
+        .unwrap()
+        .contains(&e1));
+    let reconciled = NewEvent {
+        origin: Origin::Reconciled,
+        ..new_event("e1", "from the API")
+    };
+    assert!(matches!(
+        l.create(reconciled).await.unwrap(),
+        Created::Duplicate { .. }
+    ));
+    // A webhook reusing the id is a new event.
     assert_eq!(l.create(new_event("e1", "second")).await.unwrap(), Created::New);
     let e = l.get(&key("e1")).await.unwrap().unwrap();
     assert_eq!(
@@ -775,27 +797,123 @@ async fn a_missing_body_is_a_corrupt_claim_never_an_empty_one(store: &dyn Store)
 
 /// Issue 13, defect 8: where the scheme signs the body but not the id, a captured delivery resent under fresh
 /// ids is a duplicate of the stored event.
-async fn a_body_resent_under_a_fresh_id_is_a_duplicate_of_the_stored_event(store: &dyn Store) {
+/// A body stored again under a fresh id of the same type is its own event by default, marked with the id that
+/// held it first; distinct events do carry identical bytes.
+async fn a_body_resent_under_a_fresh_id_is_stored_and_marked(store: &dyn Store) {
     let l = store.open(LONG).await;
-    let unique = |id: &str, body: &str| NewEvent {
-        unique_body_for: Some(Duration::from_secs(3600)),
-        announced: false,
+    let marked = |id: &str, body: &str| NewEvent {
+        resent_bodies: ResentBodies::Marked { within: LONG },
         ..new_event(id, body)
     };
-    assert_eq!(l.create(unique("e1", "same")).await.unwrap(), Created::New);
-    let Created::Duplicate { event_id, .. } = l.create(unique("e2", "same")).await.unwrap() else {
+    assert_eq!(l.create(marked("e1", "same")).await.unwrap(), Created::New);
+    assert_eq!(
+        l.create(marked("e2", "same")).await.unwrap(),
+        Created::Resent {
+            of: EventId::parse("e1").unwrap()
+        }
+    );
+    let e2 = l
+        .get(&key("e2"))
+        .await
+        .unwrap()
+        .expect("a resent body was dropped");
+    assert_eq!((e2.payload.as_ref(), e2.status), (&b"same"[..], Status::Received));
+    assert_eq!(e2.resent_of.as_ref().map(EventId::as_str), Some("e1"));
+    assert_eq!(l.get(&key("e1")).await.unwrap().unwrap().resent_of, None);
+    // A third copy names the first holder too.
+    assert_eq!(
+        l.create(marked("e2b", "same")).await.unwrap(),
+        Created::Resent {
+            of: EventId::parse("e1").unwrap()
+        }
+    );
+    // A retry of either is its own duplicate; the same body under another type is not a resend.
+    for id in ["e1", "e2"] {
+        assert!(matches!(
+            l.create(marked(id, "same")).await.unwrap(),
+            Created::Duplicate { event_id, .. } if event_id.as_str() == id
+        ));
+    }
+    let other_type = NewEvent {
+        event_type: Some("t.deleted".into()),
+        ..marked("e3", "same")
+    };
+    assert_eq!(l.create(other_type).await.unwrap(), Created::New);
+    // Sources that do not look for resent bodies store it unmarked.
+    assert_eq!(l.create(new_event("e4", "same")).await.unwrap(), Created::New);
+    assert_eq!(l.get(&key("e4")).await.unwrap().unwrap().resent_of, None);
+    assert_eq!(l.list(&all(10)).await.unwrap().len(), 5);
+}
+
+/// A source that opts in refuses a resent body of the same type as a duplicate of the stored event.
+async fn a_refusing_source_answers_a_resent_body_as_the_stored_event(store: &dyn Store) {
+    let l = store.open(LONG).await;
+    let refused = |id: &str, body: &str| NewEvent {
+        resent_bodies: ResentBodies::Refused { within: LONG },
+        ..new_event(id, body)
+    };
+    assert_eq!(l.create(refused("e1", "same")).await.unwrap(), Created::New);
+    let Created::Duplicate { event_id, .. } = l.create(refused("e2", "same")).await.unwrap() else {
         panic!("a resent body was stored under a fresh id")
     };
     assert_eq!(event_id.as_str(), "e1");
     assert!(l.get(&key("e2")).await.unwrap().is_none());
-    // The same id again is the ordinary duplicate; another body is a new event.
     assert!(matches!(
-        l.create(unique("e1", "same")).await.unwrap(),
+        l.create(refused("e1", "same")).await.unwrap(),
         Created::Duplicate { event_id, .. } if event_id.as_str() == "e1"
     ));
-    assert_eq!(l.create(unique("e3", "other")).await.unwrap(), Created::New);
-    // Without the option the same body under another id is a new event.
-    assert_eq!(l.create(new_event("e4", "same")).await.unwrap(), Created::New);
+    // Keyed on the type too, and on the body.
+    let other_type = NewEvent {
+        event_type: Some("t.deleted".into()),
+        ..refused("e3", "same")
+    };
+    assert_eq!(l.create(other_type).await.unwrap(), Created::New);
+    assert_eq!(l.create(refused("e4", "other")).await.unwrap(), Created::New);
+}
+
+/// Body markers and checkpoints share the store with the events: no listing, filter, index or count ever sees
+/// them as events, whatever kind of item came first.
+async fn listings_and_indexes_hold_only_events(store: &dyn Store) {
+    use inbox_core::ports::Checkpoint;
+    let l = store.open(Duration::ZERO).await;
+    let source = SourceName::parse("src").unwrap();
+    l.save_checkpoint(&source, &Checkpoint::default()).await.unwrap();
+    for (id, bodies) in [
+        ("e1", ResentBodies::Marked { within: LONG }),
+        ("e2", ResentBodies::Refused { within: LONG }),
+    ] {
+        let event = NewEvent {
+            resent_bodies: bodies,
+            ..new_event(id, id)
+        };
+        assert_eq!(l.create(event).await.unwrap(), Created::New);
+    }
+    let listed = l.list(&all(100)).await.unwrap();
+    assert_eq!(ids(&listed), ["e2", "e1"], "{listed:?}");
+    for status in Status::ALL {
+        let want: &[&str] = if status == Status::Received {
+            &["e2", "e1"]
+        } else {
+            &[]
+        };
+        let listed = l.list(&of_status(status)).await.unwrap();
+        assert_eq!(ids(&listed), want, "{status}");
+    }
+    let by_source = ListFilter {
+        source: Some(source.clone()),
+        limit: 100,
+        ..Default::default()
+    };
+    assert_eq!(l.list(&by_source).await.unwrap().len(), 2);
+    let due = eventually(
+        || async { l.due(now() + 60_000, 100).await.unwrap() },
+        |d| d.len() >= 2,
+    )
+    .await;
+    assert_eq!(due.len(), 2, "{due:?}");
+    let summary = l.summary().await.unwrap();
+    let counted: u64 = summary.by_status.iter().filter_map(|(_, n)| *n).sum();
+    assert!(counted <= 2, "{summary:?}");
 }
 
 /// Issue 13, defect 1: a replay must run even when it comes after `max_age`: the record says when it was replayed.
@@ -842,6 +960,7 @@ async fn reconciliation_reads_presence_in_batches_and_keeps_checkpoints_apart(st
             recovered: 1,
             ..Default::default()
         }),
+        ..Default::default()
     };
     l.save_checkpoint(&source, &cp).await.unwrap();
     assert_eq!(l.checkpoint(&source).await.unwrap(), Some(cp.clone()));
@@ -861,23 +980,32 @@ async fn reconciliation_reads_presence_in_batches_and_keeps_checkpoints_apart(st
 
 // SQLite only: what the embedded runtime does beyond the port.
 
-/// Schema v3 (the console's listing indexes) comes to a version-2 file at open, its events kept; and v4 takes away
-/// the index on the id alone that v3 had (every insert paid for it; the unique key serves the lookup).
+/// Schema v3 (the console's listing indexes) comes to a version-2 file at open, its events kept; v4 takes away
+/// the index on the id alone that v3 had (every insert paid for it; the unique key serves the lookup); and v5 marks
+/// resent bodies and remembers bodies per type, the remembered ones kept under their holder's type.
 #[tokio::test]
 async fn sqlite_older_files_gain_the_console_indexes_and_lose_the_id_index() {
     let indexes = ["events_received", "events_source", "events_type"];
-    for from in [2, 3] {
+    for from in [2, 3, 4] {
         let dir = tempfile::tempdir().unwrap();
         let l = open_sqlite(&dir, LONG);
         l.create(new_event("e1", "b")).await.unwrap();
         drop(l);
-        // GIVEN the file as version 2 or 3 left it.
+        // GIVEN the file as version 2, 3 or 4 left it, a body remembered for e1.
         let c = rusqlite::Connection::open(dir.path().join("inbox.db")).unwrap();
+        c.execute_batch(
+            "ALTER TABLE events DROP COLUMN resent_of;
+             DROP TABLE bodies;
+             CREATE TABLE bodies (source TEXT NOT NULL, payload_sha256 TEXT NOT NULL, event_id TEXT NOT NULL,
+                                  expires_at INTEGER NOT NULL, PRIMARY KEY (source, payload_sha256));
+             INSERT INTO bodies VALUES ('src', 'sha-of-b', 'e1', 9999999999999);",
+        )
+        .unwrap();
         if from == 2 {
             for index in indexes {
                 c.execute_batch(&format!("DROP INDEX {index}")).unwrap();
             }
-        } else {
+        } else if from == 3 {
             c.execute_batch("CREATE INDEX events_event_id ON events (event_id)")
                 .unwrap();
         }
@@ -887,7 +1015,7 @@ async fn sqlite_older_files_gain_the_console_indexes_and_lose_the_id_index() {
         let l = open_sqlite(&dir, LONG);
         let c = rusqlite::Connection::open(dir.path().join("inbox.db")).unwrap();
         let version: i64 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-        assert_eq!(version, 4);
+        assert_eq!(version, 5);
         let has = |index: &str| -> bool {
             c.query_row(
                 "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = ?1",
@@ -902,6 +1030,17 @@ async fn sqlite_older_files_gain_the_console_indexes_and_lose_the_id_index() {
         }
         assert!(!has("events_event_id"), "v{from}");
         assert_eq!(ids(&l.list(&all(10)).await.unwrap()), ["e1"]);
+        let marked = NewEvent {
+            resent_bodies: ResentBodies::Marked { within: LONG },
+            ..new_event("e2", "b")
+        };
+        assert_eq!(
+            l.create(marked).await.unwrap(),
+            Created::Resent {
+                of: EventId::parse("e1").unwrap()
+            },
+            "v{from}"
+        );
     }
 }
 
@@ -1275,12 +1414,8 @@ mod aws {
             let item = store.item("big").await;
             assert!(!item.contains_key("payload"), "the body left the item");
             let s3_key = item["payload_s3_key"].as_s().unwrap();
-            let sha = hex::encode(sha2::Sha256::digest(&noise));
-            assert_eq!(
-                s3_key,
-                &format!("payloads/src/big/{sha}"),
-                "one object per event and body"
-            );
+            // One object per write, under its event's prefix (`adapters::s3::fresh_key`).
+            assert!(s3_key.starts_with("payloads/src/big/"), "{s3_key}");
             assert!(!store.payloads.get(s3_key).await.unwrap().is_empty());
 
             let item = store.item("json").await;
@@ -1301,7 +1436,8 @@ mod aws {
                 let got = l.get(&key(id)).await.unwrap().unwrap();
                 assert!(got.payload.as_ref() == body.as_slice(), "{id}: the body differs");
             }
-            // A duplicate of the offloaded body rewrites the same object and keeps the first record.
+            // A duplicate of the offloaded body writes an object of its own (left to expire) and keeps the first
+            // record, which still points at the first object.
             assert!(matches!(
                 l.create(sized_event("big", noise.clone())).await.unwrap(),
                 Created::Duplicate {
@@ -1309,6 +1445,7 @@ mod aws {
                     ..
                 }
             ));
+            assert_eq!(store.item("big").await["payload_s3_key"].as_s().unwrap(), s3_key);
         })
         .await;
     }

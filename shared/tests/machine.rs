@@ -123,7 +123,7 @@ async fn received(rig: &Rig, id: &str) -> EventKey {
         payload_sha256: "h".into(),
         headers: vec![],
         origin: Default::default(),
-        unique_body_for: None,
+        resent_bodies: Default::default(),
         announced: false,
     };
     rig.ledger.create(e).await.unwrap();

@@ -9,17 +9,19 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use inbox_core::adapters::sqlite::SqliteLedger;
-use inbox_core::config::{GithubHook, ProviderConfig, ReconcileConfig, SecretRef};
+use inbox_core::config::{Config, GithubHook, ProviderConfig, ReconcileConfig, SecretRef};
 use inbox_core::embedded::{Deliveries, InProcessQueue};
 use inbox_core::model::{Event, EventId, EventKey, NewEvent, Origin, SourceName};
-use inbox_core::ports::{Created, Ledger, ListFilter};
+use inbox_core::ports::{Checkpoint, Created, FailedEvent, Ledger, ListFilter};
 use inbox_core::reconcile::github::{Auth, Github};
 use inbox_core::reconcile::stripe::Stripe;
 use inbox_core::reconcile::{Provider, Reconciler, RunErrorKind, RunOptions, Summary};
 use inbox_core::time::{now_ms, rfc3339};
 use serde_json::json;
 // The fakes of the providers' APIs (with their documentation citations) are shared with the AWS tests.
-use testkit::providers::{github_deliveries, stripe_events_over, FakeGithub, FakeStripe, LOOKBACK, SETTLE};
+use testkit::providers::{
+    github_deliveries, stripe_events_over, Delivery, FakeGithub, FakeStripe, LOOKBACK, SETTLE,
+};
 
 const HOUR_MS: i64 = 3_600_000;
 
@@ -32,7 +34,7 @@ fn source(name: &str) -> SourceName {
 
 struct Store {
     ledger: SqliteLedger,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl std::ops::Deref for Store {
@@ -45,7 +47,7 @@ impl std::ops::Deref for Store {
 fn store() -> Store {
     let dir = tempfile::tempdir().unwrap();
     let ledger = SqliteLedger::open(dir.path(), 1024, Duration::from_secs(30)).unwrap();
-    Store { ledger, _dir: dir }
+    Store { ledger, dir }
 }
 
 impl Store {
@@ -62,6 +64,25 @@ impl Store {
         let key = EventKey::new(source.clone(), EventId::parse(id).unwrap());
         self.ledger.get(&key).await.unwrap().unwrap()
     }
+    /// A second connection to the ledger's own file, as an operator's `sqlite3` would open it.
+    fn sql(&self) -> rusqlite::Connection {
+        let c = rusqlite::Connection::open(self.dir.path().join("inbox.db")).unwrap();
+        c.busy_timeout(Duration::from_secs(10)).unwrap();
+        c
+    }
+    /// Makes the real SQLite file refuse every insert of an event the condition `when` (over `NEW`) matches, as a
+    /// full disk or a constraint would, until [`Store::accept`].
+    fn refuse(&self, when: &str) {
+        self.sql()
+            .execute_batch(&format!(
+                "CREATE TRIGGER refuse BEFORE INSERT ON events WHEN {when} \
+                 BEGIN SELECT RAISE(ABORT, 'refused by the test'); END;"
+            ))
+            .unwrap();
+    }
+    fn accept(&self) {
+        self.sql().execute_batch("DROP TRIGGER refuse;").unwrap();
+    }
 }
 
 /// What a webhook delivered earlier: stored as the receiver stores it.
@@ -74,7 +95,7 @@ async fn deliver(ledger: &dyn Ledger, source: &SourceName, id: &str, body: &str)
             payload_sha256: format!("sha-of-{id}"),
             headers: vec![],
             origin: Origin::Webhook,
-            unique_body_for: None,
+            resent_bodies: Default::default(),
             announced: false,
         })
         .await
@@ -640,4 +661,377 @@ async fn stripe_connect_sends_the_account_and_from_config_resolves_the_key() {
     };
     let err = Reconciler::from_config(&s, &config, &Env).await.err().unwrap();
     assert_eq!(err.field, "sources.connect.reconcile.api_key");
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Never a handler twice: no run looks further back than the ledger remembers.
+
+#[test]
+fn a_lookback_longer_than_retention_is_refused_at_start_naming_both() {
+    let config = |retention_days: u32, block: &str| {
+        Config::from_toml(&format!(
+            "retention_days = {retention_days}\n\
+             [sources.gh]\nscheme = \"github\"\nsecrets = [\"env:GH_SECRET\"]\nhandler = {{ kind = \"log\" }}\n\
+             [sources.gh.reconcile]\nprovider = \"github\"\nhook = \"repos/octo/hello/hooks/1\"\n\
+             token = \"env:GH_TOKEN\"\n{block}"
+        ))
+    };
+    // GIVEN retention_days = 1 and GitHub's default lookback of 72 h THEN the start fails, naming both.
+    let err = config(1, "").unwrap_err();
+    assert_eq!(err.field, "sources.gh.reconcile.lookback", "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains("lookback") && text.contains("retention_days (1)") && text.contains("3days"),
+        "{text}"
+    );
+    println!("{text}");
+    let err = config(2, "lookback = \"49h\"").unwrap_err();
+    assert_eq!(err.field, "sources.gh.reconcile.lookback", "{err}");
+    // A lookback within retention, to the hour, starts.
+    assert!(config(1, "lookback = \"24h\"").is_ok());
+    assert!(config(3, "").is_ok());
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// One event that cannot be recovered fails alone and is tried again by the next runs.
+
+/// The deliveries of `guid`, as the fake lists them.
+fn ids_of(deliveries: &[Delivery], guid: &str) -> HashSet<u64> {
+    deliveries
+        .iter()
+        .filter(|d| d.guid == guid)
+        .map(|d| d.id)
+        .collect()
+}
+
+#[tokio::test]
+async fn github_a_delivery_whose_detail_fails_is_kept_and_recovered_by_a_later_run() {
+    // GIVEN 30 events over 24 hours, none delivered as a webhook; of two older ones, one's detail answers 404 and
+    // the other's carries no payload (newest first, so every later delivery is listed before them)
+    let s = source("gh");
+    let deliveries = github_deliveries(30, 24 * HOUR_MS);
+    let fake = FakeGithub::new(deliveries.clone(), false);
+    let url = fake.start().await;
+    let guids: Vec<String> = {
+        let mut seen = HashSet::new();
+        deliveries
+            .iter()
+            .filter(|d| seen.insert(d.guid.clone()))
+            .map(|d| d.guid.clone())
+            .collect()
+    };
+    let (gone, empty) = (guids[20].clone(), guids[25].clone());
+    fake.missing.lock().unwrap().extend(ids_of(&deliveries, &gone));
+    fake.without_payload
+        .lock()
+        .unwrap()
+        .extend(ids_of(&deliveries, &empty));
+    let ledger = store();
+    let (queue, mut enqueued) = InProcessQueue::new(10_000);
+    let reconciler = Reconciler::new(s.clone(), "github", github(&url, "ghp_good"), LOOKBACK, SETTLE);
+    let run = || async {
+        reconciler
+            .run(
+                &*ledger,
+                queue.as_ref(),
+                RunOptions::default(),
+                &mut no_progress(),
+            )
+            .await
+    };
+
+    // WHEN a run meets them
+    let first = run().await.unwrap();
+
+    // THEN every other event is recovered, the two are counted failed and kept, and the checkpoint advanced
+    let all: BTreeSet<String> = guids.iter().cloned().collect();
+    let failed: BTreeSet<String> = [gone.clone(), empty.clone()].into();
+    assert_eq!(ledger.ids(&s).await, &all - &failed);
+    assert_eq!(
+        (first.listed, first.recovered, first.failed, first.kept),
+        (30, 28, 2, 2),
+        "{first:?}"
+    );
+    assert_eq!(drain(&mut enqueued).len(), 28);
+    let cp = ledger.checkpoint(&s).await.unwrap().unwrap();
+    assert!((cp.scanned_to - (now_ms() - SETTLE.as_millis() as i64)).abs() < 60_000);
+    let kept: BTreeSet<String> = cp.failed.iter().map(|f| f.id.as_str().to_owned()).collect();
+    assert_eq!(kept, failed);
+    for f in &cp.failed {
+        // What the detail is found by: the newest delivery of the guid, the one the walk met first.
+        let newest = deliveries
+            .iter()
+            .filter(|d| d.guid == f.id.as_str())
+            .max_by_key(|d| d.at_ms)
+            .unwrap();
+        assert_eq!(f.handle, newest.id.to_string());
+        assert_eq!(f.attempts, 1);
+    }
+
+    // WHEN the next run comes while the details still fail (both far below its window's overlap)
+    let details = fake.detail_requests.load(Ordering::SeqCst);
+    let second = run().await.unwrap();
+    // THEN it asks for the two again, alone, and keeps them
+    assert_eq!(
+        (second.retried, second.failed, second.kept, second.recovered),
+        (2, 2, 2, 0),
+        "{second:?}"
+    );
+    assert_eq!(fake.detail_requests.load(Ordering::SeqCst) - details, 2);
+    let cp = ledger.checkpoint(&s).await.unwrap().unwrap();
+    assert!(cp.failed.iter().all(|f| f.attempts == 2), "{:?}", cp.failed);
+
+    // WHEN GitHub serves them again THEN the next run recovers both, once, and keeps nothing
+    fake.missing.lock().unwrap().clear();
+    fake.without_payload.lock().unwrap().clear();
+    let third = run().await.unwrap();
+    assert_eq!(
+        (third.retried, third.recovered, third.failed, third.kept),
+        (2, 2, 0, 0),
+        "{third:?}"
+    );
+    assert_eq!(ledger.ids(&s).await, all);
+    let mut keys: Vec<String> = drain(&mut enqueued)
+        .iter()
+        .map(|k| k.event_id.as_str().to_owned())
+        .collect();
+    keys.sort();
+    assert_eq!(keys, failed.iter().cloned().collect::<Vec<_>>());
+    for g in &failed {
+        let stored = ledger.event(&s, g).await;
+        assert_eq!(stored.origin, Origin::Reconciled);
+        let d = deliveries.iter().find(|d| &d.guid == g).unwrap();
+        assert_eq!(stored.event_type.as_deref(), Some(d.event.as_str()));
+        let body: serde_json::Value = serde_json::from_slice(&stored.payload).unwrap();
+        assert_eq!(body["guid"], json!(g));
+    }
+    assert!(ledger.checkpoint(&s).await.unwrap().unwrap().failed.is_empty());
+    let details = fake.detail_requests.load(Ordering::SeqCst);
+    let fourth = run().await.unwrap();
+    assert_eq!((fourth.retried, fourth.recovered), (0, 0), "{fourth:?}");
+    assert_eq!(fake.detail_requests.load(Ordering::SeqCst), details);
+}
+
+#[tokio::test]
+async fn stripe_an_event_the_ledger_refuses_is_kept_and_fetched_alone_later() {
+    // GIVEN 150 events over 24 hours, and a ledger file that refuses to insert one of the older ones
+    let s = source("stripe");
+    let events = stripe_events_over(150, 24 * HOUR_MS, "");
+    let refused = events[100].0.clone();
+    let fake = FakeStripe::new(events.clone());
+    let url = fake.start().await;
+    let ledger = store();
+    ledger.refuse(&format!("NEW.event_id = '{refused}'"));
+    let (queue, mut enqueued) = InProcessQueue::new(10_000);
+    let reconciler = Reconciler::new(
+        s.clone(),
+        "stripe",
+        stripe(&url, "sk_test_good"),
+        LOOKBACK,
+        SETTLE,
+    );
+    let run = || async {
+        reconciler
+            .run(
+                &*ledger,
+                queue.as_ref(),
+                RunOptions::default(),
+                &mut no_progress(),
+            )
+            .await
+    };
+
+    // WHEN a run meets it THEN the other 149 are recovered, it is kept, and the checkpoint advanced
+    let first = run().await.unwrap();
+    assert_eq!(
+        (first.listed, first.recovered, first.failed, first.kept),
+        (150, 149, 1, 1),
+        "{first:?}"
+    );
+    assert_eq!(drain(&mut enqueued).len(), 149);
+    assert!(!ledger.ids(&s).await.contains(&refused));
+    let cp = ledger.checkpoint(&s).await.unwrap().unwrap();
+    assert!((cp.scanned_to - (now_ms() - SETTLE.as_millis() as i64)).abs() < 60_000);
+    assert_eq!(cp.failed.len(), 1);
+    assert_eq!(
+        (cp.failed[0].id.as_str(), cp.failed[0].handle.as_str()),
+        (refused.as_str(), refused.as_str())
+    );
+    assert_eq!(cp.failed[0].created_ms, events[100].1 * 1000);
+    assert!(
+        fake.retrieved.lock().unwrap().is_empty(),
+        "the list carries the events"
+    );
+
+    // WHEN the ledger takes it again but Stripe answers 404 for it THEN it stays kept, tried once more
+    ledger.accept();
+    fake.missing.lock().unwrap().insert(refused.clone());
+    let second = run().await.unwrap();
+    assert_eq!(
+        (second.retried, second.failed, second.kept),
+        (1, 1, 1),
+        "{second:?}"
+    );
+    assert_eq!(
+        ledger.checkpoint(&s).await.unwrap().unwrap().failed[0].attempts,
+        2
+    );
+
+    // WHEN Stripe serves it THEN the next run fetches it alone, GET /v1/events/{id}, and stores it as listed
+    fake.missing.lock().unwrap().clear();
+    let third = run().await.unwrap();
+    assert_eq!(
+        (third.retried, third.recovered, third.kept),
+        (1, 1, 0),
+        "{third:?}"
+    );
+    assert_eq!(
+        fake.retrieved.lock().unwrap().as_slice(),
+        &[refused.clone(), refused.clone()]
+    );
+    assert_eq!(
+        drain(&mut enqueued)
+            .iter()
+            .map(|k| k.event_id.as_str().to_owned())
+            .collect::<Vec<_>>(),
+        [refused.as_str()]
+    );
+    let stored = ledger.event(&s, &refused).await;
+    assert_eq!(stored.origin, Origin::Reconciled);
+    assert_eq!(stored.event_type.as_deref(), Some("invoice.paid"));
+    let body: serde_json::Value = serde_json::from_slice(&stored.payload).unwrap();
+    assert_eq!(body["id"], json!(refused));
+    assert_eq!(ledger.ids(&s).await.len(), 150);
+    assert!(ledger.checkpoint(&s).await.unwrap().unwrap().failed.is_empty());
+}
+
+#[tokio::test]
+async fn kept_events_older_than_the_lookback_are_given_up_and_older_checkpoints_still_read() {
+    let s = source("stripe");
+    let ledger = store();
+    // GIVEN a checkpoint stored before failed events were kept THEN it reads, keeping none
+    let scanned_to = now_ms() - SETTLE.as_millis() as i64;
+    ledger
+        .sql()
+        .execute(
+            "INSERT INTO checkpoints (source, body) VALUES (?1, ?2)",
+            rusqlite::params![
+                s.as_str(),
+                format!("{{\"scanned_to\":{scanned_to},\"last_run\":null}}")
+            ],
+        )
+        .unwrap();
+    let old = ledger.checkpoint(&s).await.unwrap().unwrap();
+    assert_eq!((old.scanned_to, old.failed.len()), (scanned_to, 0));
+
+    // GIVEN it keeps two failed events: one created 80 h ago, past the 72 h lookback, and one 10 h ago, below the
+    // next window (which starts at the checkpoint less the overlap), that Stripe serves
+    let now = now_ms();
+    let recent = ("evt_recent".to_owned(), (now - 10 * HOUR_MS) / 1000);
+    let fake = FakeStripe::new(vec![(recent.0.clone(), recent.1, "charge.refunded".to_owned())]);
+    let url = fake.start().await;
+    let kept = |id: &str, created_ms: i64| FailedEvent {
+        id: EventId::parse(id).unwrap(),
+        handle: id.to_owned(),
+        created_ms,
+        event_type: None,
+        attempts: 3,
+    };
+    let checkpoint = Checkpoint {
+        failed: vec![
+            kept(&recent.0, recent.1 * 1000),
+            kept("evt_ancient", now - 80 * HOUR_MS),
+        ],
+        ..old
+    };
+    ledger.save_checkpoint(&s, &checkpoint).await.unwrap();
+    let (queue, _d) = InProcessQueue::new(100);
+
+    // WHEN a run comes
+    let summary = Reconciler::new(
+        s.clone(),
+        "stripe",
+        stripe(&url, "sk_test_good"),
+        LOOKBACK,
+        SETTLE,
+    )
+    .run(
+        &*ledger,
+        queue.as_ref(),
+        RunOptions::default(),
+        &mut no_progress(),
+    )
+    .await
+    .unwrap();
+
+    // THEN the old one is given up unasked (nothing past the lookback is looked for), the other recovered
+    assert_eq!(
+        (
+            summary.listed,
+            summary.given_up,
+            summary.retried,
+            summary.recovered,
+            summary.kept
+        ),
+        (0, 1, 1, 1, 0),
+        "{summary:?}"
+    );
+    assert_eq!(*fake.retrieved.lock().unwrap(), [recent.0.as_str()]);
+    assert_eq!(
+        ledger.event(&s, &recent.0).await.event_type.as_deref(),
+        Some("charge.refunded")
+    );
+    assert!(ledger.checkpoint(&s).await.unwrap().unwrap().failed.is_empty());
+}
+
+#[tokio::test]
+async fn more_failures_than_a_checkpoint_keeps_end_the_run_with_the_checkpoint_unchanged() {
+    // GIVEN 600 events and a ledger that refuses every insert: no isolated item but one cause failing them all
+    let s = source("stripe");
+    let fake = FakeStripe::new(stripe_events_over(600, 24 * HOUR_MS, ""));
+    let url = fake.start().await;
+    let ledger = store();
+    ledger.refuse("1");
+    let (queue, _d) = InProcessQueue::new(10_000);
+    let reconciler = Reconciler::new(
+        s.clone(),
+        "stripe",
+        stripe(&url, "sk_test_good"),
+        LOOKBACK,
+        SETTLE,
+    );
+    let err = reconciler
+        .run(
+            &*ledger,
+            queue.as_ref(),
+            RunOptions::default(),
+            &mut no_progress(),
+        )
+        .await
+        .unwrap_err();
+    // THEN the run ends once past the bound, saying so, and gives none up: the checkpoint has not moved
+    assert!(
+        matches!(err.kind, RunErrorKind::TooManyFailed(n) if n == inbox_core::reconcile::MAX_FAILED_KEPT + 1),
+        "{err}"
+    );
+    let cp = ledger.checkpoint(&s).await.unwrap().unwrap();
+    assert_eq!((cp.scanned_to, cp.failed.len()), (0, 0));
+    assert!(cp
+        .last_run
+        .unwrap()
+        .error
+        .unwrap()
+        .contains("could not be stored"));
+    // … and once the cause is gone the next run recovers all of them.
+    ledger.accept();
+    let summary = reconciler
+        .run(
+            &*ledger,
+            queue.as_ref(),
+            RunOptions::default(),
+            &mut no_progress(),
+        )
+        .await
+        .unwrap();
+    assert_eq!((summary.recovered, summary.kept), (600, 0));
 }

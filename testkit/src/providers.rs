@@ -1,11 +1,12 @@
 //! Local fakes of the providers' APIs that reconciliation reads (Stripe's events, a GitHub hook's deliveries),
 //! served by axum on 127.0.0.1:0 and following the documented shapes cited below, with the faults the tests need
-//! (401 for a wrong credential, 429/403 rate limits, a 500 in the middle of a walk). Used against the SQLite
+//! (401 for a wrong credential, 429/403 rate limits, a 500 in the middle of a walk, a detail that answers 404 or
+//! carries no payload). Used against the SQLite
 //! ledger (`shared/tests/reconcile.rs`) and against the AWS emulator (`tests/aws.rs`).
 // Test-only: a malformed request from the code under test should fail the test loudly.
 #![allow(clippy::unwrap_used)]
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -55,7 +56,9 @@ pub struct Faults {
 // Fake Stripe. https://docs.stripe.com/api/events/list : `GET /v1/events` with `created[gte]`, `created[lt]`,
 // `limit` (1-100) and `starting_after` (https://docs.stripe.com/api/pagination), newest first, answering
 // `{"object":"list","url":"/v1/events","has_more":bool,"data":[event…]}`; an event is
-// `{"id":"evt_…","object":"event","type":…,"created":unix seconds,"data":{"object":…},…}`. A wrong key is a 401
+// `{"id":"evt_…","object":"event","type":…,"created":unix seconds,"data":{"object":…},…}`, and
+// https://docs.stripe.com/api/events/retrieve `GET /v1/events/{id}` answers one, or a 404 with
+// `{"error":{"type":"invalid_request_error","code":"resource_missing",…}}`. A wrong key is a 401
 // with `{"error":{"type":"invalid_request_error",…}}`; too many requests a 429 (https://docs.stripe.com/rate-limits).
 
 pub struct FakeStripe {
@@ -67,6 +70,10 @@ pub struct FakeStripe {
     pub accounts: Mutex<Vec<Option<String>>>,
     /// Extra text in the `data.object` of these events (by id): an API object too large to keep in a record.
     pub padding: Mutex<HashMap<String, String>>,
+    /// Events (by id) that `GET /v1/events/{id}` answers 404 for, though the list shows them.
+    pub missing: Mutex<HashSet<String>>,
+    /// `GET /v1/events/{id}` requests served, by id.
+    pub retrieved: Mutex<Vec<String>>,
 }
 
 impl FakeStripe {
@@ -78,6 +85,8 @@ impl FakeStripe {
             faults: Mutex::new(Faults::default()),
             accounts: Mutex::new(Vec::new()),
             padding: Mutex::new(HashMap::new()),
+            missing: Mutex::new(HashSet::new()),
+            retrieved: Mutex::new(Vec::new()),
         });
         fake.add(events);
         fake
@@ -94,9 +103,94 @@ impl FakeStripe {
         serve(
             Router::new()
                 .route("/v1/events", get(stripe_events))
+                .route("/v1/events/{id}", get(stripe_event))
                 .with_state(self.clone()),
         )
         .await
+    }
+}
+
+impl FakeStripe {
+    /// The faults, the key and the account, as every request meets them.
+    fn gate(&self, headers: &HeaderMap) -> Option<Response> {
+        let n = self.requests.fetch_add(1, Ordering::SeqCst) + 1;
+        {
+            let faults = self.faults.lock().unwrap();
+            if faults.fail_request == Some(n) {
+                return Some(
+                    (
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        Json(json!({"error": {"type": "api_error"}})),
+                    )
+                        .into_response(),
+                );
+            }
+            if n <= faults.rate_limited {
+                return Some(
+                    (
+                        StatusCode::TOO_MANY_REQUESTS,
+                        [("retry-after", "1")],
+                        Json(json!({"error": {"type": "rate_limit_error", "message": "Too many requests"}})),
+                    )
+                        .into_response(),
+                );
+            }
+        }
+        if headers.get("authorization").and_then(|v| v.to_str().ok()) != Some(&format!("Bearer {}", self.key))
+        {
+            return Some(
+                (
+                    StatusCode::UNAUTHORIZED,
+                    Json(json!({"error": {"type": "invalid_request_error", "message": "Invalid API Key provided"}})),
+                )
+                    .into_response(),
+            );
+        }
+        self.accounts.lock().unwrap().push(
+            headers
+                .get("stripe-account")
+                .map(|v| v.to_str().unwrap().to_owned()),
+        );
+        None
+    }
+
+    fn event_json(&self, id: &str, created: i64, ty: &str) -> serde_json::Value {
+        let mut object = json!({"id": format!("obj_{id}")});
+        if let Some(pad) = self.padding.lock().unwrap().get(id) {
+            object["description"] = json!(pad);
+        }
+        json!({"id": id, "object": "event", "api_version": "2024-06-20", "created": created, "type": ty,
+               "livemode": false, "pending_webhooks": 1, "data": {"object": object}})
+    }
+}
+
+async fn stripe_event(
+    State(fake): State<Arc<FakeStripe>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if let Some(r) = fake.gate(&headers) {
+        return r;
+    }
+    fake.retrieved.lock().unwrap().push(id.clone());
+    let found = fake
+        .events
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|e| e.0 == id)
+        .cloned()
+        .filter(|_| !fake.missing.lock().unwrap().contains(&id));
+    match found {
+        Some((id, created, ty)) => Json(fake.event_json(&id, created, &ty)).into_response(),
+        None => (
+            StatusCode::NOT_FOUND,
+            Json(
+                json!({"error": {"type": "invalid_request_error", "code": "resource_missing",
+                                  "message": format!("No such event: '{id}'")}}),
+            ),
+        )
+            .into_response(),
     }
 }
 
@@ -105,37 +199,9 @@ async fn stripe_events(
     headers: HeaderMap,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
-    let n = fake.requests.fetch_add(1, Ordering::SeqCst) + 1;
-    {
-        let faults = fake.faults.lock().unwrap();
-        if faults.fail_request == Some(n) {
-            return (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                Json(json!({"error": {"type": "api_error"}})),
-            )
-                .into_response();
-        }
-        if n <= faults.rate_limited {
-            return (
-                StatusCode::TOO_MANY_REQUESTS,
-                [("retry-after", "1")],
-                Json(json!({"error": {"type": "rate_limit_error", "message": "Too many requests"}})),
-            )
-                .into_response();
-        }
+    if let Some(r) = fake.gate(&headers) {
+        return r;
     }
-    if headers.get("authorization").and_then(|v| v.to_str().ok()) != Some(&format!("Bearer {}", fake.key)) {
-        return (
-            StatusCode::UNAUTHORIZED,
-            Json(json!({"error": {"type": "invalid_request_error", "message": "Invalid API Key provided"}})),
-        )
-            .into_response();
-    }
-    fake.accounts.lock().unwrap().push(
-        headers
-            .get("stripe-account")
-            .map(|v| v.to_str().unwrap().to_owned()),
-    );
     let num = |k: &str| q.get(k).map(|v| v.parse::<i64>().unwrap());
     let (gte, lt) = (
         num("created[gte]").unwrap_or(i64::MIN),
@@ -151,19 +217,12 @@ async fn stripe_events(
             }
         }
     }
-    let page: Vec<_> = matching.by_ref().take(limit).collect();
+    let page: Vec<_> = matching.by_ref().take(limit).cloned().collect();
     let has_more = matching.peek().is_some();
-    let padding = fake.padding.lock().unwrap();
+    drop(events);
     let data: Vec<_> = page
         .iter()
-        .map(|(id, created, ty)| {
-            let mut object = json!({"id": format!("obj_{id}")});
-            if let Some(pad) = padding.get(id) {
-                object["description"] = json!(pad);
-            }
-            json!({"id": id, "object": "event", "api_version": "2024-06-20", "created": created, "type": ty,
-                   "livemode": false, "pending_webhooks": 1, "data": {"object": object}})
-        })
+        .map(|(id, created, ty)| fake.event_json(id, *created, ty))
         .collect();
     Json(json!({"object": "list", "url": "/v1/events", "has_more": has_more, "data": data})).into_response()
 }
@@ -221,6 +280,10 @@ pub struct FakeGithub {
     /// Answer 403 without rate-limit headers (a token without access).
     pub forbidden: bool,
     pub url: Mutex<String>,
+    /// Deliveries (by id) whose detail answers 404 though the list shows them.
+    pub missing: Mutex<HashSet<u64>>,
+    /// Deliveries (by id) whose detail carries `request.payload: null`.
+    pub without_payload: Mutex<HashSet<u64>>,
 }
 
 impl FakeGithub {
@@ -235,6 +298,8 @@ impl FakeGithub {
             faults: Mutex::new(Faults::default()),
             forbidden,
             url: Mutex::new(String::new()),
+            missing: Mutex::new(HashSet::new()),
+            without_payload: Mutex::new(HashSet::new()),
         })
     }
     pub async fn start(self: &Arc<Self>) -> String {
@@ -354,7 +419,10 @@ async fn github_detail(
     }
     fake.detail_requests.fetch_add(1, Ordering::SeqCst);
     let deliveries = fake.deliveries.lock().unwrap();
-    let Some(d) = deliveries.iter().find(|d| d.id == id) else {
+    let Some(d) = deliveries
+        .iter()
+        .find(|d| d.id == id && !fake.missing.lock().unwrap().contains(&id))
+    else {
         return (StatusCode::NOT_FOUND, Json(json!({"message": "Not Found"}))).into_response();
     };
     let mut detail = delivery_json(d);
@@ -365,6 +433,9 @@ async fn github_detail(
                     "Content-Type": "application/json"},
         "payload": {"action": "opened", "guid": d.guid, "repository": {"id": 1, "full_name": "octo/hello"}},
     });
+    if fake.without_payload.lock().unwrap().contains(&id) {
+        detail["request"]["payload"] = serde_json::Value::Null;
+    }
     detail["response"] = json!({"headers": {}, "payload": null});
     Json(detail).into_response()
 }

@@ -4,7 +4,8 @@
 //! IAM names an SDK operation's action after it (`dynamodb:PutItem`), and authorises a `TransactWriteItems` by
 //! the actions of its parts (`Put` as `dynamodb:PutItem`, `Update` as `dynamodb:UpdateItem`, `ConditionCheck` as
 //! `dynamodb:ConditionCheckItem`): https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis-iam.html;
-//! and an S3 `CopyObject` by reading the source, writing the destination and, when it sets tags, tagging it.
+//! and an S3 `CopyObject` by reading the source, writing the destination and, when it sets tags, tagging it (a
+//! `PutObject` with tags likewise needs the right to tag).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -94,6 +95,11 @@ pub fn actions_of(calls: &HashMap<String, usize>) -> BTreeSet<String> {
                     "s3:PutObject".to_owned(),
                     "s3:PutObjectTagging".to_owned(),
                 ],
+                // Every body is put with its tag in the same request, which needs the right to tag too:
+                // https://docs.aws.amazon.com/AmazonS3/latest/API/API_PutObject.html
+                ("s3", _) if op == "PutObject" => {
+                    vec!["s3:PutObject".to_owned(), "s3:PutObjectTagging".to_owned()]
+                }
                 _ => vec![format!("{service}:{op}")],
             }
         })

@@ -8,14 +8,21 @@
 //! the inline limit goes to S3 first and the item keeps `payload_s3_key` (with `payload_encoding = "zstd"`). Items
 //! written before these choices (`payload` with `payload_encoding`, the hash in hex) read the same.
 //!
+//! A body in S3 is expired by the bucket's lifecycle rules after its tags (`adapters::s3`): written pending, kept
+//! from its event's claim or death, counting down from its completion. What the ledger owes it is written in the
+//! ledger before the step that could leave it wrong (DESIGN.md "Retention"; RELIABILITY.md "Bodies in S3"): the
+//! claim puts the record in the sparse index's `body#{shard}` partition, the COMPLETED settle leaves it there, and
+//! only the countdown of its body takes it out, by the processor at once or by the sweeper after a crash
+//! ([`DynamoLedger::finish_bodies`]). Only S3-bodied events pay these writes.
+//!
 //! The sparse index `open_index` holds only what no queue message vouches for (DESIGN.md "Sweeper"): partition
 //! `gsi1pk` = `open#{shard}` or `dead#{shard}`, sort `gsi1sk` = the due time, with the semantics of the SQLite
 //! ledger's `due_at` column. The receiver sends an event's message before creating it ([`Ledger::announces_first`]),
 //! and SQS keeps a message until its settle deletes it, so the happy path writes no index entry at all: a record
 //! is indexed only while RECEIVED without a message sent first (its enqueue failed, a reconciled or replayed
 //! event), FAILED (listed for operators), or DEAD. A claim takes the record out; PROCESSING and COMPLETED records
-//! carry neither key. A dead event whose alarm went out stays in `dead#` with `gsi1sk = i64::MAX`, so dead events
-//! are listed without a scan but never come due again.
+//! carry neither key (but those whose body is in S3, in `body#`, above). A dead event whose alarm went out stays in
+//! `dead#` with `gsi1sk = i64::MAX`, so dead events are listed without a scan but never come due again.
 //!
 //! Times are milliseconds on the writing caller's clock, except `expires_at`, the TTL attribute, in epoch seconds
 //! (rounded down, so an event never outlives its retention).
@@ -27,21 +34,19 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::get_item::builders::GetItemFluentBuilder;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
-use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, BillingMode, GlobalSecondaryIndex, IndexStatus, KeySchemaElement,
-    KeyType, KeysAndAttributes, Projection, ProjectionType, Put, ReturnValue,
-    ReturnValuesOnConditionCheckFailure, ScalarAttributeType, TableStatus, TimeToLiveSpecification,
-    TimeToLiveStatus, TransactWriteItem, Update,
+    KeyType, KeysAndAttributes, Projection, ProjectionType, ReturnValue, ReturnValuesOnConditionCheckFailure,
+    ScalarAttributeType, TableStatus, TimeToLiveSpecification, TimeToLiveStatus, Update,
 };
 use aws_sdk_dynamodb::Client;
 use bytes::Bytes;
 use tokio::task::JoinSet;
 
-use super::s3::{body_key, S3Payloads};
-use crate::model::{Event, EventId, EventKey, NewEvent, Origin, SourceName, Status};
+use super::s3::{fresh_key, S3Payloads};
+use crate::model::{Event, EventId, EventKey, NewEvent, Origin, ResentBodies, SourceName, Status};
 use crate::ports::{
     Checkpoint, Claim, Created, Ledger, ListFilter, MarkDead, Replay, Settled, Settlement, StoreError,
 };
@@ -78,14 +83,29 @@ const BURIABLE: &str = "#status IN (:received, :failed) OR (#status = :processin
 const DEAD_UNNOTIFIED: &str = "#status = :dead AND attribute_not_exists(notified_at)";
 const REPLAYABLE: &str = "#status = :dead";
 const REPLAYABLE_FORCED: &str = "#status = :dead OR (#status = :completed AND expires_at > :now_secs)";
+/// A forced replay of a completed event whose body is in S3: only while it still points at the object copied.
+const REPLAYABLE_MOVED: &str = "#status = :completed AND expires_at > :now_secs AND payload_s3_key = :key";
+/// Still the claim that read the body from S3 (`:key`).
+const CLAIMED_WITH_BODY: &str = "#status = :processing AND lease_owner = :owner AND payload_s3_key = :key";
+/// Completed with the body `:key`, and in the `body#` partition: its countdown is owed.
+const COMPLETED_WITH_BODY: &str = "#status = :completed AND payload_s3_key = :key AND gsi1pk = :body";
+/// The alarm of a dead event whose body is not in S3: recorded at once. One in S3 is kept first.
+const DEAD_UNNOTIFIED_INLINE: &str =
+    "#status = :dead AND attribute_not_exists(notified_at) AND attribute_not_exists(payload_s3_key)";
+/// The alarm of a dead event whose body in S3 (`:key`) was kept.
+const DEAD_UNNOTIFIED_KEPT: &str =
+    "#status = :dead AND attribute_not_exists(notified_at) AND payload_s3_key = :key";
 
 // Updates.
 /// The claimed record leaves the index (a no-op, and no index write, for one that was never in it): the message
 /// being processed vouches for it until the settle.
 const CLAIM: &str = "SET #status = :processing, lease_owner = :owner, lease_until = :until, \
     attempts = if_not_exists(attempts, :zero) + :one, updated_at = :now REMOVE gsi1pk, gsi1sk";
+/// Leaves the index keys as they are: the claim took them out, except for a body in S3, whose claim put the record in
+/// `body#` so that the countdown its body is owed from this settle on is in the ledger before the settle is (the
+/// same update serves a handler's own transaction, `completed_update`, which cannot know where the body is).
 const COMPLETE: &str = "SET #status = :completed, completed_at = :now, expires_at = :expires_secs, \
-    updated_at = :now REMOVE lease_owner, lease_until, next_attempt_at, gsi1pk, gsi1sk";
+    updated_at = :now REMOVE lease_owner, lease_until, next_attempt_at";
 const FAIL: &str = "SET #status = :failed, last_error = :error, next_attempt_at = :next, \
     gsi1pk = :open, gsi1sk = :due, updated_at = :now REMOVE lease_owner, lease_until";
 const KILL: &str = "SET #status = :dead, last_error = :error, updated_at = :now, gsi1pk = :dead_shard, \
@@ -100,9 +120,18 @@ const REPLAY: &str =
     "SET #status = :received, attempts = :zero, replays = if_not_exists(replays, :zero) + :one, \
     updated_at = :now, replayed_at = :now, gsi1pk = :open, gsi1sk = :due \
     REMOVE lease_owner, lease_until, next_attempt_at, completed_at, expires_at, notified_at";
+/// [`REPLAY`] onto the copy `:body` of the body in S3.
+const REPLAY_MOVED: &str =
+    "SET #status = :received, attempts = :zero, replays = if_not_exists(replays, :zero) + :one, \
+    updated_at = :now, replayed_at = :now, gsi1pk = :open, gsi1sk = :due, payload_s3_key = :body \
+    REMOVE lease_owner, lease_until, next_attempt_at, completed_at, expires_at, notified_at";
+/// The claim's record of a body in S3 (see `DynamoLedger::payload`): into `body#`, due when the lease ends.
+const BODY_CLAIMED: &str = "SET gsi1pk = :body, gsi1sk = :until";
+/// The body's countdown started: out of `body#`.
+const BODY_COUNTING: &str = "REMOVE gsi1pk, gsi1sk";
 
 /// What `list` and `due` read: everything but the body.
-const META: [&str; 21] = [
+const META: [&str; 22] = [
     "pk",
     "source",
     "event_id",
@@ -123,6 +152,7 @@ const META: [&str; 21] = [
     "notified_at",
     "replayed_at",
     "origin",
+    "resent_of",
     "gsi1sk",
 ];
 
@@ -214,15 +244,26 @@ impl DynamoLedger {
     }
 
     /// The conditional create; `Err(None)` is a failed condition that did not say what stands in the way.
-    async fn put_new(&self, item: Item, now: i64) -> Result<Result<(), Option<Item>>, StoreError> {
-        let result = self
+    async fn put_new(
+        &self,
+        item: Item,
+        origin: Origin,
+        now: i64,
+    ) -> Result<Result<(), Option<Item>>, StoreError> {
+        let put = self
             .client
             .put_item()
             .table_name(&self.table)
-            .set_item(Some(item))
-            .condition_expression(CREATE_IF_ABSENT)
-            .expression_attribute_names("#status", "status")
-            .set_expression_attribute_values(Some(create_values(now).0))
+            .set_item(Some(item));
+        let put = match origin {
+            Origin::Webhook => put
+                .condition_expression(CREATE_IF_ABSENT)
+                .expression_attribute_names("#status", "status")
+                .set_expression_attribute_values(Some(create_values(now).0)),
+            // Reconciliation never replaces a record: past retention it cannot tell "never received" from "done".
+            Origin::Reconciled => put.condition_expression("attribute_not_exists(pk)"),
+        };
+        let result = put
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
             .await;
@@ -259,8 +300,37 @@ impl DynamoLedger {
         Ok(out.item)
     }
 
-    /// The body of a full item: inline, or from S3; decompressed.
+    /// The body of a claimed item; for a body in S3, with what the claim owes it before any handler runs: the
+    /// object is confirmed (kept: its event is open), and the record enters the sparse index's `body#` partition,
+    /// due when the lease ends. It stays there through the COMPLETED settle ([`COMPLETE`] leaves the index keys)
+    /// until its body's countdown has started: by [`Ledger::completed_body`], or by the sweeper after a crash
+    /// ([`DynamoLedger::finish_bodies`]). Both writes are this lease's and come before its settle, so no countdown
+    /// of this object can come before them; a failure of either fails the claim, which its message retries.
     async fn payload(&self, item: &Item) -> Result<Bytes, StoreError> {
+        let body = self.stored_body(item).await?;
+        let f = Fields(item);
+        let (Some(s3), Some(key)) = (&self.payloads, f.opt_s("payload_s3_key")?) else {
+            return Ok(body);
+        };
+        let (Status::Processing, Some(owner)) = (f.status()?, f.opt_s("lease_owner")?) else {
+            return Ok(body);
+        };
+        s3.keep(key).await?;
+        let event = event_of(item)?.key();
+        let values = Values::default()
+            .status(":processing", Status::Processing)
+            .s(":owner", owner)
+            .s(":key", key)
+            .s(":body", partition("body", &event.pk()))
+            .n(":until", f.n("lease_until")?);
+        // Refused: the lease is gone already, and this worker's settle will find so.
+        self.update(&event, BODY_CLAIMED, CLAIMED_WITH_BODY, values, false)
+            .await?;
+        Ok(body)
+    }
+
+    /// The body of a full item: inline, or from S3; decompressed. Reads only.
+    async fn stored_body(&self, item: &Item) -> Result<Bytes, StoreError> {
         let f = Fields(item);
         let offloaded;
         // `payload_zstd`: inline and compressed. Older items: `payload`, compressed where `payload_encoding` says.
@@ -430,6 +500,21 @@ impl Ledger for DynamoLedger {
     async fn create(&self, event: NewEvent) -> Result<Created, StoreError> {
         let now = now_ms();
         let pk = event.key.pk();
+        // The body's marker goes first, so that a refused body writes nothing else and a marked one says so in
+        // its record's only write.
+        let mut resent_of = None;
+        if let Some(within) = event.resent_bodies.within() {
+            if let Some(holder) = self.hold_body(&event, within, now).await? {
+                if let ResentBodies::Refused { .. } = event.resent_bodies {
+                    // A retry of this very event stays its own duplicate, whoever holds the body now.
+                    return Ok(match self.meta(&event.key).await? {
+                        Some(own) if !own.is_expired(now) => rules::duplicate_of(&own),
+                        _ => rules::duplicate_of(&holder),
+                    });
+                }
+                resent_of = Some(holder.event_id);
+            }
+        }
         let compressed = zstd::bulk::compress(&event.payload, ZSTD_LEVEL)
             .map_err(|e| StoreError::Unavailable(format!("cannot compress the payload of {pk}: {e}")))?;
         let headers = serde_json::to_string(&event.headers)
@@ -458,13 +543,10 @@ impl Ledger for DynamoLedger {
         }
         match &self.payloads {
             Some(s3) if compressed.len() > self.inline_limit => {
-                // Body first, so no crash leaves an item without its body. Named by the event and its body's
-                // hash (the receiver's): a retry rewrites the same object, and no other event ever points at it.
-                let key = body_key(
-                    event.key.source.as_str(),
-                    event.key.event_id.as_str(),
-                    &event.payload_sha256,
-                );
+                // Body first, so no crash leaves an item without its body. A name of this attempt's own, so that
+                // no put lands on a body another record points at (a retry of a live event included), and pending,
+                // so that an attempt whose create is refused or fails leaves an object S3 expires.
+                let key = fresh_key(event.key.source.as_str(), event.key.event_id.as_str());
                 s3.put(&key, Bytes::from(compressed)).await?;
                 item.insert("payload_s3_key".to_owned(), s(key));
                 item.insert("payload_encoding".to_owned(), s("zstd"));
@@ -476,13 +558,13 @@ impl Ledger for DynamoLedger {
                 );
             }
         }
-        if let Some(within) = event.unique_body_for {
-            return self.create_unique_body(&event, item, within, now).await;
+        if let Some(holder) = &resent_of {
+            item.insert("resent_of".to_owned(), s(holder.as_str()));
         }
         // A refused create returns the item in the way; the read below only serves a store that does not.
         for _ in 0..3 {
-            let existing = match self.put_new(item.clone(), now).await? {
-                Ok(()) => return Ok(Created::New),
+            let existing = match self.put_new(item.clone(), event.origin, now).await? {
+                Ok(()) => return Ok(rules::created(resent_of)),
                 Err(Some(old)) => old,
                 Err(None) => match self.read(&event.key).await? {
                     Some(old) => old,
@@ -591,7 +673,17 @@ impl Ledger for DynamoLedger {
             .status(":processing", Status::Processing)
             .status(":failed", Status::Failed);
         match self.update(key, KILL, BURIABLE, values, true).await? {
-            Write::Applied(Some(item)) => Ok(MarkDead::NewlyDead(Box::new(event_of(&item)?))),
+            Write::Applied(Some(item)) => {
+                // A body in S3 never claimed is still pending: kept at once. The alarm's record waits for it too
+                // (`mark_notified`), so a failure here is finished there.
+                if let (Some(s3), Some(body)) = (&self.payloads, Fields(&item).opt_s("payload_s3_key")?) {
+                    if let Err(e) = s3.keep(body).await {
+                        tracing::warn!(source = %key.source, event_id = %key.event_id, error = %e,
+                            "the dead event's body is not kept yet; its alarm's record will keep it");
+                    }
+                }
+                Ok(MarkDead::NewlyDead(Box::new(event_of(&item)?)))
+            }
             Write::Applied(None) => Err(no_attributes(key)),
             Write::Refused(old) => Ok(rules::refused_mark_dead(
                 old.as_ref().map(event_of).transpose()?.as_ref(),
@@ -605,8 +697,29 @@ impl Ledger for DynamoLedger {
             .status(":dead", Status::Dead)
             .n(":now", now_ms())
             .n(":never", NEVER_DUE);
-        // Refused: not dead, already notified, or gone; as embedded, nothing to do then.
-        self.update(key, NOTIFIED, DEAD_UNNOTIFIED, values, false).await?;
+        let Some(s3) = &self.payloads else {
+            // Refused: not dead, already notified, or gone; as embedded, nothing to do then.
+            self.update(key, NOTIFIED, DEAD_UNNOTIFIED, values, false).await?;
+            return Ok(());
+        };
+        // A body in S3 is kept before the alarm is recorded: until then the record stays due in the sparse index
+        // and the sweeper comes back. Asked in the condition, so a dead event with its body inline pays nothing more.
+        let old = match self
+            .update(key, NOTIFIED, DEAD_UNNOTIFIED_INLINE, values.clone(), false)
+            .await?
+        {
+            Write::Applied(_) | Write::Refused(None) => return Ok(()),
+            Write::Refused(Some(old)) => old,
+        };
+        let f = Fields(&old);
+        let (Status::Dead, None, Some(body)) =
+            (f.status()?, f.opt_n("notified_at")?, f.opt_s("payload_s3_key")?)
+        else {
+            return Ok(());
+        };
+        s3.keep(body).await?;
+        self.update(key, NOTIFIED, DEAD_UNNOTIFIED_KEPT, values.s(":key", body), false)
+            .await?;
         Ok(())
     }
 
@@ -626,33 +739,38 @@ impl Ledger for DynamoLedger {
         Ok(())
     }
 
-    /// A body in S3 starts its retention: copied onto itself tagged, for the bucket's lifecycle rule. Only a body
-    /// too large to be inline can be there, and only one as large asks S3.
+    /// A body in S3 starts its retention: the object the claimed record named (`event.body_object`; an inline body
+    /// asks nothing of S3, and an object of any older layout is counted down all the same) is copied onto itself
+    /// tagged, for the bucket's lifecycle rule, and then the record leaves the `body#` partition its claim put it
+    /// in. A crash or a failure before that leaves it there, and the sweeper finishes it.
     async fn completed_body(&self, event: &Event) -> Result<(), StoreError> {
-        let Some(s3) = &self.payloads else {
+        let (Some(s3), Some(body)) = (&self.payloads, &event.body_object) else {
             return Ok(());
         };
-        // zstd never grows a body by more than its frame and block headers.
-        if event.payload.len() + 1024 <= self.inline_limit {
-            return Ok(());
-        }
-        let key = body_key(
-            event.source.as_str(),
-            event.event_id.as_str(),
-            &event.payload_sha256,
-        );
-        s3.mark(&key, true).await?;
-        Ok(())
+        s3.count_down(body).await?;
+        self.body_counting(&event.key(), body).await
     }
 
     async fn replay(&self, key: &EventKey, force: bool) -> Result<Replay, StoreError> {
+        // A completed event's body in S3 counts down, or is about to: the reopened event gets a copy of its own
+        // (pending, until its claim keeps it), named in the conditional flip. A countdown still owed (the record is
+        // in `body#`) is started first, since the flip takes the record out of `body#`. So a countdown that lands
+        // late (the processor's, the sweeper's) hits only the old object, which nothing points at any more; a
+        // crash or a refused flip leaves the copy pending, and S3 expires it.
+        let mut moved = None;
         if force {
-            // A completed event's body in S3 is counting down to its expiry: it stops before the event reopens (a
-            // crash between leaves it kept for good, never an open event without its body).
             if let (Some(s3), Some(item)) = (&self.payloads, self.read(key).await?) {
-                if let Some(body) = Fields(&item).opt_s("payload_s3_key")? {
-                    if Fields(&item).status()? == Status::Completed {
-                        s3.mark(body, false).await?;
+                let f = Fields(&item);
+                let live = f.status()? == Status::Completed
+                    && f.opt_n("expires_at")?.is_some_and(|t| t > secs(now_ms()));
+                if let (true, Some(body)) = (live, f.opt_s("payload_s3_key")?) {
+                    let copy = fresh_key(key.source.as_str(), key.event_id.as_str());
+                    // An object gone already: the record is replayed as it is, and its claim finds it corrupt.
+                    if s3.copy_pending(body, &copy).await? {
+                        if f.opt_s("gsi1pk")?.is_some_and(|p| p.starts_with("body#")) {
+                            s3.count_down(body).await?;
+                        }
+                        moved = Some((body.to_owned(), copy));
                     }
                 }
             }
@@ -664,17 +782,29 @@ impl Ledger for DynamoLedger {
             .n(":one", 1)
             .n(":now", now)
             .n(":due", self.due.replayed(now))
-            .s(":open", partition("open", &key.pk()))
-            .status(":dead", Status::Dead);
-        let condition = if force {
-            values = values
-                .status(":completed", Status::Completed)
-                .n(":now_secs", secs(now));
-            REPLAYABLE_FORCED
-        } else {
-            REPLAYABLE
+            .s(":open", partition("open", &key.pk()));
+        let (update, condition) = match moved {
+            Some((body, copy)) => {
+                values = values
+                    .status(":completed", Status::Completed)
+                    .n(":now_secs", secs(now))
+                    .s(":key", body)
+                    .s(":body", copy);
+                (REPLAY_MOVED, REPLAYABLE_MOVED)
+            }
+            None if force => {
+                values = values
+                    .status(":dead", Status::Dead)
+                    .status(":completed", Status::Completed)
+                    .n(":now_secs", secs(now));
+                (REPLAY, REPLAYABLE_FORCED)
+            }
+            None => {
+                values = values.status(":dead", Status::Dead);
+                (REPLAY, REPLAYABLE)
+            }
         };
-        Ok(match self.update(key, REPLAY, condition, values, true).await? {
+        Ok(match self.update(key, update, condition, values, true).await? {
             Write::Applied(_) => Replay::Replayed,
             Write::Refused(old) => rules::refused_replay(old.as_ref().map(event_of).transpose()?.as_ref()),
         })
@@ -689,7 +819,7 @@ impl Ledger for DynamoLedger {
         if event.is_expired(now) {
             return Ok(None);
         }
-        event.payload = self.payload(&item).await?;
+        event.payload = self.stored_body(&item).await?;
         Ok(Some(event))
     }
 
@@ -733,8 +863,9 @@ impl Ledger for DynamoLedger {
                     conditions.push("#status = :status");
                     values = values.status(":status", st);
                 }
-                // Only events: the checkpoints and body markers share the table.
-                conditions.push("attribute_exists(#event_id)");
+                // Only events: the checkpoints and body markers share the table, and only events have a status
+                // (a body marker names its holder's `event_id` too).
+                conditions.push("attribute_exists(#status)");
                 conditions.push("NOT (#status = :completed AND #expires_at <= :now_secs)");
                 values = values
                     .status(":completed", Status::Completed)
@@ -779,7 +910,6 @@ impl Ledger for DynamoLedger {
 
     /// `BatchGetItem` of the keys, [`BATCH_GET`] a call, reading only what decides presence.
     async fn present(&self, source: &SourceName, ids: &[EventId]) -> Result<HashSet<EventId>, StoreError> {
-        let now_secs = secs(now_ms());
         let mut found = HashSet::new();
         for chunk in ids.chunks(BATCH_GET) {
             let keys = chunk
@@ -793,8 +923,7 @@ impl Ledger for DynamoLedger {
                 KeysAndAttributes::builder()
                     .set_keys(Some(keys))
                     .consistent_read(true)
-                    .projection_expression("event_id, #status, expires_at")
-                    .expression_attribute_names("#status", "status")
+                    .projection_expression("event_id")
                     .build()
                     .map_err(|e| StoreError::Unavailable(format!("cannot build a batch read: {e}")))?,
             );
@@ -812,15 +941,12 @@ impl Ledger for DynamoLedger {
                     .and_then(|mut r| r.remove(&self.table))
                     .unwrap_or_default()
                 {
+                    // Any record, expired or not: past retention "done and forgotten" looks like "never received".
                     let f = Fields(&item);
-                    let expired = f.status()? == Status::Completed
-                        && f.opt_n("expires_at")?.is_some_and(|t| t <= now_secs);
-                    if !expired {
-                        found.insert(
-                            EventId::parse(f.s("event_id")?)
-                                .map_err(|_| f.corrupt("event_id", "is not an event id"))?,
-                        );
-                    }
+                    found.insert(
+                        EventId::parse(f.s("event_id")?)
+                            .map_err(|_| f.corrupt("event_id", "is not an event id"))?,
+                    );
                 }
                 // Keys DynamoDB did not get to (throttling, size): asked again after a pause.
                 request = out
@@ -872,107 +998,174 @@ impl Ledger for DynamoLedger {
 }
 
 impl DynamoLedger {
-    /// The create of a source that refuses a resent body under a fresh id: the event item and a marker item
-    /// `#body#{source}#{sha256}` naming it, both conditional, in one transaction. A marker held by another live
-    /// event answers a duplicate of that event.
-    async fn create_unique_body(
+    /// Takes the marker of `event`'s body (`#body#{source}#{sha256}#{type}`, its source's retention long) for
+    /// `event`, unless another live event holds it: that event is returned. One conditional put of a small item,
+    /// one write unit, beside the event's own put (a transaction of both would bill each twice). The two writes
+    /// need no transaction: a marker whose holder has no record (its create failed, or was never made) is taken
+    /// over once it is older than [`HOLDER_IN_FLIGHT`]; younger, the holder's create may still land, and a refusing
+    /// source answers 503 so its sender retries, while a marking one stores the event unmarked.
+    async fn hold_body(
         &self,
         event: &NewEvent,
-        item: Item,
         within: Duration,
         now: i64,
-    ) -> Result<Created, StoreError> {
-        let marker_pk = format!("#body#{}#{}", event.key.source, event.payload_sha256);
-        // The marker may be taken over from an event that is gone or past retention (`:stale`).
+    ) -> Result<Option<Event>, StoreError> {
+        let marker_pk = body_marker_pk(event);
         let mut stale: Option<String> = None;
         for _ in 0..3 {
-            let put_event = Put::builder()
-                .table_name(&self.table)
-                .set_item(Some(item.clone()))
-                .condition_expression(CREATE_IF_ABSENT)
-                .expression_attribute_names("#status", "status")
-                .set_expression_attribute_values(Some(create_values(now).0))
-                .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-                .build()
-                .map_err(|e| StoreError::Unavailable(format!("cannot build the create: {e}")))?;
-            let mut marker_values = Values::default()
+            let mut values = Values::default()
                 .n(":now_secs", secs(now))
                 .s(":mine", event.key.event_id.as_str());
-            let mut marker_condition =
+            let mut condition =
                 "attribute_not_exists(pk) OR expires_at <= :now_secs OR event_id = :mine".to_owned();
             if let Some(holder) = &stale {
-                marker_values = marker_values.s(":stale", holder.as_str());
-                marker_condition.push_str(" OR event_id = :stale");
+                values = values.s(":stale", holder.as_str());
+                condition.push_str(" OR event_id = :stale");
             }
-            let put_marker = Put::builder()
+            let result = self
+                .client
+                .put_item()
                 .table_name(&self.table)
                 .item("pk", AttributeValue::S(marker_pk.clone()))
                 .item("event_id", s(event.key.event_id.as_str()))
+                .item("written_at", n(now))
                 .item("expires_at", n(secs(now.saturating_add(ms(within)))))
-                .condition_expression(marker_condition)
-                .set_expression_attribute_values(Some(marker_values.0))
+                .condition_expression(condition)
+                .set_expression_attribute_values(Some(values.0))
                 .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-                .build()
-                .map_err(|e| StoreError::Unavailable(format!("cannot build the body marker: {e}")))?;
-            let result = self
-                .client
-                .transact_write_items()
-                .transact_items(TransactWriteItem::builder().put(put_event).build())
-                .transact_items(TransactWriteItem::builder().put(put_marker).build())
                 .send()
                 .await;
-            let reasons = match result {
-                Ok(_) => return Ok(Created::New),
-                Err(e) => {
-                    let canceled = e.as_service_error().and_then(|se| match se {
-                        TransactWriteItemsError::TransactionCanceledException(c) => {
-                            Some(c.cancellation_reasons().to_vec())
-                        }
+            let old = match result {
+                Ok(_) => return Ok(None),
+                Err(e)
+                    if e.as_service_error()
+                        .is_some_and(PutItemError::is_conditional_check_failed_exception) =>
+                {
+                    match e.into_service_error() {
+                        PutItemError::ConditionalCheckFailedException(c) => c.item,
                         _ => None,
-                    });
-                    match canceled {
-                        Some(reasons) => reasons,
-                        None => return Err(sdk_error(e)),
                     }
                 }
+                Err(e) => return Err(sdk_error(e)),
             };
-            let refused = |i: usize| {
-                reasons
-                    .get(i)
-                    .filter(|r| r.code() == Some("ConditionalCheckFailed"))
-                    .map(|r| r.item.clone())
-            };
-            if let Some(old) = refused(0) {
-                let existing = match old {
-                    Some(old) => old,
-                    None => match self.read(&event.key).await? {
-                        Some(old) => old,
-                        None => continue,
-                    },
-                };
-                return Ok(rules::duplicate_of(&event_of(&existing)?));
-            }
-            if let Some(old) = refused(1) {
-                let holder = match old {
-                    Some(old) => Fields(&old).s("event_id")?.to_owned(),
-                    None => continue,
-                };
-                let id = EventId::parse(&holder).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-                if let Some(found) = self.read(&EventKey::new(event.key.source.clone(), id)).await? {
-                    let existing = event_of(&found)?;
-                    if !existing.is_expired(now) {
-                        return Ok(rules::duplicate_of(&existing));
-                    }
+            // A store that does not return the refusing item: ask again.
+            let Some(old) = old else { continue };
+            let f = Fields(&old);
+            let holder = f.s("event_id")?.to_owned();
+            let id = EventId::parse(&holder).map_err(|_| f.corrupt("event_id", "is not an event id"))?;
+            if let Some(found) = self.meta(&EventKey::new(event.key.source.clone(), id)).await? {
+                if !found.is_expired(now) {
+                    return Ok(Some(found));
                 }
-                stale = Some(holder);
-                continue;
+            } else if now.saturating_sub(f.opt_n("written_at")?.unwrap_or(0)) < ms(HOLDER_IN_FLIGHT) {
+                return match event.resent_bodies {
+                    ResentBodies::Refused { .. } => Err(StoreError::Busy),
+                    _ => Ok(None),
+                };
             }
-            return Err(StoreError::Busy);
+            stale = Some(holder);
         }
         Err(StoreError::Unavailable(format!(
-            "the create of {} was refused but nothing stands in the way",
+            "the body marker of {} was refused but nothing stands in the way",
             event.key
         )))
+    }
+
+    /// The record of `key` without its body, read consistently (the metadata's read units only).
+    async fn meta(&self, key: &EventKey) -> Result<Option<Event>, StoreError> {
+        let out = self
+            .get_item(key)
+            .consistent_read(true)
+            .projection_expression(projection())
+            .set_expression_attribute_names(Some(meta_names()))
+            .send()
+            .await
+            .map_err(sdk_error)?;
+        out.item.as_ref().map(event_of).transpose()
+    }
+}
+
+/// How long a body marker whose holder has no record yet is taken to have that holder's create in flight.
+const HOLDER_IN_FLIGHT: Duration = Duration::from_secs(60);
+
+/// The item that remembers which event holds a body, per source and type: `#` starts no event's `pk`.
+fn body_marker_pk(event: &NewEvent) -> String {
+    format!(
+        "#body#{}#{}#{}",
+        event.key.source,
+        event.payload_sha256,
+        event.event_type.as_deref().unwrap_or("")
+    )
+}
+
+/// Bodies in S3: what the sweeper finishes.
+impl DynamoLedger {
+    /// The sweeper's part for bodies in S3: each COMPLETED record still in the `body#` partition once its claim's
+    /// lease has ended (its worker died, or failed, between the settle and its body's countdown) has its body
+    /// counted down, and leaves the partition. At most `limit`; returns how many were finished. One that fails
+    /// stays for the next sweep (and is logged).
+    pub async fn finish_bodies(&self, limit: usize) -> Result<usize, StoreError> {
+        let Some(s3) = &self.payloads else {
+            return Ok(0);
+        };
+        if limit == 0 {
+            return Ok(0);
+        }
+        let query = IndexQuery {
+            due_before: Some(now_ms()),
+            filter: Some("#status = :completed".to_owned()),
+            values: Values::default().status(":completed", Status::Completed),
+            stop_after: Some(limit),
+        };
+        let mut finished = 0;
+        for entry in self.query_index(&["body"], query).await?.iter().take(limit) {
+            let key = event_of(entry)?.key();
+            match self.finish_body(s3, &key).await {
+                Ok(true) => finished += 1,
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(source = %key.source, event_id = %key.event_id, error = %e,
+                        "the completed event's body did not start its retention; the next sweep tries again");
+                }
+            }
+        }
+        Ok(finished)
+    }
+
+    async fn finish_body(&self, s3: &S3Payloads, key: &EventKey) -> Result<bool, StoreError> {
+        // The object's name is not in the index: the record says it (a small item: one read unit).
+        let out = self
+            .get_item(key)
+            .consistent_read(true)
+            .projection_expression("#status, payload_s3_key, gsi1pk")
+            .expression_attribute_names("#status", "status")
+            .send()
+            .await
+            .map_err(sdk_error)?;
+        let Some(item) = out.item else {
+            return Ok(false);
+        };
+        let f = Fields(&item);
+        let owed = f.status()? == Status::Completed
+            && f.opt_s("gsi1pk")? == Some(partition("body", &key.pk()).as_str());
+        let Some(body) = f.opt_s("payload_s3_key")?.filter(|_| owed) else {
+            return Ok(false);
+        };
+        s3.count_down(body).await?;
+        self.body_counting(key, body).await?;
+        Ok(true)
+    }
+
+    /// The record of `key` leaves `body#`, once the countdown of its body `body` has started.
+    async fn body_counting(&self, key: &EventKey, body: &str) -> Result<(), StoreError> {
+        let values = Values::default()
+            .status(":completed", Status::Completed)
+            .s(":key", body)
+            .s(":body", partition("body", &key.pk()));
+        // Refused: out of `body#` already (done, or claimed before this layout), or moved on (replayed).
+        self.update(key, BODY_COUNTING, COMPLETED_WITH_BODY, values, false)
+            .await?;
+        Ok(())
     }
 }
 
@@ -1317,6 +1510,11 @@ fn event_of(item: &Item) -> Result<Event, StoreError> {
             None => Origin::Webhook,
             Some(o) => o.parse().map_err(|_| f.corrupt("origin", "is not an origin"))?,
         },
+        resent_of: f
+            .opt_s("resent_of")?
+            .map(|id| EventId::parse(id).map_err(|_| f.corrupt("resent_of", "is not an event id")))
+            .transpose()?,
+        body_object: f.opt_s("payload_s3_key")?.map(str::to_owned),
     })
 }
 

@@ -1,16 +1,27 @@
-//! Bodies too large for a DynamoDB item (400 KB) live in S3, written once before the item that points at them.
+//! Bodies too large for a DynamoDB item (400 KB) live in S3, written before the item that points at them.
 //!
-//! Layout (DESIGN.md "Retention": a body kept apart goes within a day of its event's expiry; dead events' bodies
-//! stay): one object per event, `payloads/{source}/{event_id}/{sha256 of the body}`, so no object serves two
-//! events. An object is written untagged, and an untagged object never expires. When its event completes, the
-//! object is copied onto itself tagged [`TAG`] = [`COMPLETED`]: the copy's creation time is the completion (or a
-//! moment after), and the bucket's lifecycle rule expires tagged objects `RetentionDays` after creation, rounded up
-//! to the next midnight UTC; that is, on or after the event's own expiry and within a day of it. A forced replay
-//! of a completed event copies the object back untagged before the event reopens.
+//! DESIGN.md "Retention": a body kept apart goes within a day of its event's expiry, and a dead event's body stays.
+//! Both hold by construction, from three tag states that the bucket's lifecycle rules expire by (the rules of
+//! `infra/template.yaml`, and [`lifecycle_rules`] for `inbox aws init`):
+//! - **pending** ([`TAG`] = [`PENDING`]): every object is written so, by its one `PutObject` or copy. No record may
+//!   point at it yet, and S3 expires it [`PENDING_DAYS`] after its creation: a body whose create was refused (a
+//!   duplicate, a lost race, a resend refused) or failed after the put (a 503) goes without anyone deleting it.
+//! - **kept** ([`TAG`] = [`KEPT`], which no rule names; objects of older releases, untagged, are kept too): confirmed
+//!   by the claim that runs its event (before the handler) and by the dead-letter path (before the alarm is
+//!   recorded). Never expires: an open or dead event keeps its body.
+//! - **completed** ([`TAG`] = [`COMPLETED`]): the object copied onto itself once its event completed, so that the
+//!   copy's creation time is the completion; S3 expires it `RetentionDays` after that, rounded up to the next
+//!   midnight UTC: on or after the event's own expiry and within a day of it.
+//!
+//! Every create attempt, and every forced replay, writes its own object ([`fresh_key`]), so no write ever lands on
+//! an object another record (or another life of the same record) points at: a retried delivery cannot rewrite a
+//! live event's body, and a countdown that lands late hits an object that nothing points at any more.
 
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{
-    BucketLocationConstraint, CreateBucketConfiguration, MetadataDirective, TaggingDirective,
+    AbortIncompleteMultipartUpload, BucketLifecycleConfiguration, BucketLocationConstraint,
+    CreateBucketConfiguration, ExpirationStatus, LifecycleExpiration, LifecycleRule, LifecycleRuleFilter,
+    MetadataDirective, NoncurrentVersionExpiration, Tag, Tagging, TaggingDirective,
 };
 use aws_sdk_s3::{Client, Config};
 use bytes::Bytes;
@@ -19,15 +30,31 @@ use std::sync::OnceLock;
 use super::dynamodb::sdk_error;
 use crate::ports::StoreError;
 
-/// The tag that the lifecycle rule of `infra/template.yaml` (`completed-bodies`) expires by.
+/// The tag that the bucket's lifecycle rules expire by.
 pub const TAG: &str = "inbox-body";
+/// [`TAG`]'s value on an object that no record may point at yet: what every write leaves.
+pub const PENDING: &str = "pending";
+/// [`TAG`]'s value on the body of an open or dead event: no lifecycle rule names it. A value rather than no tag,
+/// so that the confirmation is one `PutObjectTagging`, the action that every write here needs already.
+pub const KEPT: &str = "kept";
 /// [`TAG`]'s value on the body of a completed event.
 pub const COMPLETED: &str = "completed";
+/// Days after its creation that S3 expires a pending object (the template's `unconfirmed-bodies` rule). Longer
+/// than any event can wait for the claim or the burial that confirms its body: SQS keeps a message at most 14 days
+/// from its first send, the dead-letter queue's retention (a redrive keeps the first send's time), and an event
+/// without a message is in the sweeper's index, sent again every few minutes.
+pub const PENDING_DAYS: i32 = 15;
 
-/// The object of an event's body: named by the event and the body's hash, so a retried write rewrites the same
-/// bytes under the same name, and a duplicate with another body (refused) never overwrites the first.
-pub fn body_key(source: &str, event_id: &str, sha256_hex: &str) -> String {
-    format!("payloads/{source}/{event_id}/{sha256_hex}")
+/// A fresh object name for one body of the event: `payloads/{source}/{event_id}/{t}{r}`, `t` counting down with
+/// time and `r` random (both 16 hex digits), so that no two writes share a name and an event's newest body lists
+/// first under its prefix.
+pub fn fresh_key(source: &str, event_id: &str) -> String {
+    let now = u64::try_from(crate::time::now_ms()).unwrap_or(0);
+    format!(
+        "payloads/{source}/{event_id}/{:016x}{:016x}",
+        u64::MAX - now,
+        rand::random::<u64>()
+    )
 }
 
 /// `CopySource` names the object as `bucket/key` with the key URL-encoded (its `/` kept), as the S3 API reference
@@ -42,6 +69,64 @@ fn copy_source(bucket: &str, key: &str) -> String {
         }
     }
     out
+}
+
+/// Whether an S3 error says the object is not there.
+fn no_such_key<E: aws_sdk_s3::error::ProvideErrorMetadata, R>(
+    e: &aws_sdk_s3::error::SdkError<E, R>,
+    status: Option<u16>,
+) -> bool {
+    e.as_service_error()
+        .is_some_and(|s| s.code() == Some("NoSuchKey"))
+        || status == Some(404)
+}
+
+/// The payload bucket's lifecycle rules, as `infra/template.yaml` declares them (`retention_days` is its
+/// `RetentionDays`); `tests/aws/bodies.rs` holds the two equal.
+pub fn lifecycle_rules(retention_days: i32) -> Result<BucketLifecycleConfiguration, StoreError> {
+    let built = |e: aws_sdk_s3::error::BuildError| StoreError::Unavailable(e.to_string());
+    let tagged = |value: &str| -> Result<LifecycleRuleFilter, StoreError> {
+        Ok(LifecycleRuleFilter::builder()
+            .tag(Tag::builder().key(TAG).value(value).build().map_err(built)?)
+            .build())
+    };
+    let whole_bucket = || LifecycleRuleFilter::builder().prefix("").build();
+    let rules = [
+        LifecycleRule::builder()
+            .id("completed-bodies")
+            .status(ExpirationStatus::Enabled)
+            .filter(tagged(COMPLETED)?)
+            .expiration(LifecycleExpiration::builder().days(retention_days).build()),
+        LifecycleRule::builder()
+            .id("unconfirmed-bodies")
+            .status(ExpirationStatus::Enabled)
+            .filter(tagged(PENDING)?)
+            .expiration(LifecycleExpiration::builder().days(PENDING_DAYS).build()),
+        LifecycleRule::builder()
+            .id("versions-made-before-versioning-was-suspended")
+            .status(ExpirationStatus::Enabled)
+            .filter(whole_bucket())
+            .noncurrent_version_expiration(NoncurrentVersionExpiration::builder().noncurrent_days(1).build())
+            .expiration(
+                LifecycleExpiration::builder()
+                    .expired_object_delete_marker(true)
+                    .build(),
+            ),
+        LifecycleRule::builder()
+            .id("incomplete-uploads")
+            .status(ExpirationStatus::Enabled)
+            .filter(whole_bucket())
+            .abort_incomplete_multipart_upload(
+                AbortIncompleteMultipartUpload::builder()
+                    .days_after_initiation(1)
+                    .build(),
+            ),
+    ];
+    let mut config = BucketLifecycleConfiguration::builder();
+    for rule in rules {
+        config = config.rules(rule.build().map_err(built)?);
+    }
+    config.build().map_err(built)
 }
 
 /// The payload bucket.
@@ -79,13 +164,15 @@ impl S3Payloads {
         &self.bucket
     }
 
-    /// Stores `bytes` under `key`; returns once S3 acknowledged the write.
+    /// Stores `bytes` under `key` (a [`fresh_key`]), tagged [`PENDING`] in the same request, so that no crash
+    /// leaves an object that nothing expires; returns once S3 acknowledged the write.
     pub async fn put(&self, key: &str, bytes: Bytes) -> Result<(), StoreError> {
         self.client()
             .put_object()
             .bucket(&self.bucket)
             .key(key)
             .content_type("application/zstd")
+            .tagging(format!("{TAG}={PENDING}"))
             .body(ByteStream::from(bytes))
             .send()
             .await
@@ -93,38 +180,73 @@ impl S3Payloads {
         Ok(())
     }
 
-    /// Starts (`completed`) or stops (`!completed`) the expiry of the object under `key` by copying it onto itself
-    /// with [`TAG`] set or cleared: the copy's creation time is what the lifecycle rule counts from. `Ok(false)`
-    /// where there is no such object (the body is in the item).
-    pub async fn mark(&self, key: &str, completed: bool) -> Result<bool, StoreError> {
+    /// Confirms the object under `key`: tagged [`KEPT`], it never expires. For the body of an open or dead event
+    /// only, and only by a step the ledger orders before any countdown of the same object (the claim, under its
+    /// lease; the alarm's record, on a DEAD record). `Ok(false)` where there is no such object.
+    pub async fn keep(&self, key: &str) -> Result<bool, StoreError> {
+        let built = |e: aws_sdk_s3::error::BuildError| StoreError::Unavailable(e.to_string());
+        let kept = Tagging::builder()
+            .tag_set(Tag::builder().key(TAG).value(KEPT).build().map_err(built)?)
+            .build()
+            .map_err(built)?;
+        let kept = self
+            .client()
+            .put_object_tagging()
+            .bucket(&self.bucket)
+            .key(key)
+            .tagging(kept)
+            .send()
+            .await;
+        match kept {
+            Ok(_) => Ok(true),
+            Err(e) => {
+                let status = e.raw_response().map(|r| r.status().as_u16());
+                if no_such_key(&e, status) {
+                    Ok(false)
+                } else {
+                    Err(sdk_error(e))
+                }
+            }
+        }
+    }
+
+    /// Starts the expiry of the object under `key`: copied onto itself tagged [`COMPLETED`], since the copy's
+    /// creation time is what the lifecycle rule counts from. `Ok(false)` where there is no such object.
+    pub async fn count_down(&self, key: &str) -> Result<bool, StoreError> {
+        self.copy(key, key, COMPLETED).await
+    }
+
+    /// Copies the object under `from` to `to` (a [`fresh_key`]), tagged [`PENDING`]. `Ok(false)` where there is no
+    /// object under `from`.
+    pub async fn copy_pending(&self, from: &str, to: &str) -> Result<bool, StoreError> {
+        self.copy(from, to, PENDING).await
+    }
+
+    async fn copy(&self, from: &str, to: &str, state: &str) -> Result<bool, StoreError> {
         let copied = self
             .client()
             .copy_object()
             .bucket(&self.bucket)
-            .key(key)
-            .copy_source(copy_source(&self.bucket, key))
+            .key(to)
+            .copy_source(copy_source(&self.bucket, from))
             // S3 refuses a copy onto itself that changes nothing of its metadata: the state is said there too.
             .metadata_directive(MetadataDirective::Replace)
-            .metadata(TAG, if completed { COMPLETED } else { "kept" })
+            .metadata(TAG, state)
             .content_type("application/zstd")
             .tagging_directive(TaggingDirective::Replace)
-            .tagging(if completed {
-                format!("{TAG}={COMPLETED}")
-            } else {
-                String::new()
-            })
+            .tagging(format!("{TAG}={state}"))
             .send()
             .await;
         match copied {
             Ok(_) => Ok(true),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|s| s.meta().code() == Some("NoSuchKey"))
-                    || e.raw_response().is_some_and(|r| r.status().as_u16() == 404) =>
-            {
-                Ok(false)
+            Err(e) => {
+                let status = e.raw_response().map(|r| r.status().as_u16());
+                if no_such_key(&e, status) {
+                    Ok(false)
+                } else {
+                    Err(sdk_error(e))
+                }
             }
-            Err(e) => Err(sdk_error(e)),
         }
     }
 
@@ -177,6 +299,18 @@ impl S3Payloads {
             Err(e) => Err(sdk_error(e)),
         }
     }
+
+    /// Sets the bucket's lifecycle rules to [`lifecycle_rules`] (replacing any), as the template declares them.
+    pub async fn put_lifecycle(&self, retention_days: i32) -> Result<(), StoreError> {
+        self.client()
+            .put_bucket_lifecycle_configuration()
+            .bucket(&self.bucket)
+            .lifecycle_configuration(lifecycle_rules(retention_days)?)
+            .send()
+            .await
+            .map_err(sdk_error)?;
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -186,8 +320,18 @@ mod tests {
     #[test]
     fn a_copy_source_encodes_the_key_but_its_slashes() {
         assert_eq!(
-            copy_source("b", &body_key("stripe", "evt 1+é", "ab")),
+            copy_source("b", "payloads/stripe/evt 1+é/ab"),
             "b/payloads/stripe/evt%201%2B%C3%A9/ab"
         );
+    }
+
+    #[test]
+    fn fresh_keys_differ_and_the_newest_lists_first() {
+        let first = fresh_key("stripe", "evt_1");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let second = fresh_key("stripe", "evt_1");
+        assert!(first.starts_with("payloads/stripe/evt_1/"), "{first}");
+        assert_eq!(first.len(), "payloads/stripe/evt_1/".len() + 32);
+        assert!(second < first, "{second} lists after {first}");
     }
 }

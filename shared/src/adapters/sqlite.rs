@@ -18,7 +18,7 @@ use async_trait::async_trait;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, Row};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::model::{Event, EventId, EventKey, NewEvent, Origin, SourceName, Status};
+use crate::model::{Event, EventId, EventKey, NewEvent, Origin, ResentBodies, SourceName, Status};
 use crate::ports::{
     Bucket, Checkpoint, Claim, Created, Ledger, ListFilter, MarkDead, Replay, Settled, Settlement,
     StoreError, Summary,
@@ -38,7 +38,7 @@ const CHECKPOINT_EVERY: Duration = Duration::from_millis(5);
 /// fall behind; below it the writer never does.
 const INLINE_CHECKPOINT_PAGES: u32 = 8192;
 /// The schema version this code writes (`PRAGMA user_version`); older files are brought up to it at open.
-const SCHEMA_VERSION: i64 = 4;
+const SCHEMA_VERSION: i64 = 5;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS events (
@@ -107,6 +107,26 @@ CREATE INDEX IF NOT EXISTS events_type ON events (event_type, received_at);
 /// own there, as many as the unique key itself: a tenth of the accept rate, for a lookup the unique key serves.
 const SCHEMA_V4: &str = "DROP INDEX IF EXISTS events_event_id;";
 
+/// Version 5: a resent body is stored as its own event, marked with the id that held it (`resent_of`), and a body
+/// is remembered per source **and type** (`''` for none), since one body under two types is two events. The
+/// remembered bodies of version 4 keep their holder, under its type.
+const SCHEMA_V5: &str = "
+ALTER TABLE events ADD COLUMN resent_of TEXT;
+CREATE TABLE bodies_v5 (
+    source         TEXT    NOT NULL,
+    event_type     TEXT    NOT NULL,
+    payload_sha256 TEXT    NOT NULL,
+    event_id       TEXT    NOT NULL,
+    expires_at     INTEGER NOT NULL,
+    PRIMARY KEY (source, event_type, payload_sha256)
+);
+INSERT OR IGNORE INTO bodies_v5 (source, event_type, payload_sha256, event_id, expires_at)
+    SELECT b.source, coalesce(e.event_type, ''), b.payload_sha256, b.event_id, b.expires_at
+    FROM bodies b LEFT JOIN events e ON e.source = b.source AND e.event_id = b.event_id;
+DROP TABLE bodies;
+ALTER TABLE bodies_v5 RENAME TO bodies;
+";
+
 /// The sources present, each found by one seek in `events_source` (a skip scan), so that an id looked up without
 /// its source is still a seek per source in the unique key `(source, event_id)`.
 const SOURCES: &str = "WITH RECURSIVE s(x) AS (
@@ -117,7 +137,7 @@ const SOURCES: &str = "WITH RECURSIVE s(x) AS (
 const COLUMNS: &str =
     "id, source, event_id, event_type, status, payload_sha256, received_at, updated_at, attempts, \
     replays, lease_owner, lease_until, next_attempt_at, last_error, completed_at, expires_at, notified_at, \
-    replayed_at, origin";
+    replayed_at, origin, resent_of";
 
 /// How the file is opened.
 #[derive(Clone, Debug)]
@@ -395,7 +415,10 @@ fn migrate(conn: &Connection) -> Result<(), StoreError> {
         if version < 3 {
             conn.execute_batch(SCHEMA_V3)?;
         }
-        conn.execute_batch(SCHEMA_V4)?;
+        if version < 4 {
+            conn.execute_batch(SCHEMA_V4)?;
+        }
+        conn.execute_batch(SCHEMA_V5)?;
         conn.pragma_update(None, "user_version", SCHEMA_VERSION)
     })();
     match migrated {
@@ -696,46 +719,25 @@ impl Writer {
 
     fn create(&self, event: &NewEvent, now: i64) -> Result<Created, StoreError> {
         let c = &self.conn;
-        if let Some(within) = event.unique_body_for {
-            // A body already stored under another id of this source: a resend under a fresh id.
-            let holder: Option<String> = c
-                .prepare_cached(
-                    "SELECT event_id FROM bodies WHERE source = ?1 AND payload_sha256 = ?2 AND expires_at > ?3",
-                )
-                .and_then(|mut s| {
-                    s.query_row(
-                        params![event.key.source.as_str(), event.payload_sha256, now],
-                        |r| r.get(0),
-                    )
-                    .optional()
-                })
-                .map_err(sql)?;
-            if let Some(holder) = holder.filter(|h| h != event.key.event_id.as_str()) {
-                let id = EventId::parse(&holder).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-                if let Some((_, existing)) = find(c, &EventKey::new(event.key.source.clone(), id))? {
-                    if !existing.is_expired(now) {
-                        return Ok(rules::duplicate_of(&existing));
-                    }
-                }
-            }
-            let until = now.saturating_add(ms(within));
-            c.prepare_cached(
-                "INSERT INTO bodies (source, payload_sha256, event_id, expires_at) VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT (source, payload_sha256) DO UPDATE
-                 SET event_id = excluded.event_id, expires_at = excluded.expires_at",
-            )
-            .and_then(|mut s| {
-                s.execute(params![
-                    event.key.source.as_str(),
-                    event.payload_sha256,
-                    event.key.event_id.as_str(),
-                    until
-                ])
-            })
-            .map_err(sql)?;
+        // A body already stored under another id of this source and type: a resend under a fresh id, or a
+        // distinct event with the same bytes. Looked for in the same transaction as the insert.
+        let resent_of = match event.resent_bodies.within() {
+            None => None,
+            Some(_) => self.body_holder(event, now)?,
+        };
+        if let (Some(holder), ResentBodies::Refused { .. }) = (&resent_of, event.resent_bodies) {
+            // A retry of this very event stays its own duplicate, whoever holds the body now.
+            return Ok(match find(c, &event.key)? {
+                Some((_, own)) if !own.is_expired(now) => rules::duplicate_of(&own),
+                _ => rules::duplicate_of(holder),
+            });
         }
-        if self.insert(event, now)? {
-            return Ok(Created::New);
+        let resent_of = resent_of.map(|holder| holder.event_id);
+        if self.insert(event, resent_of.as_ref(), now)? {
+            if resent_of.is_none() {
+                self.remember_body(event, now)?;
+            }
+            return Ok(rules::created(resent_of));
         }
         let Some((id, existing)) = find(c, &event.key)? else {
             return Err(StoreError::Unavailable(format!(
@@ -743,26 +745,86 @@ impl Writer {
                 event.key
             )));
         };
-        if existing.is_expired(now) {
-            // Past retention it no longer counts for dedup: this delivery is a new event.
+        // Past retention a completed event no longer counts for dedup: a webhook reusing its id is a new event.
+        // Reconciliation never replaces a record: past retention it cannot tell "never received" from "done".
+        if existing.is_expired(now) && event.origin == Origin::Webhook {
             c.execute("DELETE FROM payloads WHERE event = ?1", [id])
                 .map_err(sql)?;
             c.execute("DELETE FROM events WHERE id = ?1", [id]).map_err(sql)?;
-            self.insert(event, now)?;
-            return Ok(Created::New);
+            self.insert(event, resent_of.as_ref(), now)?;
+            if resent_of.is_none() {
+                self.remember_body(event, now)?;
+            }
+            return Ok(rules::created(resent_of));
         }
         Ok(rules::duplicate_of(&existing))
     }
 
+    /// The live event that holds `event`'s body under another id of its source and type, if any.
+    fn body_holder(&self, event: &NewEvent, now: i64) -> Result<Option<Event>, StoreError> {
+        let c = &self.conn;
+        let holder: Option<String> = c
+            .prepare_cached(
+                "SELECT event_id FROM bodies
+                 WHERE source = ?1 AND event_type = ?2 AND payload_sha256 = ?3 AND expires_at > ?4",
+            )
+            .and_then(|mut s| {
+                s.query_row(
+                    params![
+                        event.key.source.as_str(),
+                        event.event_type.as_deref().unwrap_or(""),
+                        event.payload_sha256,
+                        now
+                    ],
+                    |r| r.get(0),
+                )
+                .optional()
+            })
+            .map_err(sql)?;
+        let Some(holder) = holder.filter(|h| h != event.key.event_id.as_str()) else {
+            return Ok(None);
+        };
+        let id = EventId::parse(&holder).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        Ok(find(c, &EventKey::new(event.key.source.clone(), id))?
+            .map(|(_, existing)| existing)
+            .filter(|existing| !existing.is_expired(now)))
+    }
+
+    /// Remembers the body of a just-created event as held by it, for the source's retention, where no other live
+    /// event holds it: a later resend names the first event that carried the body, as on DynamoDB.
+    fn remember_body(&self, event: &NewEvent, now: i64) -> Result<(), StoreError> {
+        let Some(within) = event.resent_bodies.within() else {
+            return Ok(());
+        };
+        self.conn
+            .prepare_cached(
+                "INSERT INTO bodies (source, event_type, payload_sha256, event_id, expires_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (source, event_type, payload_sha256) DO UPDATE
+                 SET event_id = excluded.event_id, expires_at = excluded.expires_at",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    event.key.source.as_str(),
+                    event.event_type.as_deref().unwrap_or(""),
+                    event.payload_sha256,
+                    event.key.event_id.as_str(),
+                    now.saturating_add(ms(within))
+                ])
+            })
+            .map_err(sql)?;
+        Ok(())
+    }
+
     /// Inserts `e` as RECEIVED unless its key is taken. A failure after the first insert leaves nothing: the batch
     /// (or, once a batch has failed, the job's savepoint) is rolled back.
-    fn insert(&self, e: &NewEvent, now: i64) -> Result<bool, StoreError> {
+    fn insert(&self, e: &NewEvent, resent_of: Option<&EventId>, now: i64) -> Result<bool, StoreError> {
         let c = &self.conn;
         let n = c
             .prepare_cached(
                 "INSERT INTO events (source, event_id, event_type, status, payload_sha256, received_at, updated_at,
-                                     due_at, origin)
-                 VALUES (?1, ?2, ?3, 'RECEIVED', ?4, ?5, ?5, ?6, ?7)
+                                     due_at, origin, resent_of)
+                 VALUES (?1, ?2, ?3, 'RECEIVED', ?4, ?5, ?5, ?6, ?7, ?8)
                  ON CONFLICT (source, event_id) DO NOTHING",
             )
             .and_then(|mut s| {
@@ -774,6 +836,7 @@ impl Writer {
                     now,
                     self.due.received(now),
                     e.origin.as_str(),
+                    resent_of.map(EventId::as_str),
                 ])
             })
             .map_err(sql)?;
@@ -985,6 +1048,11 @@ fn event_row(r: &Row<'_>) -> rusqlite::Result<(i64, Event)> {
             origin: origin
                 .parse::<Origin>()
                 .map_err(|_| conversion(18, "bad origin"))?,
+            resent_of: r
+                .get::<_, Option<String>>(19)?
+                .map(|id| EventId::parse(&id).map_err(|_| conversion(19, "bad resent_of")))
+                .transpose()?,
+            body_object: None,
         },
     ))
 }
@@ -1335,19 +1403,14 @@ impl Ledger for SqliteLedger {
 
     async fn present(&self, source: &SourceName, ids: &[EventId]) -> Result<HashSet<EventId>, StoreError> {
         let (source, ids) = (source.clone(), ids.to_vec());
-        self.read(move |c, now| {
+        self.read(move |c, _| {
+            // Any record, expired or not: past retention "done and forgotten" looks like "never received".
             let mut stmt = c
-                .prepare_cached(
-                    "SELECT 1 FROM events WHERE source = ?1 AND event_id = ?2
-                       AND NOT (status = 'COMPLETED' AND expires_at <= ?3)",
-                )
+                .prepare_cached("SELECT 1 FROM events WHERE source = ?1 AND event_id = ?2")
                 .map_err(sql)?;
             let mut found = HashSet::new();
             for id in ids {
-                if stmt
-                    .exists(params![source.as_str(), id.as_str(), now])
-                    .map_err(sql)?
-                {
+                if stmt.exists(params![source.as_str(), id.as_str()]).map_err(sql)? {
                     found.insert(id);
                 }
             }

@@ -38,6 +38,7 @@ fn values(c: &Counts) -> Vec<(&'static str, f64, &'static str)> {
         ("Retried", c.retried),
         ("DeadEvents", c.dead),
         ("PayloadMismatch", c.payload_mismatch),
+        ("ResentBody", c.resent_body),
         ("SignatureRejected", c.signature_rejected),
         ("Reconciled", c.reconciled),
         ("EnqueueFailed", c.enqueue_failed),
@@ -62,6 +63,7 @@ pub fn lines(metrics: &Metrics) -> Vec<String> {
         total.retried += c.retried;
         total.dead += c.dead;
         total.payload_mismatch += c.payload_mismatch;
+        total.resent_body += c.resent_body;
         total.signature_rejected += c.signature_rejected;
         total.reconciled += c.reconciled;
         total.enqueue_failed += c.enqueue_failed;

@@ -231,15 +231,20 @@ async fn bury_record(rt: &Runtime, record: &SqsMessage) -> bool {
     handled
 }
 
-/// The sweeper (every minute): the restart scan through the sparse index.
+/// The sweeper (every minute): the restart scan through the sparse index, then the bodies in S3 whose countdown a
+/// crash between a COMPLETED settle and the processor's tagging left owed ([`DynamoLedger::finish_bodies`]).
+///
+/// [`DynamoLedger::finish_bodies`]: crate::adapters::dynamodb::DynamoLedger::finish_bodies
 pub async fn sweeper(rt: &Runtime) -> Result<SweepReport, StoreError> {
     let report = rt.machine.sweep(rt.queue.as_ref(), 1000).await?;
+    let bodies = rt.ledger.finish_bodies(1000).await?;
     tracing::info!(
         received = report.received,
         expired_leases = report.expired_leases,
         overdue_failed = report.overdue_failed,
         alarms = report.alarms,
         enqueue_errors = report.enqueue_errors,
+        bodies_counted_down = bodies,
         "sweep done"
     );
     let found = serde_json::json!({

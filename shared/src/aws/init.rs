@@ -9,6 +9,10 @@ use super::Resources;
 use crate::adapters::dynamodb::create_table;
 use crate::adapters::s3::S3Payloads;
 
+/// The template's `RetentionDays` default: the days after its completion that the bucket expires a completed
+/// event's body (its `completed-bodies` rule), as the config's default `retention_days`.
+pub const TEMPLATE_RETENTION_DAYS: i32 = 30;
+
 /// Settings that must match the template's defaults.
 #[derive(Debug, Clone, Copy)]
 pub struct QueueSettings {
@@ -34,7 +38,7 @@ fn err(what: &str, e: impl std::fmt::Display) -> String {
 }
 
 /// Creates the table (with its sparse index and TTL), the DLQ and the work queue (redriving into it), the bucket
-/// and the alarm topic, all named `{prefix}-…`.
+/// (with the template's lifecycle rules) and the alarm topic, all named `{prefix}-…`.
 pub async fn create_stack(
     sdk: &SdkConfig,
     prefix: &str,
@@ -90,10 +94,14 @@ pub async fn create_stack(
     let queue_url = queue.queue_url().unwrap_or_default().to_owned();
 
     let bucket = format!("{prefix}-bodies");
-    S3Payloads::new(S3Payloads::config(sdk), bucket.clone())
-        .create_bucket()
+    let payloads = S3Payloads::new(S3Payloads::config(sdk), bucket.clone());
+    payloads.create_bucket().await.map_err(|e| err("bucket", e))?;
+    // The template's rules, so that a sandbox account expires bodies as a deployment does (the emulators keep the
+    // rules and expire nothing).
+    payloads
+        .put_lifecycle(TEMPLATE_RETENTION_DAYS)
         .await
-        .map_err(|e| err("bucket", e))?;
+        .map_err(|e| err("bucket lifecycle", e))?;
 
     let topic = aws_sdk_sns::Client::new(sdk)
         .create_topic()
@@ -109,8 +117,8 @@ pub async fn create_stack(
         bucket: Some(bucket),
         topic_arn: topic.topic_arn().map(str::to_owned),
         max_receive_count: Some(settings.max_receive_count),
-        // No lifecycle rule here: the emulators do not expire objects. The template's rule is checked by
-        // tests/aws.rs against what the functions write.
+        // Unchecked here: the bucket's rules are the template's at its default RetentionDays, and a local config
+        // may keep events for less (the emulators expire nothing). A sandbox account should run with the default.
         retention_days: None,
     })
 }

@@ -4,7 +4,8 @@
 //!
 //! Security, in the order a request meets it ([`guard`]):
 //! - loopback by default; a listener elsewhere needs a token ([`check_listen`]), and then every request carries it
-//!   (`Authorization: Bearer`, or the `HttpOnly`, `SameSite=Strict` session cookie the login form sets);
+//!   (`Authorization: Bearer`, or the `HttpOnly`, `SameSite=Strict`, `Secure` session cookie the login form sets);
+//!   sessions are held in this process ([`sessions`]) and end when idle, when too old, or at logout;
 //! - on a loopback listener without a token, the `Host` must be a loopback name, so a DNS-rebinding page cannot
 //!   read the console from the operator's browser;
 //! - every state change is a POST carrying a CSRF token (an HMAC, under a per-process random key, of the session)
@@ -14,6 +15,9 @@
 //!   `application/octet-stream` attachments; no secret is ever rendered (signature-like kept headers are not shown).
 
 mod pages;
+mod sessions;
+
+pub use sessions::SessionPolicy;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -31,8 +35,10 @@ use serde::Deserialize;
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
+use crate::config::Config;
 use crate::model::{EventId, EventKey, SourceName, Status};
 use crate::ports::{Cursor, Ledger, ListFilter, Queue, Replay, StoreError, Summary, Timeline};
+use sessions::Sessions;
 
 /// Where `inbox console` listens unless told otherwise.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:3001";
@@ -73,8 +79,15 @@ pub struct Console {
     ledger: Arc<dyn Ledger>,
     queue: Option<Arc<dyn Queue>>,
     token: Option<SecretString>,
-    /// Signs sessions and CSRF tokens; new in every process, so a restart logs everyone out.
+    /// Signs CSRF tokens; new in every process, as the sessions are.
     key: [u8; 32],
+    /// The logins this process holds: a restart logs everyone out.
+    sessions: Sessions,
+    policy: SessionPolicy,
+    /// The sources with a `[sources.X.reconcile]` block, where the console was given the config: the overview shows
+    /// each one's last run. Without it, only those of the sources it counts events for (on DynamoDB, the ones with
+    /// failed or dead events).
+    reconciled: Option<Vec<SourceName>>,
     /// What the overview calls this store ("SQLite at …", "DynamoDB table …").
     store_name: String,
     /// The overview's counts, as last taken.
@@ -187,10 +200,33 @@ impl Console {
             queue,
             token,
             key: rand::random(),
+            sessions: Sessions::default(),
+            policy: SessionPolicy::default(),
+            reconciled: None,
             store_name: store_name.into(),
             counts: Arc::default(),
             timeline: None,
         }
+    }
+
+    /// How long logins last and how their cookie is marked (by default 30 minutes idle, 12 hours in all, `Secure`).
+    pub fn with_sessions(mut self, policy: SessionPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// The config the store serves: the overview lists the last reconciliation run of every source that has a
+    /// `reconcile` block, whether or not it has events to count.
+    pub fn with_config(mut self, config: &Config) -> Self {
+        self.reconciled = Some(
+            config
+                .sources
+                .iter()
+                .filter(|(_, s)| s.reconcile.is_some())
+                .map(|(name, _)| name.clone())
+                .collect(),
+        );
+        self
     }
 
     /// Where the overview's chart comes from when the ledger cannot draw it without a scan.
@@ -210,6 +246,7 @@ impl Console {
             .route("/event/replay", axum::routing::post(replay_one))
             .route("/replay", get(confirm_replay).post(replay_many))
             .route("/login", get(login_page).post(login))
+            .route("/logout", axum::routing::post(logout))
             .route("/style.css", get(stylesheet))
             .fallback(not_found)
             .layer(middleware::from_fn_with_state(state.clone(), guard))
@@ -232,16 +269,15 @@ impl Console {
         self.mac("csrf", &session.id)
     }
 
-    fn new_session_cookie(&self) -> String {
-        let id = hex::encode(rand::random::<[u8; 16]>());
-        format!("{id}.{}", self.mac("session", &id))
-    }
-
-    /// The session id of a valid cookie value.
-    fn session_of_cookie(&self, value: &str) -> Option<String> {
-        let (id, mac) = value.split_once('.')?;
-        let expected = self.mac("session", id);
-        bool::from(expected.as_bytes().ct_eq(mac.as_bytes())).then(|| id.to_owned())
+    /// The `Set-Cookie` of a session: the id itself, or (`None`) the empty value that makes a browser drop it.
+    fn set_cookie(&self, id: Option<&str>) -> Option<HeaderValue> {
+        let max_age = id.map_or(0, |_| self.policy.lifetime.as_secs());
+        let secure = if self.policy.secure_cookie { "; Secure" } else { "" };
+        let value = format!(
+            "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/; Max-Age={max_age}{secure}",
+            id.unwrap_or("")
+        );
+        HeaderValue::from_str(&value).ok()
     }
 
     fn token_matches(&self, offered: &str) -> bool {
@@ -251,12 +287,34 @@ impl Console {
     }
 }
 
-/// Who is asking: the session the CSRF token is bound to, and whether a bearer token vouched for the request
-/// (a header no browser adds by itself, so such a request needs neither Origin nor CSRF token).
-#[derive(Clone, Debug)]
+/// Who is asking: the session the CSRF token is bound to, and how the request proved it may ask. No `Debug`: a
+/// cookie session's id is its secret.
+#[derive(Clone)]
 struct Session {
     id: String,
-    bearer: bool,
+    via: Via,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Via {
+    /// A loopback console without a token, or the login form.
+    Anonymous,
+    /// The token as a bearer header: one no browser adds by itself, so such a request needs neither Origin nor
+    /// CSRF token.
+    Bearer,
+    /// A live session's cookie, set by the login form: `id` is the cookie's value, which logout ends.
+    Cookie,
+}
+
+tokio::task_local! {
+    /// The CSRF token of the logged-in session a page is drawn for, if any: every page then carries a logout
+    /// button. Set around each request by [`guard`], so error pages carry it too.
+    static LOGOUT: Option<String>;
+}
+
+/// The logout form's CSRF token, while drawing a page of a logged-in session.
+pub(crate) fn logout_csrf() -> Option<String> {
+    LOGOUT.try_with(Clone::clone).ok().flatten()
 }
 
 /// The anonymous session: a loopback console without a token, or the login form.
@@ -302,8 +360,9 @@ impl IntoResponse for ConsoleError {
 async fn guard(State(console): State<Arc<Console>>, mut request: Request, next: Next) -> Response {
     let mut response = match admit(&console, &request) {
         Ok(session) => {
+            let logout = (session.via == Via::Cookie).then(|| console.csrf(&session));
             request.extensions_mut().insert(session);
-            next.run(request).await
+            LOGOUT.scope(logout, next.run(request)).await
         }
         Err(refused) => *refused,
     };
@@ -323,10 +382,7 @@ async fn guard(State(console): State<Arc<Console>>, mut request: Request, next: 
 /// Decides whether a request may reach its page, and as which session.
 fn admit(console: &Console, request: &Request) -> Result<Session, Box<Response>> {
     let headers = request.headers();
-    let host = headers
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .unwrap_or("");
+    let host = host_of(headers);
     if console.token.is_none() && !is_loopback_host(host) {
         return Err(Box::new(forbidden(
             "This console answers only to a loopback host name.",
@@ -339,20 +395,43 @@ fn admit(console: &Console, request: &Request) -> Result<Session, Box<Response>>
         .and_then(|h| h.to_str().ok())
         .and_then(|h| h.strip_prefix("Bearer "))
         .is_some_and(|t| console.token_matches(t));
-    let cookie = cookie(headers, COOKIE).and_then(|v| console.session_of_cookie(v));
-    let session = match (&console.token, bearer, cookie) {
-        (_, true, _) => Session {
+    let presented = cookie(headers, COOKIE).filter(|v| !v.is_empty());
+    let session = if bearer {
+        Session {
             id: ANONYMOUS.to_owned(),
-            bearer: true,
-        },
-        (Some(_), false, Some(id)) => Session { id, bearer: false },
-        (Some(_), false, None) if !open_path => {
-            let page = pages::login(&console.csrf(&anonymous()), true);
-            return Err(Box::new((StatusCode::UNAUTHORIZED, page).into_response()));
+            via: Via::Bearer,
         }
-        _ => anonymous(),
+    } else if console.token.is_none() {
+        anonymous()
+    } else if let Some(id) = presented.filter(|id| {
+        console
+            .sessions
+            .touch(id, &console.policy, std::time::Instant::now())
+    }) {
+        Session {
+            id: id.to_owned(),
+            via: Via::Cookie,
+        }
+    } else if open_path {
+        anonymous()
+    } else {
+        // No session, or one that ended (logged out, idle, too old, or from before a restart): the login page,
+        // and the dead cookie dropped from the browser.
+        let login = pages::Login {
+            csrf: &console.csrf(&anonymous()),
+            required: true,
+            ended: presented.is_some(),
+            plain_http: console.plain_http_elsewhere(headers, host),
+        };
+        let mut page = (StatusCode::UNAUTHORIZED, pages::login(&login)).into_response();
+        if presented.is_some() {
+            if let Some(clear) = console.set_cookie(None) {
+                page.headers_mut().insert(header::SET_COOKIE, clear);
+            }
+        }
+        return Err(Box::new(page));
     };
-    if request.method() != Method::GET && request.method() != Method::HEAD && !session.bearer {
+    if request.method() != Method::GET && request.method() != Method::HEAD && session.via != Via::Bearer {
         same_origin(headers, host).map_err(|why| Box::new(forbidden(why)))?;
     }
     Ok(session)
@@ -361,7 +440,19 @@ fn admit(console: &Console, request: &Request) -> Result<Session, Box<Response>>
 fn anonymous() -> Session {
     Session {
         id: ANONYMOUS.to_owned(),
-        bearer: false,
+        via: Via::Anonymous,
+    }
+}
+
+impl Console {
+    /// Whether this request looks like plain HTTP to a host other than loopback: a browser there drops a `Secure`
+    /// cookie, so the login page says what to do instead. Behind a TLS proxy, `X-Forwarded-Proto: https` says not.
+    fn plain_http_elsewhere(&self, headers: &HeaderMap, host: &str) -> bool {
+        let https = headers
+            .get("x-forwarded-proto")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|p| p.trim().eq_ignore_ascii_case("https"));
+        self.policy.secure_cookie && !https && !is_loopback_host(host)
     }
 }
 
@@ -391,6 +482,13 @@ fn forbidden(why: &str) -> Response {
     (StatusCode::FORBIDDEN, pages::message("403", why)).into_response()
 }
 
+fn host_of(headers: &HeaderMap) -> &str {
+    headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("")
+}
+
 fn is_loopback_host(host: &str) -> bool {
     let name = match host.strip_prefix('[') {
         Some(v6) => v6.split(']').next().unwrap_or(""),
@@ -413,7 +511,7 @@ fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 
 /// A form's CSRF token must be the one the session's pages carry.
 fn check_csrf(console: &Console, session: &Session, offered: Option<&str>) -> Result<(), ConsoleError> {
-    if session.bearer {
+    if session.via == Via::Bearer {
         return Ok(());
     }
     let expected = console.csrf(session);
@@ -559,11 +657,20 @@ async fn overview(State(console): State<Arc<Console>>) -> Result<Response, Conso
             ..Default::default()
         })
         .await?;
-    let mut sources: Vec<SourceName> = summary.by_source.iter().map(|(s, _, _)| s.clone()).collect();
-    sources.dedup();
+    // Every source the config says reconciles, run yet or not; without the config, those counted here that have
+    // a checkpoint (on DynamoDB only the sources with failed or dead events are counted).
+    let sources: Vec<SourceName> = match &console.reconciled {
+        Some(reconciled) => reconciled.clone(),
+        None => {
+            let mut counted: Vec<SourceName> = summary.by_source.iter().map(|(s, _, _)| s.clone()).collect();
+            counted.dedup();
+            counted
+        }
+    };
     let mut runs = Vec::new();
     for source in sources {
-        if let Some(checkpoint) = console.ledger.checkpoint(&source).await? {
+        let checkpoint = console.ledger.checkpoint(&source).await?;
+        if checkpoint.is_some() || console.reconciled.is_some() {
             runs.push((source, checkpoint));
         }
     }
@@ -573,6 +680,7 @@ async fn overview(State(console): State<Arc<Console>>) -> Result<Response, Conso
         counted_at: counts.when,
         dead: &dead,
         runs: &runs,
+        configured: console.reconciled.is_some(),
         now: crate::time::now_ms(),
     });
     Ok(page.into_response())
@@ -812,11 +920,17 @@ async fn replay_many(
     Ok(pages::replayed(&form.filters, replayed, not_enqueued, skipped).into_response())
 }
 
-async fn login_page(
-    State(console): State<Arc<Console>>,
-    axum::Extension(session): axum::Extension<Session>,
-) -> Response {
-    pages::login(&console.csrf(&session), console.token.is_some()).into_response()
+async fn login_page(State(console): State<Arc<Console>>, headers: HeaderMap) -> Response {
+    let host = host_of(&headers);
+    // The anonymous session's token, whoever asks: that is what the login checks, a browser logged in already
+    // included.
+    pages::login(&pages::Login {
+        csrf: &console.csrf(&anonymous()),
+        required: console.token.is_some(),
+        ended: false,
+        plain_http: console.token.is_some() && console.plain_http_elsewhere(&headers, host),
+    })
+    .into_response()
 }
 
 #[derive(Debug, Deserialize)]
@@ -828,24 +942,56 @@ struct LoginForm {
 
 async fn login(
     State(console): State<Arc<Console>>,
+    axum::Extension(session): axum::Extension<Session>,
+    headers: HeaderMap,
     Form(form): Form<LoginForm>,
 ) -> Result<Response, ConsoleError> {
+    // The login form is the anonymous session's, whoever posts it.
     check_csrf(&console, &anonymous(), form.csrf.as_deref())?;
     if !console.token_matches(&form.token) {
         tracing::warn!("console: a login with a wrong token");
-        return Ok((
-            StatusCode::UNAUTHORIZED,
-            pages::login(&console.csrf(&anonymous()), true),
-        )
-            .into_response());
+        let host = host_of(&headers);
+        let login = pages::Login {
+            csrf: &console.csrf(&anonymous()),
+            required: true,
+            ended: false,
+            plain_http: console.plain_http_elsewhere(&headers, host),
+        };
+        return Ok((StatusCode::UNAUTHORIZED, pages::login(&login)).into_response());
     }
-    let cookie = format!(
-        "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/",
-        console.new_session_cookie()
-    );
+    // A login from a browser that was logged in already replaces its session rather than leave it live.
+    if session.via == Via::Cookie {
+        console.sessions.end(&session.id);
+    }
+    let id = console.sessions.open(&console.policy, std::time::Instant::now());
+    tracing::info!("console: logged in");
     let mut response = Redirect::to("/").into_response();
-    if let Ok(v) = HeaderValue::from_str(&cookie) {
+    if let Some(v) = console.set_cookie(Some(&id)) {
         response.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    Ok(response)
+}
+
+#[derive(Debug, Deserialize)]
+struct LogoutForm {
+    csrf: Option<String>,
+}
+
+/// Ends the session here, so its cookie lets nothing in any more (a copy of it included), and drops it from the
+/// browser.
+async fn logout(
+    State(console): State<Arc<Console>>,
+    axum::Extension(session): axum::Extension<Session>,
+    Form(form): Form<LogoutForm>,
+) -> Result<Response, ConsoleError> {
+    check_csrf(&console, &session, form.csrf.as_deref())?;
+    let mut response = Redirect::to("/login").into_response();
+    if session.via == Via::Cookie {
+        console.sessions.end(&session.id);
+        tracing::info!("console: logged out");
+        if let Some(clear) = console.set_cookie(None) {
+            response.headers_mut().insert(header::SET_COOKIE, clear);
+        }
     }
     Ok(response)
 }

@@ -3,8 +3,8 @@
 
 use maud::{html, Markup, DOCTYPE};
 
-use super::{encode, event_link, Filters};
-use crate::model::{Event, SourceName, Status};
+use super::{encode, event_link, logout_csrf, Filters};
+use crate::model::{Event, EventKey, SourceName, Status};
 use crate::ports::{Bucket, Checkpoint, Summary};
 use crate::time::rfc3339;
 
@@ -17,6 +17,7 @@ const HEX_BYTES: usize = 1024;
 pub(super) type Page = axum::response::Html<String>;
 
 fn layout(title: &str, body: Markup) -> Page {
+    let logout = logout_csrf();
     let page = html! {
         (DOCTYPE)
         html lang="en" {
@@ -33,6 +34,12 @@ fn layout(title: &str, body: Markup) -> Page {
                         a href="/events" { "Events" }
                         a href="/events?status=DEAD" { "Dead" }
                     }
+                    @if let Some(csrf) = &logout {
+                        form.logout method="post" action="/logout" {
+                            input type="hidden" name="csrf" value=(csrf);
+                            button type="submit" id="logout" { "Log out" }
+                        }
+                    }
                 }
                 main { (body) }
             }
@@ -46,12 +53,33 @@ pub(super) fn message(code: &str, text: &str) -> Page {
     layout(code, html! { h1 { (code) } p.message { (text) } })
 }
 
-pub(super) fn login(csrf: &str, required: bool) -> Page {
+pub(super) struct Login<'a> {
+    pub csrf: &'a str,
+    /// The console has a token (otherwise there is nothing to log in to).
+    pub required: bool,
+    /// The request carried a session that has ended.
+    pub ended: bool,
+    /// It came over plain HTTP to a host other than loopback, where a browser drops the `Secure` cookie.
+    pub plain_http: bool,
+}
+
+pub(super) fn login(l: &Login<'_>) -> Page {
+    let csrf = l.csrf;
     layout(
         "Log in",
         html! {
             h1 { "Log in" }
-            @if required {
+            @if l.ended {
+                p.warning { "Your session has ended (logged out, idle too long, or too old): log in again." }
+            }
+            @if l.plain_http {
+                p.warning {
+                    "Over plain HTTP to a host other than loopback your browser drops the console's session cookie \
+                    (it is Secure), and you come back here after logging in. Reach the console over HTTPS, or over \
+                    an SSH tunnel to loopback, or start it with " code { "--insecure-cookie" } " on a private network."
+                }
+            }
+            @if l.required {
                 p { "This console needs the token it was started with (" code { "INBOX_CONSOLE_TOKEN" } ")." }
                 form method="post" action="/login" {
                     input type="hidden" name="csrf" value=(csrf);
@@ -71,7 +99,10 @@ pub(super) struct Overview<'a> {
     /// When the counts were taken (UTC ms): they are kept for a few seconds.
     pub counted_at: i64,
     pub dead: &'a [Event],
-    pub runs: &'a [(SourceName, Checkpoint)],
+    /// The last reconciliation run per source; `None` for a source that has not run yet.
+    pub runs: &'a [(SourceName, Option<Checkpoint>)],
+    /// The sources come from the config (every one that reconciles), not from the counts.
+    pub configured: bool,
     pub now: i64,
 }
 
@@ -190,17 +221,20 @@ pub(super) fn overview(o: &Overview<'_>) -> Page {
                                 @for (src, cp) in o.runs {
                                     tr {
                                         td { (src) }
-                                        @match &cp.last_run {
-                                            Some(run) => {
-                                                td { (rfc3339(run.finished_at)) }
-                                                td.num { (run.listed) }
-                                                td.num { (run.present) }
-                                                td.num { (run.recovered) }
-                                                td.num { (run.failed) }
-                                                td { (rfc3339(cp.scanned_to)) }
-                                                td { @match &run.error { Some(e) => span.error { (e) }, None => "ok" } }
-                                            }
-                                            None => { td colspan="6" { "no run recorded" } td { (rfc3339(cp.scanned_to)) } }
+                                        @match cp {
+                                            Some(cp) => @match &cp.last_run {
+                                                Some(run) => {
+                                                    td { (rfc3339(run.finished_at)) }
+                                                    td.num { (run.listed) }
+                                                    td.num { (run.present) }
+                                                    td.num { (run.recovered) }
+                                                    td.num { (run.failed) }
+                                                    td { (rfc3339(cp.scanned_to)) }
+                                                    td { @match &run.error { Some(e) => span.error { (e) }, None => "ok" } }
+                                                }
+                                                None => { td colspan="6" { "no run recorded" } td { (rfc3339(cp.scanned_to)) } }
+                                            },
+                                            None => td colspan="7" { "no run yet" },
                                         }
                                     }
                                 }
@@ -208,6 +242,11 @@ pub(super) fn overview(o: &Overview<'_>) -> Page {
                         }
                     }
                 }
+            }
+            @if !o.configured {
+                p.muted { "Reconciliation runs are shown here for the sources with events counted above. Start the \
+                    console with --config (on AWS, with INBOX_CONFIG or INBOX_CONFIG_PARAMETER set) to see every \
+                    source that reconciles." }
             }
         },
     )
@@ -407,6 +446,10 @@ pub(super) fn event(e: &Event, csrf: &str, now: i64, flash: Option<&str>) -> Pag
                 dt { "source" } dd { a href=(format!("/events?source={}", encode(e.source.as_str()))) { (e.source) } }
                 dt { "type" } dd { (e.event_type.as_deref().unwrap_or("–")) }
                 dt { "origin" } dd { (e.origin) }
+                @if let Some(first) = &e.resent_of {
+                    dt { "resent of" }
+                    dd.id { a href=(event_link(&EventKey::new(e.source.clone(), first.clone()))) id="resent-of" { (first) } }
+                }
                 dt { "attempts" } dd { (e.attempts) " (replays: " (e.replays) ")" }
                 dt { "last error" } dd { @match &e.last_error { Some(err) => span.error { (err) }, None => "–" } }
                 dt { "lease" } dd {

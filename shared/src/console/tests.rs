@@ -38,7 +38,7 @@ async fn put(ledger: &SqliteLedger, source: &str, id: &str, body: &[u8], end: Op
                 ("stripe-signature".into(), "t=1,v1=secretish".into()),
             ],
             origin: Default::default(),
-            unique_body_for: None,
+            resent_bodies: Default::default(),
             announced: false,
         })
         .await
@@ -73,9 +73,19 @@ async fn put(ledger: &SqliteLedger, source: &str, id: &str, body: &[u8], end: Op
 }
 
 async fn spawn(token: Option<&str>) -> App {
+    spawn_console(token, |c| c).await
+}
+
+/// A console over a fresh store, as `build` finishes it (sessions, config).
+async fn spawn_console(token: Option<&str>, build: impl FnOnce(Console) -> Console) -> App {
     let dir = tempfile::tempdir().unwrap();
     let ledger = Arc::new(SqliteLedger::open(dir.path(), 64, Duration::from_secs(60)).unwrap());
-    let console = Console::new(ledger.clone(), None, token.map(SecretString::from), "test store");
+    let console = build(Console::new(
+        ledger.clone(),
+        None,
+        token.map(SecretString::from),
+        "test store",
+    ));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr: SocketAddr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, console.router()).await });
@@ -191,7 +201,10 @@ async fn the_overview_counts_by_status_and_source_shows_dead_first_and_reconcili
     assert!(page.contains("<svg"), "the chart");
     assert!(page.contains("Oldest open event"));
     assert!(!page.contains("n/a"), "SQLite counts every status, zero included");
-    assert!(!page.contains("Reconciliation"), "no panel without a checkpoint");
+    assert!(
+        !page.contains("<h2>Reconciliation</h2>"),
+        "no panel without a checkpoint"
+    );
     assert!(page.contains("href=\"/events?source=github\""));
     // GIVEN a reconciliation run recorded for stripe THEN the panel shows what it recovered.
     let run = RunRecord {
@@ -206,14 +219,118 @@ async fn the_overview_counts_by_status_and_source_shows_dead_first_and_reconcili
     let cp = Checkpoint {
         scanned_to: 1_000,
         last_run: Some(run),
+        ..Default::default()
     };
     app.ledger
         .save_checkpoint(&SourceName::parse("stripe").unwrap(), &cp)
         .await
         .unwrap();
     let page = app.page("/").await;
-    assert!(page.contains("Reconciliation"));
+    assert!(page.contains("<h2>Reconciliation</h2>"));
     assert!(page.contains("provider said &lt;b&gt;429&lt;/b&gt;"));
+    assert!(
+        page.contains("Start the console with --config"),
+        "without the config it says which sources it shows"
+    );
+}
+
+/// A config where `stripe` and `quiet` reconcile and `github` does not.
+fn reconciling_config() -> Config {
+    let source = |name: &str, reconcile: bool| {
+        let block = if reconcile {
+            format!("[sources.{name}.reconcile]\nprovider = \"stripe\"\napi_key = \"env:STRIPE_KEY\"\n")
+        } else {
+            String::new()
+        };
+        format!(
+            "[sources.{name}]\nscheme = \"stripe\"\nsecrets = [\"env:SECRET\"]\nhandler = {{ kind = \"log\" }}\n{block}"
+        )
+    };
+    let text = [
+        source("stripe", true),
+        source("quiet", true),
+        source("github", false),
+    ]
+    .concat();
+    Config::from_toml(&text).unwrap()
+}
+
+#[tokio::test]
+async fn the_overview_shows_every_reconciled_sources_last_run_from_the_config() {
+    let app = spawn_console(None, |c| c.with_config(&reconciling_config())).await;
+    // GIVEN stripe, healthy: its events all completed, and a run that found nothing missing; quiet, a source
+    // that receives nothing, and a run of its own; github reconciles nothing.
+    put(&app.ledger, "stripe", "done", b"{}", Some(Status::Completed)).await;
+    put(&app.ledger, "github", "gh", b"{}", Some(Status::Completed)).await;
+    let page = app.page("/").await;
+    assert!(page.contains("<h2>Reconciliation</h2>"), "{page}");
+    assert!(
+        page.contains("<td>quiet</td><td colspan=\"7\">no run yet</td>"),
+        "{page}"
+    );
+    assert!(
+        page.contains("<td>stripe</td><td colspan=\"7\">no run yet</td>"),
+        "{page}"
+    );
+    let run = |finished_at, listed| Checkpoint {
+        scanned_to: finished_at - 300_000,
+        last_run: Some(RunRecord {
+            started_at: finished_at - 2_000,
+            finished_at,
+            listed,
+            present: listed,
+            recovered: 0,
+            failed: 0,
+            error: None,
+        }),
+        ..Default::default()
+    };
+    let at = 1_780_000_000_000;
+    for (source, listed) in [("stripe", 17), ("quiet", 0)] {
+        let cp = run(at, listed);
+        app.ledger
+            .save_checkpoint(&SourceName::parse(source).unwrap(), &cp)
+            .await
+            .unwrap();
+    }
+    // THEN both runs are shown, ok, with when they finished; github has no row.
+    let page = app.page("/").await;
+    let finished = crate::time::rfc3339(at);
+    for (source, listed) in [("stripe", 17), ("quiet", 0)] {
+        let row = format!(
+            "<td>{source}</td><td>{finished}</td><td class=\"num\">{listed}</td><td class=\"num\">{listed}</td>"
+        );
+        assert!(page.contains(&row), "{row} in {page}");
+    }
+    assert!(!page.contains("<td>github</td>"), "{page}");
+    assert!(!page.contains("no run yet"));
+    assert!(!page.contains("Start the console with --config"));
+}
+
+#[tokio::test]
+async fn the_event_page_links_a_resent_body_to_the_event_that_held_it_first() {
+    let app = spawn(None).await;
+    let marked = |id: &str| NewEvent {
+        key: key("stripe", id),
+        event_type: Some("charge.succeeded".into()),
+        payload: bytes::Bytes::from_static(b"{\"amount\":100}"),
+        payload_sha256: "ab".repeat(32),
+        headers: vec![],
+        origin: Default::default(),
+        resent_bodies: crate::model::ResentBodies::Marked {
+            within: Duration::from_secs(3600),
+        },
+        announced: false,
+    };
+    app.ledger.create(marked("first")).await.unwrap();
+    app.ledger.create(marked("again")).await.unwrap();
+    let page = app.page("/event?source=stripe&id=again").await;
+    assert!(
+        page.contains("<dt>resent of</dt><dd class=\"id\"><a href=\"/event?source=stripe&amp;id=first\" id=\"resent-of\">first</a></dd>"),
+        "{page}"
+    );
+    let first = app.page("/event?source=stripe&id=first").await;
+    assert!(!first.contains("resent of"), "only where set");
 }
 
 #[tokio::test]
@@ -490,7 +607,6 @@ fn a_non_loopback_listener_needs_a_token() {
 
 #[tokio::test]
 async fn with_a_token_every_request_needs_it() {
-    const TOKEN: &str = "correct-horse-battery-staple";
     let app = spawn(Some(TOKEN)).await;
     put(&app.ledger, "stripe", "zz-dead", b"{}", Some(Status::Dead)).await;
     for path in [
@@ -602,4 +718,238 @@ async fn with_a_token_every_request_needs_it() {
 /// The anonymous token (the login page's) is not a session's token.
 async fn console_csrf_of_anonymous(app: &App) -> String {
     csrf_of(&app.page("/login").await)
+}
+
+const TOKEN: &str = "correct-horse-battery-staple";
+
+/// Logs in through the form as a browser would; the `Set-Cookie` it answered with.
+async fn log_in(app: &App) -> String {
+    let csrf = csrf_of(&app.page("/login").await);
+    let r = app
+        .post(
+            "/login",
+            Some(&app.origin()),
+            &[("token", TOKEN), ("csrf", &csrf)],
+        )
+        .await;
+    assert_eq!(r.status(), 303);
+    r.headers()["set-cookie"].to_str().unwrap().to_owned()
+}
+
+/// The `name=value` a browser sends back for a `Set-Cookie`.
+fn sent_back(set_cookie: &str) -> String {
+    set_cookie.split(';').next().unwrap().to_owned()
+}
+
+impl App {
+    async fn get_with(&self, path: &str, cookie: &str) -> reqwest::Response {
+        self.http
+            .get(format!("{}{path}", self.base))
+            .header("cookie", cookie)
+            .send()
+            .await
+            .unwrap()
+    }
+}
+
+fn short(idle: Duration, lifetime: Duration) -> SessionPolicy {
+    SessionPolicy {
+        idle,
+        lifetime,
+        ..SessionPolicy::default()
+    }
+}
+
+#[tokio::test]
+async fn the_session_cookie_is_secure_unless_the_console_is_told_otherwise() {
+    let app = spawn(Some(TOKEN)).await;
+    let set = log_in(&app).await;
+    let attrs: Vec<&str> = set.split(';').map(str::trim).collect();
+    for attr in ["HttpOnly", "SameSite=Strict", "Path=/", "Secure", "Max-Age=43200"] {
+        assert!(attrs.contains(&attr), "{attr} in {set}");
+    }
+    // A plain HTTP request to another host is warned that the browser will drop it; one through a TLS proxy is not.
+    let login = |host: &'static str, proto: Option<&'static str>| {
+        let mut r = app.http.get(format!("{}/login", app.base)).header("host", host);
+        if let Some(p) = proto {
+            r = r.header("x-forwarded-proto", p);
+        }
+        async move { r.send().await.unwrap().text().await.unwrap() }
+    };
+    assert!(login("console.internal:3001", None)
+        .await
+        .contains("--insecure-cookie"));
+    assert!(!login("console.internal", Some("https"))
+        .await
+        .contains("--insecure-cookie"));
+    assert!(!login("127.0.0.1:3001", None).await.contains("--insecure-cookie"));
+
+    // WHEN the console is told the cookie travels over plain HTTP THEN it is not Secure, and nothing warns.
+    let plain = spawn_console(Some(TOKEN), |c| {
+        c.with_sessions(SessionPolicy {
+            secure_cookie: false,
+            ..SessionPolicy::default()
+        })
+    })
+    .await;
+    let set = log_in(&plain).await;
+    assert!(!set.contains("Secure") && set.contains("HttpOnly"), "{set}");
+    let r = plain
+        .http
+        .get(format!("{}/login", plain.base))
+        .header("host", "console.internal:3001")
+        .send()
+        .await
+        .unwrap();
+    assert!(!r.text().await.unwrap().contains("--insecure-cookie"));
+}
+
+#[tokio::test]
+async fn an_idle_session_is_refused() {
+    let idle = Duration::from_millis(1500);
+    let app = spawn_console(Some(TOKEN), |c| {
+        c.with_sessions(short(idle, Duration::from_secs(3600)))
+    })
+    .await;
+    let cookie = sent_back(&log_in(&app).await);
+    // Used within the idle time, twice over the idle time in all: each use counts.
+    for _ in 0..3 {
+        assert_eq!(app.get_with("/", &cookie).await.status(), 200);
+        tokio::time::sleep(idle / 2).await;
+    }
+    // WHEN it is left alone longer THEN it is refused, said so, and dropped from the browser.
+    tokio::time::sleep(idle + Duration::from_millis(200)).await;
+    let r = app.get_with("/", &cookie).await;
+    assert_eq!(r.status(), 401);
+    let clear = r.headers()["set-cookie"].to_str().unwrap().to_owned();
+    assert!(
+        clear.starts_with("inbox_console=;") && clear.contains("Max-Age=0"),
+        "{clear}"
+    );
+    assert!(r.text().await.unwrap().contains("Your session has ended"));
+    assert_eq!(app.get_with("/events", &cookie).await.status(), 401, "for good");
+    // A new login works.
+    let again = sent_back(&log_in(&app).await);
+    assert_eq!(app.get_with("/", &again).await.status(), 200);
+}
+
+#[tokio::test]
+async fn a_session_ends_at_its_lifetime_however_busy() {
+    let lifetime = Duration::from_secs(2);
+    let app = spawn_console(Some(TOKEN), |c| {
+        c.with_sessions(short(Duration::from_secs(3600), lifetime))
+    })
+    .await;
+    let logged_in = std::time::Instant::now();
+    let cookie = sent_back(&log_in(&app).await);
+    let mut served = 0;
+    let refused_after = loop {
+        let r = app.get_with("/events", &cookie).await;
+        let elapsed = logged_in.elapsed();
+        if r.status() == 401 {
+            break elapsed;
+        }
+        assert_eq!(r.status(), 200);
+        served += 1;
+        assert!(elapsed < lifetime * 3, "still served {elapsed:?} after the login");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(served >= 3, "served {served} times before the end");
+    assert!(refused_after >= lifetime, "refused after {refused_after:?}");
+    assert_eq!(app.get_with("/", &cookie).await.status(), 401);
+}
+
+#[tokio::test]
+async fn logging_out_ends_the_session_on_the_server() {
+    let app = spawn(Some(TOKEN)).await;
+    put(&app.ledger, "stripe", "d1", b"{}", Some(Status::Dead)).await;
+    let cookie = sent_back(&log_in(&app).await);
+    let page = app.get_with("/events", &cookie).await.text().await.unwrap();
+    assert!(page.contains("action=\"/logout\""), "a logout button");
+    let csrf = csrf_of(&page);
+    let logout = |csrf: String, origin: &'static str| {
+        let (http, url, cookie) = (app.http.clone(), format!("{}/logout", app.base), cookie.clone());
+        let origin = if origin.is_empty() {
+            app.origin()
+        } else {
+            origin.to_owned()
+        };
+        async move {
+            http.post(url)
+                .header("cookie", cookie)
+                .header("origin", origin)
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(format!("csrf={csrf}"))
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    // Without its CSRF token, or from another site, a logout is refused and the session lives on.
+    assert_eq!(logout(String::new(), "").await.status(), 403);
+    assert_eq!(logout(csrf.clone(), "http://evil.example").await.status(), 403);
+    assert_eq!(app.get_with("/", &cookie).await.status(), 200);
+    assert_eq!(
+        app.get_with("/logout", &cookie).await.status(),
+        405,
+        "a GET logs nobody out"
+    );
+    // WHEN the button posts THEN the browser is sent to the login page, told to drop the cookie
+    let r = logout(csrf.clone(), "").await;
+    assert_eq!(r.status(), 303);
+    assert_eq!(r.headers()["location"], "/login");
+    let clear = r.headers()["set-cookie"].to_str().unwrap();
+    assert!(
+        clear.starts_with("inbox_console=;") && clear.contains("Max-Age=0"),
+        "{clear}"
+    );
+    // AND the old cookie, sent anyway (a copy of it), lets nothing in: no page, no replay.
+    for path in ["/", "/events", "/event?source=stripe&id=d1"] {
+        assert_eq!(app.get_with(path, &cookie).await.status(), 401, "{path}");
+    }
+    let replay = app
+        .http
+        .post(format!("{}/event/replay", app.base))
+        .header("cookie", &cookie)
+        .header("origin", app.origin())
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("source=stripe&id=d1&csrf={csrf}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(replay.status(), 401);
+    assert_eq!(app.status_of("stripe", "d1").await, Status::Dead);
+}
+
+#[tokio::test]
+async fn every_page_of_a_logged_in_session_carries_the_logout_button() {
+    let app = spawn(Some(TOKEN)).await;
+    put(&app.ledger, "stripe", "d1", b"{}", Some(Status::Dead)).await;
+    let cookie = sent_back(&log_in(&app).await);
+    for path in [
+        "/",
+        "/events",
+        "/event?source=stripe&id=d1",
+        "/replay?status=DEAD",
+        "/login",
+        "/nope",
+        "/events?status=BOGUS",
+    ] {
+        let page = app.get_with(path, &cookie).await.text().await.unwrap();
+        assert!(
+            page.contains("<form class=\"logout\" method=\"post\" action=\"/logout\">"),
+            "{path}"
+        );
+    }
+    // Nothing to log out of: a loopback console without a token, or a bearer token.
+    let open = spawn(None).await;
+    assert!(!open.page("/").await.contains("/logout"));
+    let bearer = app
+        .http
+        .get(format!("{}/", app.base))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert!(!bearer.text().await.unwrap().contains("/logout"));
 }

@@ -130,7 +130,8 @@ impl Github {
         })
     }
 
-    async fn get(&self, url: &str, what: &str) -> Result<reqwest::Response, ProviderError> {
+    /// One GET; `missing` says what a 404 means here.
+    async fn get(&self, url: &str, what: &str, missing: &str) -> Result<reqwest::Response, ProviderError> {
         let bearer = self.auth.bearer().map_err(ProviderError::Failed)?;
         let response = self
             .client
@@ -167,9 +168,7 @@ impl Github {
                     }
                 }
             },
-            404 => ProviderError::Failed(format!(
-                "{what}: 404: no such hook, or the credentials cannot see it"
-            )),
+            404 => ProviderError::Failed(format!("{what}: 404: {missing}")),
             s => ProviderError::Failed(format!("{what}: answered {s}")),
         })
     }
@@ -202,7 +201,13 @@ impl Provider for Github {
             }
             None => format!("{}?per_page=100", self.deliveries_url),
         };
-        let response = self.get(&url, "list deliveries").await?;
+        let response = self
+            .get(
+                &url,
+                "list deliveries",
+                "no such hook, or the credentials cannot see it",
+            )
+            .await?;
         let link = response
             .headers()
             .get("link")
@@ -244,13 +249,15 @@ impl Provider for Github {
             return Err(ProviderError::Failed("a delivery id is not a number".into()));
         }
         let url = format!("{}/{}", self.deliveries_url, item.handle);
-        let detail: Detail = json(self.get(&url, "get a delivery").await?, "get a delivery").await?;
-        let payload = detail.request.payload.ok_or_else(|| {
-            ProviderError::Failed(format!(
-                "get a delivery: delivery {} has no request payload",
-                item.handle
-            ))
-        })?;
+        let what = format!("get delivery {}", item.handle);
+        let response = self
+            .get(&url, &what, "GitHub no longer has it, or never did")
+            .await?;
+        let detail: Detail = json(response, &what).await?;
+        let payload = detail
+            .request
+            .payload
+            .ok_or_else(|| ProviderError::Failed(format!("{what}: the delivery has no request payload")))?;
         let header = |name: &str| {
             detail
                 .request

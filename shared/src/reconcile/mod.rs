@@ -2,14 +2,15 @@
 //! the provider's API which events exist and ingests those the ledger lacks, through the receiver's own
 //! conditional create with `origin = reconciled`, then enqueues them.
 //!
-//! A provider is one file behind [`Provider`]: it lists one page of a window, newest first, and fetches a listed
-//! item's payload where the listing does not carry it. The walk, the batched existence reads, the rate-limit
-//! waits, the budgets and the checkpoint live here, once for every provider.
+//! A provider is one file behind [`Provider`]: it lists one page of a window, newest first, and fetches an item's
+//! payload where the listing does not carry it (or where an earlier run kept the item as failed). The walk, the
+//! batched existence reads, the rate-limit waits, the budgets, the failed events kept for later runs and the
+//! checkpoint live here, once for every provider.
 
 pub mod github;
 pub mod stripe;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,7 +23,7 @@ use tokio::time::Instant;
 
 use crate::config::{ConfigError, ReconcileConfig};
 use crate::model::{EventId, EventKey, KeptHeaders, NewEvent, Origin, SourceName};
-use crate::ports::{Created, Ledger, Queue, RunRecord, StoreError};
+use crate::ports::{Created, FailedEvent, Ledger, Queue, RunRecord, StoreError};
 use crate::source::SecretResolver;
 use crate::time::{ms, now_ms, rfc3339};
 
@@ -46,11 +47,13 @@ pub struct Listed {
     pub id: String,
     pub event_type: Option<String>,
     pub created_ms: i64,
-    /// The payload to store, where the listing carries it (Stripe); `None` where [`Provider::fetch`] must get it.
+    /// The payload to store, where the listing carries it (Stripe); `None` where [`Provider::fetch`] must get it,
+    /// and for an event an earlier run kept as failed.
     pub payload: Option<Bytes>,
     /// Headers kept with the event, as the receiver keeps them for a webhook.
     pub headers: KeptHeaders,
-    /// What [`Provider::fetch`] needs to find the item (GitHub: the delivery's numeric id).
+    /// What [`Provider::fetch`] needs to find the item (GitHub: the delivery's numeric id; Stripe: the event id),
+    /// kept with a failed event so that a later run can fetch it again.
     pub handle: String,
 }
 
@@ -77,7 +80,9 @@ pub trait Provider: Send + Sync {
     /// same id may appear more than once (GitHub redeliveries); the run counts it once.
     async fn list(&self, window: Window, cursor: Option<&str>) -> Result<Page, ProviderError>;
 
-    /// The payload of a listed item whose listing does not carry it.
+    /// The payload of an item without one: a listed item whose listing does not carry it, or a failed event kept
+    /// from an earlier run, rebuilt from its id, `handle`, creation time and type. A [`ProviderError::Failed`] here
+    /// (a detail that answers 404, one without a payload) fails this item alone; the run goes on without it.
     async fn fetch(&self, item: &Listed) -> Result<Fetched, ProviderError>;
 }
 
@@ -157,6 +162,12 @@ pub(crate) fn endpoint(api_base: &reqwest::Url, path: &str) -> String {
     )
 }
 
+/// The most failed events a checkpoint keeps. More than that is not a few bad items but one cause failing them all
+/// (a ledger refusing every create, every detail answering 404): the run then ends with the checkpoint unchanged,
+/// giving none of them up, and says so. It also bounds the checkpoint's record (a DynamoDB item holds 400 KB; one
+/// failed event takes at most about 600 bytes).
+pub const MAX_FAILED_KEPT: usize = 500;
+
 /// How long and how far one run may go. A run that spends either ends early with the checkpoint unchanged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Budget {
@@ -201,8 +212,15 @@ pub struct Summary {
     pub present: u64,
     /// Created by this run (in a dry run: would have been).
     pub recovered: u64,
-    /// Listed but not recoverable (an id or payload the ledger cannot take).
+    /// Listed (or kept from an earlier run) but not stored: an id the ledger cannot take, a detail that answered 404
+    /// or carried no payload, a create the ledger refused. All but the first kind are kept for the next runs.
     pub failed: u64,
+    /// Failed events kept by earlier runs and tried again (each also counted as present, recovered or failed).
+    pub retried: u64,
+    /// Failed events given up because they are older than the lookback now: never stored.
+    pub given_up: u64,
+    /// Failed events the checkpoint keeps for the next runs.
+    pub kept: u64,
     /// Listing pages read.
     pub pages: u64,
     /// Requests sent to the provider, rate-limited ones and detail fetches included.
@@ -257,6 +275,11 @@ pub enum RunErrorKind {
     Store(#[from] StoreError),
     #[error("the run spent its {0} budget before the end of the window")]
     Budget(&'static str),
+    #[error(
+        "{0} events could not be stored, more than the {MAX_FAILED_KEPT} a checkpoint keeps for later runs; the \
+         log names each with its reason"
+    )]
+    TooManyFailed(usize),
 }
 
 /// A reconciler for every source with a `reconcile` block, credentials resolved: at start, so that a reference that
@@ -347,8 +370,10 @@ impl Reconciler {
     }
 
     /// One run: lists `[max(now − lookback, checkpoint − overlap), now − settle)` to the end of the provider's
-    /// pagination, creates and enqueues what the ledger lacks, and advances the checkpoint only if the whole
-    /// window was listed. Every run but a dry one is recorded in the checkpoint's `last_run`, failed or not.
+    /// pagination, creates and enqueues what the ledger lacks, then tries again the failed events earlier runs
+    /// kept. An event that cannot be stored fails alone: it is counted, logged with its id and kept for the next
+    /// runs. The checkpoint (and the failed events it keeps) advances only if the whole window was listed. Every run
+    /// but a dry one is recorded in the checkpoint's `last_run`, failed or not.
     pub async fn run(
         &self,
         ledger: &dyn Ledger,
@@ -367,6 +392,7 @@ impl Reconciler {
             .await
             .map_err(|e| fail(e.into(), Summary::default()))?
             .unwrap_or_default();
+        let lookback_floor = started_at - ms(self.lookback);
         let floor = started_at - ms(options.since.unwrap_or(self.lookback));
         let from_ms = match options.since {
             None if checkpoint.scanned_to > 0 => floor.max(checkpoint.scanned_to - ms(self.overlap())),
@@ -376,28 +402,52 @@ impl Reconciler {
             from_ms,
             to_ms: started_at - ms(self.settle),
         };
-        let mut summary = Summary {
-            window: Some(window),
+        let mut pass = Pass {
+            ledger,
+            queue,
+            deadline: Instant::now() + self.budget.time,
             dry_run: options.dry_run,
-            ..Summary::default()
+            summary: Summary {
+                window: Some(window),
+                dry_run: options.dry_run,
+                ..Summary::default()
+            },
+            seen: HashSet::new(),
+            earlier: checkpoint
+                .failed
+                .iter()
+                .map(|f| (f.id.clone(), f.clone()))
+                .collect(),
+            failed: Vec::new(),
         };
         let walked = if window.from_ms < window.to_ms {
-            self.walk(ledger, queue, window, options.dry_run, &mut summary, progress)
-                .await
+            self.walk(&mut pass, window, progress).await
         } else {
             Ok(())
         };
+        let walked = match walked {
+            Ok(()) => self.retry(&mut pass, lookback_floor).await,
+            Err(kind) => Err(kind),
+        };
+        let mut summary = pass.summary;
         if options.dry_run {
             return walked.map(|()| summary).map_err(|kind| fail(kind, summary));
         }
 
         // The checkpoint advances only over a window listed completely and joined to what was listed before
-        // (or reaching the lookback's floor, below which nothing is wanted): never over a gap.
+        // (or reaching the lookback's floor, below which nothing is wanted): never over a gap. The failed events
+        // it keeps change only with a complete run too; a run that ended early is started over by the next.
         let mut next = checkpoint.clone();
-        let joined = window.from_ms <= checkpoint.scanned_to.max(started_at - ms(self.lookback));
-        if walked.is_ok() && joined {
-            next.scanned_to = checkpoint.scanned_to.max(window.to_ms);
+        let joined = window.from_ms <= checkpoint.scanned_to.max(lookback_floor);
+        if walked.is_ok() {
+            if joined {
+                next.scanned_to = checkpoint.scanned_to.max(window.to_ms);
+            }
+            let mut failed = pass.failed;
+            failed.sort_by(|a, b| b.created_ms.cmp(&a.created_ms).then(a.id.cmp(&b.id)));
+            next.failed = failed;
         }
+        summary.kept = next.failed.len() as u64;
         next.last_run = Some(RunRecord {
             started_at,
             finished_at: now_ms(),
@@ -423,101 +473,206 @@ impl Reconciler {
 
     async fn walk(
         &self,
-        ledger: &dyn Ledger,
-        queue: &dyn Queue,
+        pass: &mut Pass<'_>,
         window: Window,
-        dry_run: bool,
-        summary: &mut Summary,
         progress: &mut (dyn FnMut(&Progress) + Send),
     ) -> Result<(), RunErrorKind> {
-        let deadline = Instant::now() + self.budget.time;
-        let mut seen: HashSet<String> = HashSet::new();
         let mut cursor: Option<String> = None;
         let mut reached_ms = window.to_ms;
         loop {
-            if summary.pages >= u64::from(self.budget.pages) {
+            if pass.summary.pages >= u64::from(self.budget.pages) {
                 return Err(RunErrorKind::Budget("page"));
             }
             let page = self
-                .call(deadline, summary, || {
+                .call(pass.deadline, &mut pass.summary, || {
                     self.provider.list(window, cursor.as_deref())
                 })
                 .await?;
-            summary.pages += 1;
+            pass.summary.pages += 1;
 
             // One id once per run, whatever the provider lists again (GitHub: a guid per delivery attempt).
             let mut fresh = Vec::with_capacity(page.items.len());
             for item in page.items {
                 reached_ms = reached_ms.min(item.created_ms);
-                if !window.contains(item.created_ms) || !seen.insert(item.id.clone()) {
+                if !window.contains(item.created_ms) || !pass.seen.insert(item.id.clone()) {
                     continue;
                 }
-                summary.listed += 1;
+                pass.summary.listed += 1;
                 match EventId::parse(&item.id) {
                     Ok(id) => fresh.push((id, item)),
+                    // Not kept: no later run can store an id the ledger cannot take.
                     Err(e) => {
-                        summary.failed += 1;
+                        pass.summary.failed += 1;
                         tracing::warn!(source = %self.source, reason = %e, "reconciliation: listed an id the ledger cannot take");
                     }
                 }
             }
             if !fresh.is_empty() {
                 let ids: Vec<EventId> = fresh.iter().map(|(id, _)| id.clone()).collect();
-                summary.existence_reads += 1;
-                let present = ledger.present(&self.source, &ids).await?;
+                pass.summary.existence_reads += 1;
+                let present = pass.ledger.present(&self.source, &ids).await?;
                 for (id, item) in fresh {
                     if present.contains(&id) {
-                        summary.present += 1;
+                        pass.summary.present += 1;
                         continue;
                     }
-                    self.recover(ledger, queue, deadline, id, item, dry_run, summary)
-                        .await?;
+                    let attempts = pass.earlier.get(&id).map_or(0, |f| f.attempts);
+                    self.recover(pass, id, item, attempts).await?;
                 }
             }
             if page.next.is_none() {
                 reached_ms = window.from_ms;
             }
             progress(&Progress {
-                summary: *summary,
+                summary: pass.summary,
                 reached_ms,
             });
             match page.next {
                 Some(next) => cursor = Some(next),
                 None => return Ok(()),
             }
-            if Instant::now() >= deadline {
+            if Instant::now() >= pass.deadline {
                 return Err(RunErrorKind::Budget("time"));
             }
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// The failed events earlier runs kept and this run's window did not list: each given up once it is older
+    /// than the lookback (nothing below it is looked for, and the config keeps the lookback within the ledger's
+    /// retention, past which a webhook that delivered it meanwhile would be forgotten), dropped once the ledger has
+    /// it, else fetched and stored again. Those the time budget leaves untried stay kept as they were.
+    async fn retry(&self, pass: &mut Pass<'_>, floor_ms: i64) -> Result<(), RunErrorKind> {
+        let mut due: Vec<FailedEvent> = std::mem::take(&mut pass.earlier)
+            .into_values()
+            .filter(|f| !pass.seen.contains(f.id.as_str()))
+            .collect();
+        due.sort_by(|a, b| b.created_ms.cmp(&a.created_ms).then(a.id.cmp(&b.id)));
+        due.retain(|f| {
+            if f.created_ms >= floor_ms {
+                return true;
+            }
+            pass.summary.given_up += 1;
+            let created = rfc3339(f.created_ms);
+            if pass.dry_run {
+                tracing::info!(source = %self.source, event_id = %f.id, %created, "reconciliation (dry run): would give up on a failed event older than the lookback");
+            } else {
+                tracing::error!(
+                    source = %self.source, event_id = %f.id, %created, attempts = f.attempts,
+                    "reconciliation gave up on an event it could not store: it is older than the lookback now"
+                );
+            }
+            false
+        });
+        if due.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<EventId> = due.iter().map(|f| f.id.clone()).collect();
+        pass.summary.existence_reads += 1;
+        let present = pass.ledger.present(&self.source, &ids).await?;
+        for f in due {
+            if Instant::now() >= pass.deadline {
+                pass.failed.push(f);
+                continue;
+            }
+            pass.summary.retried += 1;
+            if present.contains(&f.id) {
+                pass.summary.present += 1;
+                continue;
+            }
+            let item = Listed {
+                id: f.id.as_str().to_owned(),
+                event_type: f.event_type,
+                created_ms: f.created_ms,
+                payload: None,
+                headers: Vec::new(),
+                handle: f.handle,
+            };
+            self.recover(pass, f.id, item, f.attempts).await?;
+        }
+        Ok(())
+    }
+
+    /// Stores one event the ledger lacks and enqueues it. One that cannot be stored is counted, logged with its id
+    /// and kept for the next runs (`attempts` earlier runs failed it already); only what fails the provider or the
+    /// run as a whole ends the run.
     async fn recover(
         &self,
-        ledger: &dyn Ledger,
-        queue: &dyn Queue,
-        deadline: Instant,
+        pass: &mut Pass<'_>,
         id: EventId,
         item: Listed,
-        dry_run: bool,
-        summary: &mut Summary,
+        attempts: u32,
     ) -> Result<(), RunErrorKind> {
         let created = rfc3339(item.created_ms);
-        if dry_run {
-            summary.recovered += 1;
+        if pass.dry_run {
+            pass.summary.recovered += 1;
             tracing::info!(source = %self.source, event_id = %id, event_type = item.event_type.as_deref().unwrap_or(""), %created, "reconciliation (dry run): would recover");
             return Ok(());
         }
-        let (payload, event_type, headers) = match item.payload.clone() {
-            Some(p) => (p, item.event_type.clone(), item.headers.clone()),
-            None => {
-                let f = self
-                    .call(deadline, summary, || self.provider.fetch(&item))
-                    .await?;
-                (f.payload, f.event_type.or(item.event_type.clone()), f.headers)
+        let (key, event_type) = match self.store(pass, &id, &item).await? {
+            Ok(Stored::New(key, event_type)) => (key, event_type),
+            // A webhook won the race since the existence read: it is delivered, not recovered.
+            Ok(Stored::Present) => {
+                pass.summary.present += 1;
+                return Ok(());
+            }
+            Err(reason) => {
+                let attempts = attempts.saturating_add(1);
+                pass.summary.failed += 1;
+                tracing::warn!(
+                    source = %self.source, event_id = %id, event_type = item.event_type.as_deref().unwrap_or(""),
+                    %created, attempts, %reason, "reconciliation could not store an event; the next runs try it again"
+                );
+                pass.failed.push(FailedEvent {
+                    id,
+                    handle: item.handle,
+                    created_ms: item.created_ms,
+                    event_type: item.event_type,
+                    attempts,
+                });
+                if pass.failed.len() > MAX_FAILED_KEPT {
+                    return Err(RunErrorKind::TooManyFailed(pass.failed.len()));
+                }
+                return Ok(());
             }
         };
-        let key = EventKey::new(self.source.clone(), id);
+        pass.summary.recovered += 1;
+        tracing::warn!(
+            source = %self.source, event_id = %key.event_id, event_type = event_type.as_deref().unwrap_or(""),
+            %created, "reconciled: an event the webhook path never delivered"
+        );
+        if let Err(e) = pass.queue.enqueue(&key, Duration::ZERO).await {
+            tracing::warn!(source = %self.source, event_id = %key.event_id, error = %e, "enqueue failed after the durable write; the sweeper will pick it up");
+        }
+        Ok(())
+    }
+
+    /// The create of one event, its payload fetched where the item has none. `Ok(Err(reason))` when this event
+    /// alone cannot be stored: its detail failed (404, no payload) or the ledger refused the create.
+    async fn store(
+        &self,
+        pass: &mut Pass<'_>,
+        id: &EventId,
+        item: &Listed,
+    ) -> Result<Result<Stored, String>, RunErrorKind> {
+        let (payload, event_type, headers) = match &item.payload {
+            Some(p) => (p.clone(), item.event_type.clone(), item.headers.clone()),
+            None => {
+                let provider = &self.provider;
+                let fetched = self
+                    .call(pass.deadline, &mut pass.summary, move || async move {
+                        match provider.fetch(item).await {
+                            Err(ProviderError::Failed(reason)) => Ok(Err(reason)),
+                            other => other.map(Ok),
+                        }
+                    })
+                    .await?;
+                match fetched {
+                    Ok(f) => (f.payload, f.event_type.or(item.event_type.clone()), f.headers),
+                    Err(reason) => return Ok(Err(reason)),
+                }
+            }
+        };
+        let key = EventKey::new(self.source.clone(), id.clone());
         let event = NewEvent {
             key: key.clone(),
             event_type: event_type.clone(),
@@ -526,24 +681,15 @@ impl Reconciler {
             headers,
             origin: Origin::Reconciled,
             // The id comes from the provider's API, not from a signed body that could be replayed under fresh ids.
-            unique_body_for: None,
+            resent_bodies: Default::default(),
             announced: false,
         };
-        match ledger.create(event).await? {
-            Created::New => {
-                summary.recovered += 1;
-                tracing::warn!(
-                    source = %self.source, event_id = %key.event_id, event_type = event_type.as_deref().unwrap_or(""),
-                    %created, "reconciled: an event the webhook path never delivered"
-                );
-                if let Err(e) = queue.enqueue(&key, Duration::ZERO).await {
-                    tracing::warn!(source = %self.source, event_id = %key.event_id, error = %e, "enqueue failed after the durable write; the sweeper will pick it up");
-                }
-            }
-            // A webhook won the race since the existence read: it is delivered, not recovered.
-            Created::Duplicate { .. } => summary.present += 1,
-        }
-        Ok(())
+        Ok(match pass.ledger.create(event).await {
+            // Resent only where a create looks for resent bodies, which a reconciled one does not: stored all the same.
+            Ok(Created::New | Created::Resent { .. }) => Ok(Stored::New(key, event_type)),
+            Ok(Created::Duplicate { .. }) => Ok(Stored::Present),
+            Err(e) => Err(format!("the ledger refused it: {e}")),
+        })
     }
 
     /// One provider request, waiting out rate limits as told while the budget lasts.
@@ -585,6 +731,28 @@ impl Reconciler {
             }
         }
     }
+}
+
+/// What one run carries from the walk to the retries.
+struct Pass<'a> {
+    ledger: &'a dyn Ledger,
+    queue: &'a dyn Queue,
+    deadline: Instant,
+    dry_run: bool,
+    summary: Summary,
+    /// Every id the walk listed: one id once per run, whatever the provider lists again.
+    seen: HashSet<String>,
+    /// The failed events earlier runs kept, by id.
+    earlier: HashMap<EventId, FailedEvent>,
+    /// The failed events to keep after this run.
+    failed: Vec<FailedEvent>,
+}
+
+/// What a create did with an event the existence read found missing.
+enum Stored {
+    New(EventKey, Option<String>),
+    /// A webhook stored it since the existence read.
+    Present,
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! Stripe: `GET /v1/events?created[gte]=S&created[lt]=S&limit=100[&starting_after=ID]`, newest first
 //! (https://docs.stripe.com/api/events/list), cursor = the last id of the previous page while `has_more`
 //! (https://docs.stripe.com/api/pagination). Stripe keeps events 30 days. The payload stored is the event object
-//! as listed; a webhook of the same id arriving later is a duplicate.
+//! as listed; a webhook of the same id arriving later is a duplicate. An event an earlier run could not store is
+//! fetched again alone, `GET /v1/events/{id}` (https://docs.stripe.com/api/events/retrieve).
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -49,6 +50,38 @@ impl Stripe {
     }
 }
 
+impl Stripe {
+    /// One GET with the key (and the Connect account), its status read as the list and the retrieve share it;
+    /// `missing` says what a 404 means here.
+    async fn get(
+        &self,
+        url: reqwest::Url,
+        what: &str,
+        missing: &str,
+    ) -> Result<reqwest::Response, ProviderError> {
+        let mut request = self.client.get(url).bearer_auth(self.api_key.expose_secret());
+        if let Some(account) = &self.account {
+            request = request.header("Stripe-Account", account);
+        }
+        let response = request.send().await.map_err(transport_error)?;
+        match response.status().as_u16() {
+            200 => Ok(response),
+            401 => Err(ProviderError::BadCredentials(
+                "401: the API key is not valid".into(),
+            )),
+            403 => Err(ProviderError::BadCredentials(
+                "403: the key may not read events (a restricted key needs read access to Events)".into(),
+            )),
+            // https://docs.stripe.com/rate-limits: back off on 429; Stripe does not promise a Retry-After.
+            429 => Err(ProviderError::RateLimited {
+                wait: rate_limit_wait(response.headers(), crate::time::now_ms() / 1000),
+            }),
+            404 => Err(ProviderError::Failed(format!("{what} answered 404: {missing}"))),
+            s => Err(ProviderError::Failed(format!("{what} answered {s}"))),
+        }
+    }
+}
+
 /// Whole seconds `s` with `s * 1000 >= ms`: Stripe's `created` is in seconds, our window in milliseconds.
 fn ceil_secs(ms: i64) -> i64 {
     ms.div_euclid(1000) + i64::from(ms.rem_euclid(1000) != 0)
@@ -68,32 +101,7 @@ impl Provider for Stripe {
                 query.append_pair("starting_after", after);
             }
         }
-        let mut request = self.client.get(url).bearer_auth(self.api_key.expose_secret());
-        if let Some(account) = &self.account {
-            request = request.header("Stripe-Account", account);
-        }
-        let response = request.send().await.map_err(transport_error)?;
-        let status = response.status().as_u16();
-        match status {
-            200 => {}
-            401 => {
-                return Err(ProviderError::BadCredentials(
-                    "401: the API key is not valid".into(),
-                ))
-            }
-            403 => {
-                return Err(ProviderError::BadCredentials(
-                    "403: the key may not read events (a restricted key needs read access to Events)".into(),
-                ))
-            }
-            // https://docs.stripe.com/rate-limits: back off on 429; Stripe does not promise a Retry-After.
-            429 => {
-                return Err(ProviderError::RateLimited {
-                    wait: rate_limit_wait(response.headers(), crate::time::now_ms() / 1000),
-                })
-            }
-            s => return Err(ProviderError::Failed(format!("GET /v1/events answered {s}"))),
-        }
+        let response = self.get(url, "GET /v1/events", "check api_base").await?;
         let list: List = json(response, "GET /v1/events").await?;
         let mut items = Vec::with_capacity(list.data.len());
         for event in &list.data {
@@ -127,18 +135,42 @@ impl Provider for Stripe {
         Ok(Page { items, next })
     }
 
+    /// The list carries every event whole: only an event kept from an earlier run is fetched, alone.
     async fn fetch(&self, item: &Listed) -> Result<Fetched, ProviderError> {
-        // The list carries every event whole; nothing is ever fetched.
-        match &item.payload {
-            Some(payload) => Ok(Fetched {
+        if let Some(payload) = &item.payload {
+            return Ok(Fetched {
                 payload: payload.clone(),
                 event_type: item.event_type.clone(),
                 headers: item.headers.clone(),
-            }),
-            None => Err(ProviderError::Failed(
-                "a Stripe event was listed without its body".into(),
-            )),
+            });
         }
+        let what = format!("GET /v1/events/{}", item.handle);
+        let mut url = self.events_url.clone();
+        url.path_segments_mut()
+            .map_err(|()| ProviderError::Failed("api_base cannot take a path".into()))?
+            .push(&item.handle);
+        let event: serde_json::Value = json(
+            self.get(
+                url,
+                &what,
+                "Stripe no longer has it (it keeps events 30 days), or never did",
+            )
+            .await?,
+            &what,
+        )
+        .await?;
+        if event.get("id").and_then(|v| v.as_str()) != Some(item.id.as_str()) {
+            return Err(ProviderError::Failed(format!(
+                "{what}: the answer is another event"
+            )));
+        }
+        let payload = serde_json::to_vec(&event)
+            .map_err(|e| ProviderError::Failed(format!("cannot serialise an event: {e}")))?;
+        Ok(Fetched {
+            payload: Bytes::from(payload),
+            event_type: event.get("type").and_then(|v| v.as_str()).map(str::to_owned),
+            headers: vec![("content-type".into(), "application/json".into())],
+        })
     }
 }
 

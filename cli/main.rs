@@ -9,10 +9,10 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use std::sync::Arc;
 
-use inbox_core::adapters::dynamodb::DynamoLedger;
-use inbox_core::adapters::s3::S3Payloads;
-use inbox_core::adapters::sqlite::SqliteLedger;
-use inbox_core::adapters::sqs::SqsQueue;
+use inbox_core::aws::dynamodb::DynamoLedger;
+use inbox_core::aws::s3::S3Payloads;
+use inbox_core::embedded::sqlite::SqliteLedger;
+use inbox_core::aws::sqs::SqsQueue;
 use inbox_core::aws::init::{create_stack, QueueSettings};
 use inbox_core::aws::Resources;
 use inbox_core::config::Config;
@@ -21,7 +21,8 @@ use inbox_core::model::{Event, EventId, EventKey, SourceName, Status};
 use inbox_core::ports::{Ledger, ListFilter, Queue, Replay};
 use inbox_core::reconcile::{Progress, Reconciler, RunOptions};
 use inbox_core::schemes::Identity;
-use inbox_core::source::{LocalSecrets, Sources};
+use inbox_core::secrets::LocalSecrets;
+use inbox_core::source::Sources;
 use inbox_core::time::{now_ms, rfc3339};
 
 /// mimalloc instead of the system allocator: on the receiver's hot path glibc's malloc spent a tenth of the

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
-use inbox_core::adapters::sqs::SqsQueue;
+use inbox_core::aws::sqs::SqsQueue;
 use inbox_core::aws::emf;
 use inbox_core::aws::functions::{self, SourceRun};
 use inbox_core::aws::init::{create_stack, QueueSettings};
@@ -26,7 +26,7 @@ use inbox_core::model::{Event, EventId, EventKey, Origin, SourceName, Status};
 use inbox_core::ports::{Claim, Ledger, ListFilter, Queue, Settlement};
 use inbox_core::receiver::Receiver;
 use inbox_core::schemes::{Identity, Scheme};
-use inbox_core::source::{LocalSecrets, SecretResolver};
+use inbox_core::secrets::{LocalSecrets, SecretResolver};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -677,7 +677,7 @@ type Stored = (String, Vec<(String, String)>, i64);
 
 /// The payload bucket's objects.
 async fn bodies_in_s3(sdk: &aws_config::SdkConfig, stack: &Stack) -> Vec<Stored> {
-    let s3 = aws_sdk_s3::Client::from_conf(inbox_core::adapters::s3::S3Payloads::config(sdk));
+    let s3 = aws_sdk_s3::Client::from_conf(inbox_core::aws::s3::S3Payloads::config(sdk));
     let bucket = stack.rt.resources.bucket.clone().unwrap();
     let listed = s3.list_objects_v2().bucket(&bucket).send().await.unwrap();
     let mut out = Vec::new();
@@ -2286,7 +2286,7 @@ async fn duplicates_of_a_young_received_event_send_no_messages() {
 /// Secrets Manager through its secret store.
 fn every_call_counted(sdk: &aws_config::SdkConfig, counter: &CallCounter) -> (Clients, AwsSecrets) {
     let clients = Clients {
-        s3: inbox_core::adapters::s3::S3Payloads::config(sdk)
+        s3: inbox_core::aws::s3::S3Payloads::config(sdk)
             .to_builder()
             .interceptor(counter.clone())
             .build(),
@@ -2685,7 +2685,7 @@ async fn the_player_runs_the_flow_through_the_invoke_api() {
     // Its message redriven to the DLQ: the alarm function marks it DEAD.
     sqs.send_message()
         .queue_url(&dlq)
-        .message_body(inbox_core::adapters::sqs::pointer(&key("evt_play_fail")))
+        .message_body(inbox_core::aws::sqs::pointer(&key("evt_play_fail")))
         .send()
         .await
         .unwrap();

@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -13,8 +12,6 @@ use common::*;
 use inbox_core::schemes::Scheme;
 use serde_json::json;
 use testkit::sockets::{attempt, Attempt};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 const SOURCE: &str = "mem";
 /// `server.max_inflight_bytes` of the server under test.

@@ -5,7 +5,6 @@
 //! needs nowhere else); 127.0.0.1 only, bounded in count and time.
 
 use std::collections::HashSet;
-use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -14,8 +13,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use inbox_core::schemes::{Identity, Scheme};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::watch;
 
 use testkit::sockets::{attempt, Attempt};

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use inbox_core::adapters::sqlite::SqliteLedger;
+use inbox_core::embedded::sqlite::SqliteLedger;
 use inbox_core::embedded::InProcessQueue;
 use inbox_core::model::{EventId, EventKey, NewEvent, SourceName};
 use inbox_core::ports::Ledger;

@@ -154,37 +154,6 @@ impl ProviderConfig {
             ProviderConfig::Github { .. } => "https://api.github.com",
         }
     }
-    /// Resolves the credentials and builds the provider. `at` is the block's field path, for errors.
-    pub(crate) async fn connect(
-        &self,
-        at: &str,
-        api_base: &reqwest::Url,
-        secrets: &dyn crate::source::SecretResolver,
-    ) -> Result<std::sync::Arc<dyn crate::reconcile::Provider>, ConfigError> {
-        let built: Result<std::sync::Arc<dyn crate::reconcile::Provider>, String> = match self {
-            ProviderConfig::Stripe { api_key, account } => {
-                let key = resolve(secrets, at, "api_key", api_key).await?;
-                crate::reconcile::stripe::Stripe::new(api_base.clone(), key, account.clone())
-                    .map(|p| std::sync::Arc::new(p) as _)
-            }
-            ProviderConfig::Github { hook, auth } => {
-                let auth = match auth {
-                    GithubAuth::Token(token) => {
-                        crate::reconcile::github::Auth::token(resolve(secrets, at, "token", token).await?)
-                    }
-                    GithubAuth::App { app_id, private_key } => {
-                        let pem = resolve(secrets, at, "private_key", private_key).await?;
-                        crate::reconcile::github::Auth::app(*app_id, &pem).map_err(|m| {
-                            ConfigError::new(format!("{at}.private_key"), format!("{private_key}: {m}"))
-                        })?
-                    }
-                };
-                crate::reconcile::github::Github::new(api_base.clone(), hook.clone(), auth)
-                    .map(|p| std::sync::Arc::new(p) as _)
-            }
-        };
-        built.map_err(|m| ConfigError::new(at, m))
-    }
 
     /// The signature scheme a source must have for this provider's events to be the same events.
     fn scheme_fits(&self, scheme: &Scheme) -> bool {
@@ -196,18 +165,6 @@ impl ProviderConfig {
 }
 
 /// A credential's value; the error names the field and the reference, never a value.
-async fn resolve(
-    secrets: &dyn crate::source::SecretResolver,
-    at: &str,
-    field: &str,
-    reference: &SecretRef,
-) -> Result<String, ConfigError> {
-    secrets
-        .resolve(reference)
-        .await
-        .map(|v| v.trim().to_owned())
-        .map_err(|m| ConfigError::new(format!("{at}.{field}"), format!("{reference}: {m}")))
-}
 
 /// Whose deliveries a GitHub reconciliation lists.
 #[derive(Debug, Clone, PartialEq, Eq)]

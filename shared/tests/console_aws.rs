@@ -12,8 +12,8 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
-use inbox_core::adapters::dynamodb::DynamoLedger;
-use inbox_core::adapters::sqs::SqsQueue;
+use inbox_core::aws::dynamodb::DynamoLedger;
+use inbox_core::aws::sqs::SqsQueue;
 use inbox_core::aws::init::{create_stack, QueueSettings};
 use inbox_core::console::Console;
 use inbox_core::model::{EventId, EventKey, NewEvent, SourceName, Status};

@@ -14,7 +14,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use inbox_core::adapters::sqlite::SqliteLedger;
+use inbox_core::embedded::sqlite::SqliteLedger;
 use inbox_core::console::Console;
 
 const ROUNDS: usize = 200;

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use fantoccini::elements::Element;
 use fantoccini::error::CmdError;
 use fantoccini::{Client, ClientBuilder, Locator};
-use inbox_core::adapters::sqlite::SqliteLedger;
+use inbox_core::embedded::sqlite::SqliteLedger;
 use inbox_core::console::Console;
 use inbox_core::model::{EventId, EventKey, NewEvent, SourceName, Status};
 use inbox_core::ports::{Ledger, Settlement};

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use inbox_core::adapters::sqlite::SqliteLedger;
+use inbox_core::embedded::sqlite::SqliteLedger;
 use inbox_core::model::{Event, EventId, EventKey, NewEvent, Origin, ResentBodies, SourceName, Status};
 use inbox_core::ports::{Claim, Created, Ledger, ListFilter, MarkDead, Replay, Settled, Settlement};
 use inbox_core::time::now_ms as now;
@@ -1048,7 +1048,7 @@ async fn sqlite_older_files_gain_the_console_indexes_and_lose_the_id_index() {
 /// a create stored but answered 503.
 #[tokio::test]
 async fn sqlite_a_failed_begin_runs_nothing_of_its_batch() {
-    use inbox_core::adapters::sqlite::Options;
+    use inbox_core::embedded::sqlite::Options;
     let dir = tempfile::tempdir().unwrap();
     let options = Options {
         busy_timeout: Duration::from_millis(300),
@@ -1260,8 +1260,8 @@ mod aws {
 
     use async_trait::async_trait;
     use aws_sdk_dynamodb::types::AttributeValue;
-    use inbox_core::adapters::dynamodb::{create_table, shard_of, DynamoLedger, SHARDS};
-    use inbox_core::adapters::s3::S3Payloads;
+    use inbox_core::aws::dynamodb::{create_table, shard_of, DynamoLedger, SHARDS};
+    use inbox_core::aws::s3::S3Payloads;
     use inbox_core::model::{NewEvent, Status};
     use inbox_core::ports::{Claim, Created, Ledger, Replay, Settlement, StoreError};
     use sha2::Digest;
@@ -1414,7 +1414,7 @@ mod aws {
             let item = store.item("big").await;
             assert!(!item.contains_key("payload"), "the body left the item");
             let s3_key = item["payload_s3_key"].as_s().unwrap();
-            // One object per write, under its event's prefix (`adapters::s3::fresh_key`).
+            // One object per write, under its event's prefix (`aws::s3::fresh_key`).
             assert!(s3_key.starts_with("payloads/src/big/"), "{s3_key}");
             assert!(!store.payloads.get(s3_key).await.unwrap().is_empty());
 

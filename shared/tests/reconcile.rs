@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use inbox_core::adapters::sqlite::SqliteLedger;
+use inbox_core::embedded::sqlite::SqliteLedger;
 use inbox_core::config::{Config, GithubHook, ProviderConfig, ReconcileConfig, SecretRef};
 use inbox_core::embedded::{Deliveries, InProcessQueue};
 use inbox_core::model::{Event, EventId, EventKey, NewEvent, Origin, SourceName};
@@ -615,7 +615,7 @@ async fn a_dry_run_creates_enqueues_and_saves_nothing() {
 async fn stripe_connect_sends_the_account_and_from_config_resolves_the_key() {
     struct Env;
     #[async_trait]
-    impl inbox_core::source::SecretResolver for Env {
+    impl inbox_core::secrets::SecretResolver for Env {
         async fn resolve(&self, r: &SecretRef) -> Result<String, String> {
             match r {
                 SecretRef::Env(n) if n == "KEY" => Ok("sk_test_good\n".into()),

@@ -15,8 +15,8 @@ use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use inbox_core::adapters::dynamodb::DynamoLedger;
-use inbox_core::adapters::s3::S3Payloads;
+use inbox_core::aws::dynamodb::DynamoLedger;
+use inbox_core::aws::s3::S3Payloads;
 use inbox_core::aws::functions;
 use inbox_core::aws::init::{create_stack, QueueSettings};
 use inbox_core::model::{NewEvent, Status};
@@ -612,8 +612,8 @@ async fn the_templates_and_aws_inits_lifecycle_rules_agree() {
         declared
             .iter()
             .any(|r| r.contains("tags=[\"inbox-body=pending\"]")
-                && r.contains(&format!("days=Some({})", inbox_core::adapters::s3::PENDING_DAYS))),
+                && r.contains(&format!("days=Some({})", inbox_core::aws::s3::PENDING_DAYS))),
         "{declared:?}"
     );
-    assert!(i64::from(inbox_core::adapters::s3::PENDING_DAYS) > dlq_days);
+    assert!(i64::from(inbox_core::aws::s3::PENDING_DAYS) > dlq_days);
 }

@@ -8,7 +8,7 @@ use futures_util::future::join_all;
 use tracing::Instrument;
 
 use super::{emf, ReconciledSource, ReconcilerRuntime, Runtime};
-use crate::adapters::sqs::{announced_until, parse_pointer, visibility_seconds};
+use crate::aws::sqs::{announced_until, parse_pointer, visibility_seconds};
 use crate::machine::{Outcome, SweepReport, LEASE_MARGIN, MISSING};
 use crate::metrics::Metrics;
 use crate::ports::{Checkpoint, Ledger, MarkDead, StoreError};
@@ -234,7 +234,7 @@ async fn bury_record(rt: &Runtime, record: &SqsMessage) -> bool {
 /// The sweeper (every minute): the restart scan through the sparse index, then the bodies in S3 whose countdown a
 /// crash between a COMPLETED settle and the processor's tagging left owed ([`DynamoLedger::finish_bodies`]).
 ///
-/// [`DynamoLedger::finish_bodies`]: crate::adapters::dynamodb::DynamoLedger::finish_bodies
+/// [`DynamoLedger::finish_bodies`]: crate::aws::dynamodb::DynamoLedger::finish_bodies
 pub async fn sweeper(rt: &Runtime) -> Result<SweepReport, StoreError> {
     let report = rt.machine.sweep(rt.queue.as_ref(), 1000).await?;
     let bodies = rt.ledger.finish_bodies(1000).await?;

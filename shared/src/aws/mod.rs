@@ -1,15 +1,22 @@
-//! The serverless runtime: how the Lambda functions find their resources, configuration and secrets, and the
-//! handlers each function runs ([`functions`]). The functions' `main`s only call into here.
+//! The serverless runtime: the DynamoDB ledger ([`dynamodb`]), the SQS queue ([`sqs`]), bodies in S3 ([`s3`]),
+//! alarms on SNS ([`sns`]), metrics as EMF lines ([`emf`]), secrets from Secrets Manager and SSM, how the Lambda
+//! functions find their resources and configuration, and the handler each function runs ([`functions`]). The
+//! functions' `main`s only call into here.
 
 #[cfg(feature = "cloudwatch")]
 pub mod charts;
+pub mod dynamodb;
 pub mod emf;
 pub mod functions;
+#[cfg(feature = "operator")]
 pub mod init;
+#[cfg(feature = "operator")]
 pub mod play;
+pub mod s3;
 pub mod sdk;
 mod secrets;
 pub mod sns;
+pub mod sqs;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,9 +25,9 @@ use aws_config::SdkConfig;
 
 pub use secrets::AwsSecrets;
 
-use crate::adapters::dynamodb::DynamoLedger;
-use crate::adapters::s3::S3Payloads;
-use crate::adapters::sqs::SqsQueue;
+use crate::aws::dynamodb::DynamoLedger;
+use crate::aws::s3::S3Payloads;
+use crate::aws::sqs::SqsQueue;
 use crate::config::{Config, ConfigError, ReconcileConfig, RetryPolicy};
 use crate::handlers::Registry;
 use crate::machine::Machine;
@@ -29,7 +36,8 @@ use crate::model::SourceName;
 use crate::ports::Ledger;
 use crate::receiver::Receiver;
 use crate::reconcile::Reconciler;
-use crate::source::{SecretResolver, Sources};
+use crate::secrets::SecretResolver;
+use crate::source::Sources;
 
 /// The resources a function works on, from the environment the template sets.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,7 +81,7 @@ pub fn check_retention(config: &Config, retention_days: u32) -> Result<(), Confi
 /// more for each 11¾ hours of a wait past the first (a wait longer than SQS lets a message hide comes back early,
 /// is found not due, and is hidden again).
 pub fn receives_needed(policy: &RetryPolicy) -> u64 {
-    let hide = crate::adapters::sqs::MAX_VISIBILITY.as_millis().max(1);
+    let hide = crate::aws::sqs::MAX_VISIBILITY.as_millis().max(1);
     let mut receives = u64::from(policy.max_attempts);
     for attempt in 1..policy.max_attempts {
         let wait = crate::machine::longest_backoff(policy, attempt);

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use aws_config::SdkConfig;
 
 use crate::config::SecretRef;
-use crate::source::{resolve_local, SecretResolver};
+use crate::secrets::{resolve_local, SecretResolver};
 
 /// Each client is built the first time a reference needs it: a config of `env:` secrets builds neither, and
 /// building one (its endpoint rules) is a measurable part of a cold start.

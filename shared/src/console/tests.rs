@@ -8,7 +8,7 @@ use std::time::Duration;
 use secrecy::SecretString;
 
 use super::*;
-use crate::adapters::sqlite::SqliteLedger;
+use crate::embedded::sqlite::SqliteLedger;
 use crate::model::NewEvent;
 use crate::ports::{Checkpoint, RunRecord, Settlement};
 

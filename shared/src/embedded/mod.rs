@@ -3,6 +3,7 @@
 
 mod alarm;
 mod queue;
+pub mod sqlite;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -15,7 +16,7 @@ use tokio::task::JoinSet;
 pub use alarm::NotifyUrl;
 pub use queue::{Deliveries, InProcessQueue};
 
-use crate::adapters::sqlite::SqliteLedger;
+use crate::embedded::sqlite::SqliteLedger;
 use crate::config::{Config, ConfigError};
 use crate::handlers::{http_client, Registry};
 use crate::health::{DeliveryHealth, Thresholds};
@@ -24,7 +25,8 @@ use crate::metrics::Metrics;
 use crate::ports::{Ledger, Queue, StoreError};
 use crate::receiver::{router, InflightBytes, Receiver};
 use crate::reconcile::{reconcilers, Reconciler, RunOptions};
-use crate::source::{LocalSecrets, Sources};
+use crate::secrets::LocalSecrets;
+use crate::source::Sources;
 use crate::time::now_ms;
 
 /// Pointers waiting in memory; past it the backlog waits in the ledger and the workers refill from there.

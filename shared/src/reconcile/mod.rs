@@ -7,6 +7,7 @@
 //! batched existence reads, the rate-limit waits, the budgets, the failed events kept for later runs and the
 //! checkpoint live here, once for every provider.
 
+mod connect;
 pub mod github;
 pub mod stripe;
 
@@ -24,7 +25,7 @@ use tokio::time::Instant;
 use crate::config::{ConfigError, ReconcileConfig};
 use crate::model::{EventId, EventKey, KeptHeaders, NewEvent, Origin, SourceName};
 use crate::ports::{Created, FailedEvent, Ledger, Queue, RunRecord, StoreError};
-use crate::source::SecretResolver;
+use crate::secrets::SecretResolver;
 use crate::time::{ms, now_ms, rfc3339};
 
 /// Creation times in UTC milliseconds, `[from_ms, to_ms)`.
@@ -318,7 +319,7 @@ impl Reconciler {
         secrets: &dyn SecretResolver,
     ) -> Result<Reconciler, ConfigError> {
         let at = format!("sources.{source}.reconcile");
-        let provider = config.provider.connect(&at, &config.api_base, secrets).await?;
+        let provider = connect::connect(&config.provider, &at, &config.api_base, secrets).await?;
         Ok(Reconciler {
             source: source.clone(),
             provider_name: config.provider.name(),

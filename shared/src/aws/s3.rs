@@ -27,7 +27,7 @@ use aws_sdk_s3::{Client, Config};
 use bytes::Bytes;
 use std::sync::OnceLock;
 
-use super::dynamodb::sdk_error;
+use super::sdk::sdk_error;
 use crate::ports::StoreError;
 
 /// The tag that the bucket's lifecycle rules expire by.

@@ -8,7 +8,7 @@
 //! the inline limit goes to S3 first and the item keeps `payload_s3_key` (with `payload_encoding = "zstd"`). Items
 //! written before these choices (`payload` with `payload_encoding`, the hash in hex) read the same.
 //!
-//! A body in S3 is expired by the bucket's lifecycle rules after its tags (`adapters::s3`): written pending, kept
+//! A body in S3 is expired by the bucket's lifecycle rules after its tags (`aws::s3`): written pending, kept
 //! from its event's claim or death, counting down from its completion. What the ledger owes it is written in the
 //! ledger before the step that could leave it wrong (DESIGN.md "Retention"; RELIABILITY.md "Bodies in S3"): the
 //! claim puts the record in the sparse index's `body#{shard}` partition, the COMPLETED settle leaves it there, and
@@ -31,7 +31,6 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::get_item::builders::GetItemFluentBuilder;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
@@ -46,6 +45,7 @@ use bytes::Bytes;
 use tokio::task::JoinSet;
 
 use super::s3::{fresh_key, S3Payloads};
+use super::sdk::sdk_error;
 use crate::model::{Event, EventId, EventKey, NewEvent, Origin, ResentBodies, SourceName, Status};
 use crate::ports::{
     Checkpoint, Claim, Created, Ledger, ListFilter, MarkDead, Replay, Settled, Settlement, StoreError,
@@ -1358,23 +1358,6 @@ fn partition(kind: &str, pk: &str) -> String {
     format!("{kind}#{}", shard_of(pk))
 }
 
-/// A store error from any AWS SDK call: throttling is [`StoreError::Busy`] (answer 503 and let the sender retry),
-/// anything else [`StoreError::Unavailable`] with the error's cause chain (requests never carry a body back).
-pub(crate) fn sdk_error<E, R>(e: SdkError<E, R>) -> StoreError
-where
-    E: ProvideErrorMetadata + std::error::Error + 'static,
-    R: std::fmt::Debug,
-{
-    match e.code() {
-        Some(
-            "ProvisionedThroughputExceededException"
-            | "ThrottlingException"
-            | "RequestLimitExceeded"
-            | "SlowDown",
-        ) => StoreError::Busy,
-        _ => StoreError::Unavailable(DisplayErrorContext(&e).to_string()),
-    }
-}
 
 fn no_attributes(key: &EventKey) -> StoreError {
     StoreError::Unavailable(format!("the update of {key} returned no attributes"))

@@ -49,10 +49,7 @@ mod imp {
         }
         static HITS: OnceLock<Mutex<HashMap<&'static str, u64>>> = OnceLock::new();
         let n = {
-            let mut hits = HITS
-                .get_or_init(|| Mutex::new(HashMap::new()))
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut hits = crate::sync::lock(HITS.get_or_init(|| Mutex::new(HashMap::new())));
             let n = hits.entry(name).or_insert(0);
             *n += 1;
             *n

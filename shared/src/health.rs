@@ -230,10 +230,7 @@ impl DeliveryHealth {
     fn count_one(&self, s: &SourceHealth, key: &EventKey, minute: i64) {
         let window = s.buckets.len() as i64;
         let n = {
-            let mut guard = s
-                .per_event
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut guard = crate::sync::lock(&s.per_event);
             let (started, counts) = &mut *guard;
             if minute - *started >= window || counts.len() >= TRACKED_EVENTS {
                 *started = minute;

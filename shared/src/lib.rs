@@ -27,4 +27,5 @@ pub mod rules;
 pub mod schemes;
 pub mod secrets;
 pub mod source;
+pub mod sync;
 pub mod time;

@@ -14,7 +14,8 @@ use crate::config::RetryPolicy;
 use crate::handlers::HandlerError;
 use crate::metrics::Metrics;
 use crate::model::{Event, EventKey, Status};
-use crate::ports::{Claim, Ledger, MarkDead, Queue, Settled, Settlement, StoreError};
+use crate::ports::{Claim, MarkDead, Queue, Settled, Settlement, Store, StoreError};
+use crate::sync::lock;
 use crate::rules::bounded_error;
 use crate::source::Sources;
 use crate::time::{ms, now_ms, rfc3339};
@@ -78,7 +79,7 @@ impl SweepReport {
 }
 
 pub struct Machine {
-    ledger: Arc<dyn Ledger>,
+    ledger: Arc<dyn Store>,
     sources: Sources,
     metrics: Arc<Metrics>,
     alarm: Arc<dyn Alarm>,
@@ -129,7 +130,7 @@ pub fn budget_spent(policy: &RetryPolicy, attempts: u32, since: i64, now: i64) -
 
 impl Machine {
     pub fn new(
-        ledger: Arc<dyn Ledger>,
+        ledger: Arc<dyn Store>,
         sources: Sources,
         metrics: Arc<Metrics>,
         alarm: Arc<dyn Alarm>,
@@ -163,7 +164,7 @@ impl Machine {
         self
     }
 
-    pub fn ledger(&self) -> &Arc<dyn Ledger> {
+    pub fn ledger(&self) -> &Arc<dyn Store> {
         &self.ledger
     }
 
@@ -436,14 +437,11 @@ impl Machine {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 /// The alarm task: sends each dead event's alarm, a few at a time, each with its own backoff on failure.
 async fn send_alarms(
     mut rx: mpsc::Receiver<Event>,
-    ledger: Arc<dyn Ledger>,
+    ledger: Arc<dyn Store>,
     alarm: Arc<dyn Alarm>,
     pending: Arc<Mutex<HashSet<EventKey>>>,
 ) {

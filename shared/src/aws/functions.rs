@@ -1,17 +1,22 @@
 //! What each Lambda function does, as plain async functions over a [`Runtime`]; the `functions/*` binaries only
 //! call these. Every SQS handler reports partial batch failures and never fails a whole batch for one record.
 
+use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use futures_util::future::join_all;
+use lambda_runtime::{service_fn, LambdaEvent};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use tracing::Instrument;
 
 use super::{emf, ReconciledSource, ReconcilerRuntime, Runtime};
 use crate::aws::sqs::{announced_until, parse_pointer, visibility_seconds};
 use crate::machine::{Outcome, SweepReport, LEASE_MARGIN, MISSING};
 use crate::metrics::Metrics;
-use crate::ports::{Checkpoint, Ledger, MarkDead, StoreError};
+use crate::ports::{Checkpoint, Checkpoints, MarkDead, StoreError};
 use crate::reconcile::{Budget, Progress, Reconciler, RunOptions, Summary};
 use crate::time::{ms, now_ms, rfc3339};
 
@@ -458,4 +463,24 @@ mod deadline_tests {
             );
         }
     }
+}
+
+/// The `main` of the processor, alarm and sweeper functions: builds their [`Runtime`] once, at the cold start, then
+/// answers each invocation with `work` over it. (The receiver serves HTTP and the reconciler has a runtime of its own.)
+pub async fn serve<E, R, F, Fut>(work: F) -> Result<(), lambda_runtime::Error>
+where
+    E: DeserializeOwned + Send + 'static,
+    R: Serialize + Send + 'static,
+    F: Fn(Arc<Runtime>, LambdaEvent<E>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<R, lambda_runtime::Error>> + Send,
+{
+    lambda_runtime::tracing::init_default_subscriber();
+    let registry = crate::handlers::Registry::new(crate::handlers::http_client());
+    let rt = Arc::new(Runtime::from_env(registry).await?);
+    let work = Arc::new(work);
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<E>| {
+        let (rt, work) = (rt.clone(), work.clone());
+        async move { work(rt, event).await }
+    }))
+    .await
 }

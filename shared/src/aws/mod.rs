@@ -33,8 +33,8 @@ use crate::handlers::Registry;
 use crate::machine::Machine;
 use crate::metrics::Metrics;
 use crate::model::SourceName;
-use crate::ports::Ledger;
-use crate::receiver::Receiver;
+use crate::ports::Store;
+use crate::receiver::{Intake, Receiver};
 use crate::reconcile::Reconciler;
 use crate::secrets::SecretResolver;
 use crate::source::Sources;
@@ -415,7 +415,10 @@ fn receiver(
         health,
         rejections: Default::default(),
         resend_grace,
-        announce_window: crate::aws::functions::configured_timeout() + ANNOUNCE_MARGIN,
+        // The work queue vouches for a record from the moment its message is sent (DynamoDB with SQS).
+        intake: Intake::AnnounceThenWrite {
+            window: crate::aws::functions::configured_timeout() + ANNOUNCE_MARGIN,
+        },
     })
 }
 
@@ -452,7 +455,7 @@ impl Runtime {
         ));
         // A worker name per container; each claim adds its own random token.
         let owner = format!("lambda:{:08x}", rand::random::<u32>());
-        let shared: Arc<dyn Ledger> = ledger.clone();
+        let shared: Arc<dyn Store> = ledger.clone();
         let machine = Arc::new(Machine::new(
             shared,
             sources.clone(),

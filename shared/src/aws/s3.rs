@@ -60,15 +60,13 @@ pub fn fresh_key(source: &str, event_id: &str) -> String {
 /// `CopySource` names the object as `bucket/key` with the key URL-encoded (its `/` kept), as the S3 API reference
 /// for CopyObject requires: https://docs.aws.amazon.com/AmazonS3/latest/API/API_CopyObject.html
 fn copy_source(bucket: &str, key: &str) -> String {
-    let mut out = format!("{bucket}/");
-    for b in key.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'/' | b'-' | b'_' | b'.' | b'~') {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    const KEY: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+        .remove(b'/')
+        .remove(b'-')
+        .remove(b'_')
+        .remove(b'.')
+        .remove(b'~');
+    format!("{bucket}/{}", percent_encoding::utf8_percent_encode(key, KEY))
 }
 
 /// Whether an S3 error says the object is not there.

@@ -22,8 +22,8 @@ use crate::handlers::{http_client, Registry};
 use crate::health::{DeliveryHealth, Thresholds};
 use crate::machine::{Machine, Outcome, SweepReport};
 use crate::metrics::Metrics;
-use crate::ports::{Ledger, Queue, StoreError};
-use crate::receiver::{router, InflightBytes, Receiver};
+use crate::ports::{Queue, Store, StoreError};
+use crate::receiver::{router, InflightBytes, Intake, Receiver};
 use crate::reconcile::{reconcilers, Reconciler, RunOptions};
 use crate::secrets::LocalSecrets;
 use crate::source::Sources;
@@ -76,7 +76,7 @@ pub async fn serve(
     let sources = Sources::build(&config, Some(&LocalSecrets), &handlers).await?;
     let reconcilers = reconcilers(&config, &LocalSecrets).await?;
     let ledger = SqliteLedger::open(data_dir, config.server.max_pending_writes, config.sweeper.grace)?;
-    let shared: Arc<dyn Ledger> = Arc::new(ledger.clone());
+    let shared: Arc<dyn Store> = Arc::new(ledger.clone());
     let metrics = Arc::new(Metrics::new(sources.names()));
     let alarm = Arc::new(NotifyUrl::new(http_client(), config.alarm.notify_url.clone()));
     let health = Arc::new(DeliveryHealth::new(
@@ -153,7 +153,7 @@ pub async fn serve(
         rejections: Default::default(),
         resend_grace: config.sweeper.grace,
         // The ledger is its own queue: nothing is sent ahead of a create.
-        announce_window: Duration::ZERO,
+        intake: Intake::WriteThenEnqueue,
     });
     let listener = TcpListener::bind(config.server.listen)
         .await
@@ -267,7 +267,7 @@ async fn refill(
 /// next one starts over from the checkpoint; receiving never waits for it.
 async fn run_reconciler(
     reconciler: Reconciler,
-    ledger: Arc<dyn Ledger>,
+    ledger: Arc<dyn Store>,
     queue: Arc<InProcessQueue>,
     metrics: Arc<Metrics>,
     slot: usize,

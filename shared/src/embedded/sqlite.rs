@@ -19,7 +19,7 @@ use rusqlite::{params, Connection, OpenFlags, OptionalExtension, Row};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::model::{Event, EventId, EventKey, NewEvent, Origin, ResentBodies, SourceName, Status};
-use crate::ports::{
+use crate::ports::{Browse, Checkpoints, SweepIndex, 
     Bucket, Checkpoint, Claim, Created, Ledger, ListFilter, MarkDead, Replay, Settled, Settlement,
     StoreError, Summary,
 };
@@ -448,10 +448,7 @@ impl Readers {
         for _ in 0..n {
             idle.push(readers.connect()?);
         }
-        *readers
-            .idle
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = idle;
+        *crate::sync::lock(&readers.idle) = idle;
         Ok(readers)
     }
 
@@ -471,20 +468,13 @@ impl Readers {
 
     /// Runs `f` on an idle connection (a new one if all are busy; at most the pool's size is kept).
     fn with<T>(&self, f: impl FnOnce(&Connection) -> Result<T, StoreError>) -> Result<T, StoreError> {
-        let taken = self
-            .idle
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .pop();
+        let taken = crate::sync::lock(&self.idle).pop();
         let conn = match taken {
             Some(c) => c,
             None => self.connect()?,
         };
         let result = f(&conn);
-        let mut idle = self
-            .idle
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut idle = crate::sync::lock(&self.idle);
         if idle.len() < READERS {
             idle.push(conn);
         }
@@ -1230,7 +1220,6 @@ impl Ledger for SqliteLedger {
     async fn create(&self, event: NewEvent) -> Result<Created, StoreError> {
         self.ask(Op::Create(event)).await
     }
-
     async fn claim(&self, key: &EventKey, owner: &str, lease: Duration) -> Result<Claim, StoreError> {
         let op = Op::Claim {
             key: key.clone(),
@@ -1239,7 +1228,6 @@ impl Ledger for SqliteLedger {
         };
         self.ask(op).await
     }
-
     async fn settle(
         &self,
         key: &EventKey,
@@ -1253,7 +1241,6 @@ impl Ledger for SqliteLedger {
         };
         self.ask(op).await
     }
-
     async fn release(&self, key: &EventKey, owner: &str) -> Result<Settled, StoreError> {
         let op = Op::Release {
             key: key.clone(),
@@ -1261,7 +1248,6 @@ impl Ledger for SqliteLedger {
         };
         self.ask(op).await
     }
-
     async fn mark_dead(&self, key: &EventKey, reason: &str) -> Result<MarkDead, StoreError> {
         let op = Op::MarkDead {
             key: key.clone(),
@@ -1269,28 +1255,9 @@ impl Ledger for SqliteLedger {
         };
         self.ask(op).await
     }
-
     async fn mark_notified(&self, key: &EventKey) -> Result<(), StoreError> {
         self.ask(Op::MarkNotified(key.clone())).await
     }
-
-    async fn defer_alarm(&self, key: &EventKey, until: i64) -> Result<(), StoreError> {
-        let op = Op::DeferAlarm {
-            key: key.clone(),
-            until,
-        };
-        self.ask(op).await
-    }
-
-    async fn resent(&self, key: &EventKey, status: Status, updated_at: i64) -> Result<(), StoreError> {
-        let op = Op::Resent {
-            key: key.clone(),
-            status,
-            updated_at,
-        };
-        self.ask(op).await
-    }
-
     async fn replay(&self, key: &EventKey, force: bool) -> Result<Replay, StoreError> {
         let op = Op::Replay {
             key: key.clone(),
@@ -1298,7 +1265,6 @@ impl Ledger for SqliteLedger {
         };
         self.ask(op).await
     }
-
     async fn get(&self, key: &EventKey) -> Result<Option<Event>, StoreError> {
         let key = key.clone();
         self.read(move |c, now| match find(c, &key)? {
@@ -1311,7 +1277,95 @@ impl Ledger for SqliteLedger {
         })
         .await
     }
+    fn check(&self) -> Result<(), StoreError> {
+        if self.jobs.is_closed() {
+            return Err(writer_stopped());
+        }
+        Ok(())
+    }
+}
 
+#[async_trait]
+impl SweepIndex for SqliteLedger {
+    async fn defer_alarm(&self, key: &EventKey, until: i64) -> Result<(), StoreError> {
+        let op = Op::DeferAlarm {
+            key: key.clone(),
+            until,
+        };
+        self.ask(op).await
+    }
+    async fn resent(&self, key: &EventKey, status: Status, updated_at: i64) -> Result<(), StoreError> {
+        let op = Op::Resent {
+            key: key.clone(),
+            status,
+            updated_at,
+        };
+        self.ask(op).await
+    }
+    async fn due(&self, due_before: i64, limit: usize) -> Result<Vec<Event>, StoreError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.read(move |c, _| {
+            let mut stmt = c
+                .prepare_cached(&format!(
+                    "SELECT {COLUMNS} FROM events WHERE due_at <= ?1 ORDER BY due_at LIMIT ?2"
+                ))
+                .map_err(sql)?;
+            let rows = stmt
+                .query_map(params![due_before, limit], |r| event_row(r).map(|(_, e)| e))
+                .map_err(sql)?;
+            rows.collect::<rusqlite::Result<_>>().map_err(sql)
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl Checkpoints for SqliteLedger {
+    async fn present(&self, source: &SourceName, ids: &[EventId]) -> Result<HashSet<EventId>, StoreError> {
+        let (source, ids) = (source.clone(), ids.to_vec());
+        self.read(move |c, _| {
+            // Any record, expired or not: past retention "done and forgotten" looks like "never received".
+            let mut stmt = c
+                .prepare_cached("SELECT 1 FROM events WHERE source = ?1 AND event_id = ?2")
+                .map_err(sql)?;
+            let mut found = HashSet::new();
+            for id in ids {
+                if stmt.exists(params![source.as_str(), id.as_str()]).map_err(sql)? {
+                    found.insert(id);
+                }
+            }
+            Ok(found)
+        })
+        .await
+    }
+    async fn checkpoint(&self, source: &SourceName) -> Result<Option<Checkpoint>, StoreError> {
+        let source = source.clone();
+        self.read(move |c, _| {
+            let body: Option<String> = c
+                .prepare_cached("SELECT body FROM checkpoints WHERE source = ?1")
+                .and_then(|mut s| s.query_row([source.as_str()], |r| r.get(0)).optional())
+                .map_err(sql)?;
+            body.map(|b| {
+                serde_json::from_str(&b)
+                    .map_err(|e| StoreError::Corrupt(format!("the checkpoint of {source}: {e}")))
+            })
+            .transpose()
+        })
+        .await
+    }
+    async fn save_checkpoint(&self, source: &SourceName, checkpoint: &Checkpoint) -> Result<(), StoreError> {
+        let body = serde_json::to_string(checkpoint)
+            .map_err(|e| StoreError::Unavailable(format!("cannot encode the checkpoint of {source}: {e}")))?;
+        let op = Op::SaveCheckpoint {
+            source: source.clone(),
+            body,
+        };
+        self.ask(op).await
+    }
+}
+
+#[async_trait]
+impl Browse for SqliteLedger {
     async fn list(&self, filter: &ListFilter) -> Result<Vec<Event>, StoreError> {
         use rusqlite::types::Value;
         let limit = i64::try_from(filter.limit).unwrap_or(i64::MAX);
@@ -1378,77 +1432,9 @@ impl Ledger for SqliteLedger {
         })
         .await
     }
-
     /// Each count from an index: by status from `events_status`, per source from `events_source`, less the
     /// completed events past retention (from `events_expiry`), the open and dead ones per source looked up.
     async fn summary(&self) -> Result<Summary, StoreError> {
         self.read(|c, now| summarize(c, now).map_err(sql)).await
-    }
-
-    async fn due(&self, due_before: i64, limit: usize) -> Result<Vec<Event>, StoreError> {
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        self.read(move |c, _| {
-            let mut stmt = c
-                .prepare_cached(&format!(
-                    "SELECT {COLUMNS} FROM events WHERE due_at <= ?1 ORDER BY due_at LIMIT ?2"
-                ))
-                .map_err(sql)?;
-            let rows = stmt
-                .query_map(params![due_before, limit], |r| event_row(r).map(|(_, e)| e))
-                .map_err(sql)?;
-            rows.collect::<rusqlite::Result<_>>().map_err(sql)
-        })
-        .await
-    }
-
-    async fn present(&self, source: &SourceName, ids: &[EventId]) -> Result<HashSet<EventId>, StoreError> {
-        let (source, ids) = (source.clone(), ids.to_vec());
-        self.read(move |c, _| {
-            // Any record, expired or not: past retention "done and forgotten" looks like "never received".
-            let mut stmt = c
-                .prepare_cached("SELECT 1 FROM events WHERE source = ?1 AND event_id = ?2")
-                .map_err(sql)?;
-            let mut found = HashSet::new();
-            for id in ids {
-                if stmt.exists(params![source.as_str(), id.as_str()]).map_err(sql)? {
-                    found.insert(id);
-                }
-            }
-            Ok(found)
-        })
-        .await
-    }
-
-    async fn checkpoint(&self, source: &SourceName) -> Result<Option<Checkpoint>, StoreError> {
-        let source = source.clone();
-        self.read(move |c, _| {
-            let body: Option<String> = c
-                .prepare_cached("SELECT body FROM checkpoints WHERE source = ?1")
-                .and_then(|mut s| s.query_row([source.as_str()], |r| r.get(0)).optional())
-                .map_err(sql)?;
-            body.map(|b| {
-                serde_json::from_str(&b)
-                    .map_err(|e| StoreError::Corrupt(format!("the checkpoint of {source}: {e}")))
-            })
-            .transpose()
-        })
-        .await
-    }
-
-    async fn save_checkpoint(&self, source: &SourceName, checkpoint: &Checkpoint) -> Result<(), StoreError> {
-        let body = serde_json::to_string(checkpoint)
-            .map_err(|e| StoreError::Unavailable(format!("cannot encode the checkpoint of {source}: {e}")))?;
-        let op = Op::SaveCheckpoint {
-            source: source.clone(),
-            body,
-        };
-        self.ask(op).await
-    }
-
-    fn check(&self) -> Result<(), StoreError> {
-        if self.jobs.is_closed() {
-            return Err(writer_stopped());
-        }
-        Ok(())
     }
 }

@@ -24,7 +24,7 @@ use tokio::time::Instant;
 
 use crate::config::{ConfigError, ReconcileConfig};
 use crate::model::{EventId, EventKey, KeptHeaders, NewEvent, Origin, SourceName};
-use crate::ports::{Created, FailedEvent, Ledger, Queue, RunRecord, StoreError};
+use crate::ports::{Created, FailedEvent, Queue, RunRecord, Store, StoreError};
 use crate::secrets::SecretResolver;
 use crate::time::{ms, now_ms, rfc3339};
 
@@ -377,7 +377,7 @@ impl Reconciler {
     /// but a dry one is recorded in the checkpoint's `last_run`, failed or not.
     pub async fn run(
         &self,
-        ledger: &dyn Ledger,
+        ledger: &dyn Store,
         queue: &dyn Queue,
         options: RunOptions,
         progress: &mut (dyn FnMut(&Progress) + Send),
@@ -736,7 +736,7 @@ impl Reconciler {
 
 /// What one run carries from the walk to the retries.
 struct Pass<'a> {
-    ledger: &'a dyn Ledger,
+    ledger: &'a dyn Store,
     queue: &'a dyn Queue,
     deadline: Instant,
     dry_run: bool,

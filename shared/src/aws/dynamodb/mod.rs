@@ -17,7 +17,7 @@
 //!
 //! The sparse index `open_index` holds only what no queue message vouches for (DESIGN.md "Sweeper"): partition
 //! `gsi1pk` = `open#{shard}` or `dead#{shard}`, sort `gsi1sk` = the due time, with the semantics of the SQLite
-//! ledger's `due_at` column. The receiver sends an event's message before creating it ([`Ledger::announces_first`]),
+//! ledger's `due_at` column. The receiver sends an event's message before creating it (`receiver::Intake::AnnounceThenWrite`),
 //! and SQS keeps a message until its settle deletes it, so the happy path writes no index entry at all: a record
 //! is indexed only while RECEIVED without a message sent first (its enqueue failed, a reconciled or replayed
 //! event), FAILED (listed for operators), or DEAD. A claim takes the record out; PROCESSING and COMPLETED records
@@ -47,8 +47,8 @@ use tokio::task::JoinSet;
 use super::s3::{fresh_key, S3Payloads};
 use super::sdk::sdk_error;
 use crate::model::{Event, EventId, EventKey, NewEvent, Origin, ResentBodies, SourceName, Status};
-use crate::ports::{
-    Checkpoint, Claim, Created, Ledger, ListFilter, MarkDead, Replay, Settled, Settlement, StoreError,
+use crate::ports::{Browse, Checkpoints, SweepIndex, 
+    Checkpoint, Claim, Created, Ledger, ListFilter, MarkDead, Replay, Settled, Settlement, StoreError, Summary,
 };
 use crate::rules::{self, Due};
 use crate::time::{ms, now_ms};
@@ -476,10 +476,6 @@ async fn query_partition(
 
 #[async_trait]
 impl Ledger for DynamoLedger {
-    fn announces_first(&self) -> bool {
-        true
-    }
-
     /// An eventually consistent `GetItem` of the record's metadata (half a read unit): a duplicate missed this
     /// way is caught by the create's condition, at the cost of one spare message.
     async fn peek(&self, key: &EventKey) -> Result<Option<Event>, StoreError> {
@@ -496,7 +492,6 @@ impl Ledger for DynamoLedger {
         let event = event_of(&item)?;
         Ok((!event.is_expired(now_ms())).then_some(event))
     }
-
     async fn create(&self, event: NewEvent) -> Result<Created, StoreError> {
         let now = now_ms();
         let pk = event.key.pk();
@@ -577,7 +572,6 @@ impl Ledger for DynamoLedger {
             "the create of {pk} was refused but no item stands in the way"
         )))
     }
-
     async fn claim(&self, key: &EventKey, owner: &str, lease: Duration) -> Result<Claim, StoreError> {
         let now = now_ms();
         let until = now.saturating_add(ms(lease));
@@ -611,7 +605,6 @@ impl Ledger for DynamoLedger {
             )),
         }
     }
-
     async fn settle(
         &self,
         key: &EventKey,
@@ -648,7 +641,6 @@ impl Ledger for DynamoLedger {
             Write::Refused(_) => Settled::LeaseLost,
         })
     }
-
     async fn release(&self, key: &EventKey, owner: &str) -> Result<Settled, StoreError> {
         let now = now_ms();
         let values = Values::default()
@@ -660,7 +652,6 @@ impl Ledger for DynamoLedger {
             Write::Refused(_) => Settled::LeaseLost,
         })
     }
-
     async fn mark_dead(&self, key: &EventKey, reason: &str) -> Result<MarkDead, StoreError> {
         let now = now_ms();
         let values = Values::default()
@@ -691,7 +682,6 @@ impl Ledger for DynamoLedger {
             )),
         }
     }
-
     async fn mark_notified(&self, key: &EventKey) -> Result<(), StoreError> {
         let values = Values::default()
             .status(":dead", Status::Dead)
@@ -722,23 +712,6 @@ impl Ledger for DynamoLedger {
             .await?;
         Ok(())
     }
-
-    async fn defer_alarm(&self, key: &EventKey, until: i64) -> Result<(), StoreError> {
-        let values = Values::default().status(":dead", Status::Dead).n(":until", until);
-        self.update(key, DEFER_ALARM, DEAD_UNNOTIFIED, values, false)
-            .await?;
-        Ok(())
-    }
-
-    async fn resent(&self, key: &EventKey, status: Status, updated_at: i64) -> Result<(), StoreError> {
-        let values = Values::default()
-            .status(":status", status)
-            .n(":updated", updated_at)
-            .n(":until", self.due.resent(now_ms(), updated_at));
-        self.update(key, RESENT, UNCHANGED_OPEN, values, false).await?;
-        Ok(())
-    }
-
     /// A body in S3 starts its retention: the object the claimed record named (`event.body_object`; an inline body
     /// asks nothing of S3, and an object of any older layout is counted down all the same) is copied onto itself
     /// tagged, for the bucket's lifecycle rule, and then the record leaves the `body#` partition its claim put it
@@ -750,7 +723,6 @@ impl Ledger for DynamoLedger {
         s3.count_down(body).await?;
         self.body_counting(&event.key(), body).await
     }
-
     async fn replay(&self, key: &EventKey, force: bool) -> Result<Replay, StoreError> {
         // A completed event's body in S3 counts down, or is about to: the reopened event gets a copy of its own
         // (pending, until its claim keeps it), named in the conditional flip. A countdown still owed (the record is
@@ -809,7 +781,6 @@ impl Ledger for DynamoLedger {
             Write::Refused(old) => rules::refused_replay(old.as_ref().map(event_of).transpose()?.as_ref()),
         })
     }
-
     async fn get(&self, key: &EventKey) -> Result<Option<Event>, StoreError> {
         let now = now_ms();
         let Some(item) = self.read(key).await? else {
@@ -821,6 +792,172 @@ impl Ledger for DynamoLedger {
         }
         event.payload = self.stored_body(&item).await?;
         Ok(Some(event))
+    }
+}
+
+#[async_trait]
+impl SweepIndex for DynamoLedger {
+    async fn defer_alarm(&self, key: &EventKey, until: i64) -> Result<(), StoreError> {
+        let values = Values::default().status(":dead", Status::Dead).n(":until", until);
+        self.update(key, DEFER_ALARM, DEAD_UNNOTIFIED, values, false)
+            .await?;
+        Ok(())
+    }
+    async fn resent(&self, key: &EventKey, status: Status, updated_at: i64) -> Result<(), StoreError> {
+        let values = Values::default()
+            .status(":status", status)
+            .n(":updated", updated_at)
+            .n(":until", self.due.resent(now_ms(), updated_at));
+        self.update(key, RESENT, UNCHANGED_OPEN, values, false).await?;
+        Ok(())
+    }
+    async fn due(&self, due_before: i64, limit: usize) -> Result<Vec<Event>, StoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let query = IndexQuery {
+            // Notified dead events sit at NEVER_DUE: listed, but never due.
+            due_before: Some(due_before.min(NEVER_DUE - 1)),
+            stop_after: Some(limit),
+            ..Default::default()
+        };
+        let items = self.query_index(&["open", "dead"], query).await?;
+        let mut due = items
+            .iter()
+            .map(|item| Ok((Fields(item).n("gsi1sk")?, event_of(item)?)))
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        due.sort_by(|(a, ea), (b, eb)| (a, &ea.source, &ea.event_id).cmp(&(b, &eb.source, &eb.event_id)));
+        due.truncate(limit);
+        Ok(due.into_iter().map(|(_, e)| e).collect())
+    }
+}
+
+#[async_trait]
+impl Checkpoints for DynamoLedger {
+    /// `BatchGetItem` of the keys, [`BATCH_GET`] a call, reading only what decides presence.
+    async fn present(&self, source: &SourceName, ids: &[EventId]) -> Result<HashSet<EventId>, StoreError> {
+        let mut found = HashSet::new();
+        for chunk in ids.chunks(BATCH_GET) {
+            let keys = chunk
+                .iter()
+                .map(|id| {
+                    let pk = EventKey::new(source.clone(), id.clone()).pk();
+                    HashMap::from([("pk".to_owned(), AttributeValue::S(pk))])
+                })
+                .collect::<Vec<_>>();
+            let mut request = Some(
+                KeysAndAttributes::builder()
+                    .set_keys(Some(keys))
+                    .consistent_read(true)
+                    .projection_expression("event_id")
+                    .build()
+                    .map_err(|e| StoreError::Unavailable(format!("cannot build a batch read: {e}")))?,
+            );
+            let mut pause = Duration::from_millis(50);
+            while let Some(keys) = request.take() {
+                let out = self
+                    .client
+                    .batch_get_item()
+                    .request_items(&self.table, keys)
+                    .send()
+                    .await
+                    .map_err(sdk_error)?;
+                for item in out
+                    .responses
+                    .and_then(|mut r| r.remove(&self.table))
+                    .unwrap_or_default()
+                {
+                    // Any record, expired or not: past retention "done and forgotten" looks like "never received".
+                    let f = Fields(&item);
+                    found.insert(
+                        EventId::parse(f.s("event_id")?)
+                            .map_err(|_| f.corrupt("event_id", "is not an event id"))?,
+                    );
+                }
+                // Keys DynamoDB did not get to (throttling, size): asked again after a pause.
+                request = out
+                    .unprocessed_keys
+                    .and_then(|mut u| u.remove(&self.table))
+                    .filter(|k| !k.keys().is_empty());
+                if request.is_some() {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(2));
+                }
+            }
+        }
+        Ok(found)
+    }
+    async fn checkpoint(&self, source: &SourceName) -> Result<Option<Checkpoint>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("pk", AttributeValue::S(checkpoint_pk(source)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(sdk_error)?;
+        let Some(item) = out.item else {
+            return Ok(None);
+        };
+        let f = Fields(&item);
+        serde_json::from_str(f.s("checkpoint")?)
+            .map(Some)
+            .map_err(|_| f.corrupt("checkpoint", "is not a checkpoint"))
+    }
+    async fn save_checkpoint(&self, source: &SourceName, checkpoint: &Checkpoint) -> Result<(), StoreError> {
+        let body = serde_json::to_string(checkpoint)
+            .map_err(|e| StoreError::Unavailable(format!("cannot encode the checkpoint of {source}: {e}")))?;
+        // No index key and no event attributes: no listing, replay or sweep ever sees it.
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .item("pk", AttributeValue::S(checkpoint_pk(source)))
+            .item("checkpoint", AttributeValue::S(body))
+            .send()
+            .await
+            .map_err(sdk_error)?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Browse for DynamoLedger {
+    async fn summary(&self) -> Result<Summary, StoreError> {
+        let mut summary = Summary::default();
+        let mut per_source = std::collections::BTreeMap::<(SourceName, &'static str), (Status, u64)>::new();
+        for status in [Status::Received, Status::Processing, Status::Failed, Status::Dead] {
+            let filter = ListFilter {
+                status: Some(status),
+                limit: usize::MAX,
+                ..Default::default()
+            };
+            if self.lists_by_scan(&filter) {
+                summary.by_status.push((status, None));
+                continue;
+            }
+            let events = self.list(&filter).await?;
+            summary.by_status.push((status, Some(events.len() as u64)));
+            for e in &events {
+                per_source
+                    .entry((e.source.clone(), status.as_str()))
+                    .or_insert((status, 0))
+                    .1 += 1;
+                if status.is_open() {
+                    summary.oldest_open = Some(
+                        summary
+                            .oldest_open
+                            .map_or(e.received_at, |t| t.min(e.received_at)),
+                    );
+                }
+            }
+        }
+        summary.by_status.push((Status::Completed, None));
+        summary.by_source = per_source
+            .into_iter()
+            .map(|((source, _), (status, n))| (source, status, n))
+            .collect();
+        Ok(summary)
     }
 
     /// Dead and failed events (a status filter of DEAD or FAILED) are queried from the sparse index, so their cost
@@ -881,119 +1018,10 @@ impl Ledger for DynamoLedger {
         events.truncate(filter.limit);
         Ok(events)
     }
-
     /// Only FAILED and DEAD events are all in the index: RECEIVED and PROCESSING ones mostly are not (their message
     /// vouches for them), so listing those reads the table.
     fn lists_by_scan(&self, filter: &ListFilter) -> bool {
         !matches!(filter.status, Some(Status::Failed | Status::Dead))
-    }
-
-    async fn due(&self, due_before: i64, limit: usize) -> Result<Vec<Event>, StoreError> {
-        if limit == 0 {
-            return Ok(Vec::new());
-        }
-        let query = IndexQuery {
-            // Notified dead events sit at NEVER_DUE: listed, but never due.
-            due_before: Some(due_before.min(NEVER_DUE - 1)),
-            stop_after: Some(limit),
-            ..Default::default()
-        };
-        let items = self.query_index(&["open", "dead"], query).await?;
-        let mut due = items
-            .iter()
-            .map(|item| Ok((Fields(item).n("gsi1sk")?, event_of(item)?)))
-            .collect::<Result<Vec<_>, StoreError>>()?;
-        due.sort_by(|(a, ea), (b, eb)| (a, &ea.source, &ea.event_id).cmp(&(b, &eb.source, &eb.event_id)));
-        due.truncate(limit);
-        Ok(due.into_iter().map(|(_, e)| e).collect())
-    }
-
-    /// `BatchGetItem` of the keys, [`BATCH_GET`] a call, reading only what decides presence.
-    async fn present(&self, source: &SourceName, ids: &[EventId]) -> Result<HashSet<EventId>, StoreError> {
-        let mut found = HashSet::new();
-        for chunk in ids.chunks(BATCH_GET) {
-            let keys = chunk
-                .iter()
-                .map(|id| {
-                    let pk = EventKey::new(source.clone(), id.clone()).pk();
-                    HashMap::from([("pk".to_owned(), AttributeValue::S(pk))])
-                })
-                .collect::<Vec<_>>();
-            let mut request = Some(
-                KeysAndAttributes::builder()
-                    .set_keys(Some(keys))
-                    .consistent_read(true)
-                    .projection_expression("event_id")
-                    .build()
-                    .map_err(|e| StoreError::Unavailable(format!("cannot build a batch read: {e}")))?,
-            );
-            let mut pause = Duration::from_millis(50);
-            while let Some(keys) = request.take() {
-                let out = self
-                    .client
-                    .batch_get_item()
-                    .request_items(&self.table, keys)
-                    .send()
-                    .await
-                    .map_err(sdk_error)?;
-                for item in out
-                    .responses
-                    .and_then(|mut r| r.remove(&self.table))
-                    .unwrap_or_default()
-                {
-                    // Any record, expired or not: past retention "done and forgotten" looks like "never received".
-                    let f = Fields(&item);
-                    found.insert(
-                        EventId::parse(f.s("event_id")?)
-                            .map_err(|_| f.corrupt("event_id", "is not an event id"))?,
-                    );
-                }
-                // Keys DynamoDB did not get to (throttling, size): asked again after a pause.
-                request = out
-                    .unprocessed_keys
-                    .and_then(|mut u| u.remove(&self.table))
-                    .filter(|k| !k.keys().is_empty());
-                if request.is_some() {
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_secs(2));
-                }
-            }
-        }
-        Ok(found)
-    }
-
-    async fn checkpoint(&self, source: &SourceName) -> Result<Option<Checkpoint>, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .key("pk", AttributeValue::S(checkpoint_pk(source)))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(sdk_error)?;
-        let Some(item) = out.item else {
-            return Ok(None);
-        };
-        let f = Fields(&item);
-        serde_json::from_str(f.s("checkpoint")?)
-            .map(Some)
-            .map_err(|_| f.corrupt("checkpoint", "is not a checkpoint"))
-    }
-
-    async fn save_checkpoint(&self, source: &SourceName, checkpoint: &Checkpoint) -> Result<(), StoreError> {
-        let body = serde_json::to_string(checkpoint)
-            .map_err(|e| StoreError::Unavailable(format!("cannot encode the checkpoint of {source}: {e}")))?;
-        // No index key and no event attributes: no listing, replay or sweep ever sees it.
-        self.client
-            .put_item()
-            .table_name(&self.table)
-            .item("pk", AttributeValue::S(checkpoint_pk(source)))
-            .item("checkpoint", AttributeValue::S(body))
-            .send()
-            .await
-            .map_err(sdk_error)?;
-        Ok(())
     }
 }
 

@@ -9,7 +9,7 @@
 //!   DomainDispatcherApplication as D, MotoRequestHandler as H, create_backend_app as c; \
 //!   run_simple("127.0.0.1", 5005, D(c), threaded=False, request_handler=H)' &
 //! AWS_ENDPOINT_URL=http://127.0.0.1:5005 AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test \
-//!   AWS_REGION=us-east-1 cargo test -p inbox-core --features aws --test ledger
+//!   AWS_REGION=us-east-1 cargo test -p inbox-core --features aws --test core ledger::
 //! ```
 //!
 //! That is `moto_server -H 127.0.0.1 -p 5005` on one thread: the stock server answers on many threads and
@@ -1290,7 +1290,7 @@ mod aws {
                 LOUD.call_once(|| {
                     let _ = writeln!(
                         std::io::stderr(),
-                        "SKIPPED: the DynamoDB ledger tests: AWS_ENDPOINT_URL is unset (see shared/tests/ledger.rs)"
+                        "SKIPPED: the DynamoDB ledger tests: AWS_ENDPOINT_URL is unset (see shared/tests/core/ledger.rs)"
                     );
                 });
                 return None;

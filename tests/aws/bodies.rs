@@ -26,9 +26,9 @@ use sha2::Digest;
 use testkit::calls::CallCounter;
 use yaml_rust2::{Yaml, YamlLoader};
 
-use super::{
-    batch, bodies_in_s3, deliver, emulator, key, lifecycle, noise, poll_until, prefix, receive, stack, Stack,
-    Stored,
+use crate::lifecycle;
+use crate::stack::{
+    batch, bodies_in_s3, deliver, emulator, key, noise, poll_until, prefix, receive, stack, Stack, Stored,
 };
 
 const DAY: i64 = 86_400_000;
@@ -381,7 +381,7 @@ async fn a_dead_events_body_stays() {
     assert_eq!(deliver(&stack, &big(redriven)).await.0, 200);
     let records = receive(&stack.sqs, &stack.rt.resources.queue_url, 5).await;
     assert_eq!(records.len(), 1);
-    super::delete(&stack, &records[0]).await;
+    crate::stack::delete(&stack, &records[0]).await;
     let response = functions::dead_letters(&stack.rt, batch(records)).await;
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
 

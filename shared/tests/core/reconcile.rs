@@ -22,6 +22,7 @@ use serde_json::json;
 use testkit::providers::{
     github_deliveries, stripe_events_over, Delivery, FakeGithub, FakeStripe, LOOKBACK, SETTLE,
 };
+use inbox_core::ports::{Browse, Checkpoints};
 
 const HOUR_MS: i64 = 3_600_000;
 
@@ -616,10 +617,10 @@ async fn stripe_connect_sends_the_account_and_from_config_resolves_the_key() {
     struct Env;
     #[async_trait]
     impl inbox_core::secrets::SecretResolver for Env {
-        async fn resolve(&self, r: &SecretRef) -> Result<String, String> {
+        async fn resolve(&self, r: &SecretRef) -> Result<String, inbox_core::secrets::SecretError> {
             match r {
                 SecretRef::Env(n) if n == "KEY" => Ok("sk_test_good\n".into()),
-                _ => Err("the environment variable is not set".into()),
+                _ => Err(inbox_core::secrets::SecretError::EnvNotSet),
             }
         }
     }

@@ -2,7 +2,6 @@
 //! directory ([`spawn_app`]), the `inbox` operator commands against its data directory, a scripted HTTP sink that
 //! records every delivery ([`Sink`]), fresh signatures made with the core's own `Scheme::sign`, and a
 //! [`wait_until`] for effects that become true eventually.
-#![allow(dead_code)] // each test binary uses its own part of these helpers
 
 use std::collections::VecDeque;
 use std::fmt::Display;
@@ -48,6 +47,7 @@ pub fn now_unix() -> i64 {
 
 /// A running (or stopped) `inbox serve` child process with its own temp dir: `inbox.toml`, `data/`, `serve.log`.
 pub struct App {
+    #[allow(dead_code)] // never read: held for its drop, which deletes the directory
     dir: tempfile::TempDir,
     config_path: PathBuf,
     data_dir: PathBuf,

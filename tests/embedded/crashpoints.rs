@@ -4,12 +4,10 @@
 //! point whenever it dies. Nothing acknowledged is lost, nothing is stored twice, and no event reaches the
 //! downstream more often than one delivery plus one per crash.
 
-mod common;
-
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use inbox_core::schemes::Scheme;
 
 const SOURCE: &str = "points";

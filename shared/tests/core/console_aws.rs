@@ -18,6 +18,7 @@ use inbox_core::aws::init::{create_stack, QueueSettings};
 use inbox_core::console::Console;
 use inbox_core::model::{EventId, EventKey, NewEvent, SourceName, Status};
 use inbox_core::ports::{Checkpoint, Ledger, RunRecord, Settlement};
+use inbox_core::ports::Checkpoints;
 
 fn key(id: &str) -> EventKey {
     EventKey::new(SourceName::parse("stripe").unwrap(), EventId::parse(id).unwrap())

@@ -3,7 +3,7 @@
 //! nothing about speed. Run it optimised:
 //!
 //! ```text
-//! cargo test --release -p inbox-core --no-default-features --test metrics_bench -- --ignored --nocapture
+//! cargo test --release -p inbox-core --test core metrics_bench:: -- --ignored --nocapture
 //! ```
 //!
 //! Where no release build of the dependencies exists yet, optimising only the crates measured is much quicker:

@@ -13,7 +13,7 @@ use inbox_core::time::parse_duration;
 use proptest::prelude::*;
 
 /// Cases per property in the suite, times `INBOX_PROPTEST_SCALE` (default 1): the longer documented run is
-/// `INBOX_PROPTEST_SCALE=100 cargo test --release -p inbox-core --test properties`.
+/// `INBOX_PROPTEST_SCALE=100 cargo test --release -p inbox-core --test core properties::`.
 fn cases(base: u32) -> u32 {
     let scale: u32 = std::env::var("INBOX_PROPTEST_SCALE")
         .ok()

@@ -3,15 +3,13 @@
 //! the long one is a documented command (RELIABILITY.md):
 //!
 //! ```sh
-//! INBOX_SOAK_SECS=600 INBOX_SOAK_RATE=1000 cargo test --release --test soak -- --nocapture
+//! INBOX_SOAK_SECS=600 INBOX_SOAK_RATE=1000 cargo test --release --test embedded soak:: -- --nocapture
 //! ```
 //! Loopback only; bounded by the rate times the duration.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use inbox_core::schemes::Scheme;
 use serde_json::json;
 

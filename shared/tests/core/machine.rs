@@ -16,6 +16,7 @@ use inbox_core::model::{Event, EventId, EventKey, NewEvent, SourceName, Status};
 use inbox_core::ports::{Ledger, MarkDead, Queue, QueueError, Settlement};
 use inbox_core::secrets::LocalSecrets;
 use inbox_core::source::Sources;
+use inbox_core::ports::Browse;
 
 /// Answers from a script, then Ok; counts runs.
 #[derive(Default)]

@@ -1,11 +1,9 @@
 //! Delivery health on a real `inbox serve` (DESIGN.md "Delivery health"): each alarm reaches `notify_url` once
 //! per episode when it should, and the server stays quiet under normal traffic.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use inbox_core::schemes::Scheme;
 use serde_json::{json, Value};
 

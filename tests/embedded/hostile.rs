@@ -1,12 +1,10 @@
 //! Hostile requests over HTTP against a real `inbox serve` (issue 5): a matrix of what senders and attackers can
 //! put on the wire. Each is answered with a 4xx and a JSON error body, and none changes the event list. The body
-//! limit over a declared length and over a chunked body are in tests/receive.rs already (not repeated here).
-
-mod common;
+//! limit over a declared length and over a chunked body are in receive.rs already (not repeated here).
 
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use inbox_core::schemes::Scheme;
 use reqwest::header::{HeaderName, HeaderValue};
 use serde_json::json;

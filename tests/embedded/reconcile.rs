@@ -2,13 +2,11 @@
 //! fake GitHub (testkit::providers, following the providers' documented shapes) which events exist, and recover
 //! those the webhook path never delivered, beside receiving; `inbox reconcile` does the same by hand.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::process::Command;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use inbox_core::schemes::Scheme;
 use serde_json::{json, Value};
 use testkit::providers::{github_deliveries, stripe_events_over, FakeGithub, FakeStripe, LOOKBACK, SETTLE};

@@ -3,9 +3,7 @@
 //! deliveries, and stores exactly what it accepted; the refusals that come before verification (unknown source,
 //! body over the limit, malformed JSON) store nothing; bad configuration stops `inbox serve` at start.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use inbox_core::schemes::{Algorithm, Encoding, HmacParams, Locator, Scheme};
 use reqwest::header::HeaderName;
 use serde_json::json;

@@ -1,6 +1,6 @@
 //! The ledger port against real stores: every transition conditional, every race an outcome.
 //!
-//! Each test of the port is written once against `&dyn Ledger` and runs for every adapter: SQLite over a real
+//! Each test of the port is written once against `&dyn Store` and runs for every adapter: SQLite over a real
 //! file (module `sqlite`), and DynamoDB + S3 (module `dynamodb`, with the `aws` feature) over whatever endpoint
 //! `AWS_ENDPOINT_URL` names: moto, LocalStack or AWS itself. For example:
 //!
@@ -9,7 +9,7 @@
 //!   DomainDispatcherApplication as D, MotoRequestHandler as H, create_backend_app as c; \
 //!   run_simple("127.0.0.1", 5005, D(c), threaded=False, request_handler=H)' &
 //! AWS_ENDPOINT_URL=http://127.0.0.1:5005 AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test \
-//!   AWS_REGION=us-east-1 cargo test -p inbox-core --features aws --test ledger
+//!   AWS_REGION=us-east-1 cargo test -p inbox-core --features aws --test core ledger::
 //! ```
 //!
 //! That is `moto_server -H 127.0.0.1 -p 5005` on one thread: the stock server answers on many threads and
@@ -26,8 +26,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use inbox_core::embedded::sqlite::SqliteLedger;
 use inbox_core::model::{Event, EventId, EventKey, NewEvent, Origin, ResentBodies, SourceName, Status};
-use inbox_core::ports::{Claim, Created, Ledger, ListFilter, MarkDead, Replay, Settled, Settlement};
+use inbox_core::ports::{Claim, Created, ListFilter, MarkDead, Replay, Settled, Settlement, Store};
 use inbox_core::time::now_ms as now;
+use inbox_core::ports::{Browse, Ledger, SweepIndex};
 
 fn key(id: &str) -> EventKey {
     EventKey::new(SourceName::parse("src").unwrap(), EventId::parse(id).unwrap())
@@ -94,12 +95,18 @@ where
 
 /// One test's own store: a fresh SQLite directory, or a fresh DynamoDB table and S3 bucket.
 #[async_trait]
-trait Store: Send + Sync {
+trait Backend: Send + Sync {
     /// A new handle on this test's store, as a restarted process (or another Lambda) would open it.
-    async fn open(&self, grace: Duration) -> Arc<dyn Ledger>;
+    async fn open(&self, grace: Duration) -> Arc<dyn Store>;
 
     /// Removes the stored body of an event behind the ledger's back, as a corrupt record would lack it.
     async fn lose_body(&self, id: &str);
+
+    /// Whether its runtime sends a message ahead of each create (the AWS intake), so that the work queue vouches
+    /// for a record and the sparse index holds none of it.
+    fn announces(&self) -> bool {
+        false
+    }
 }
 
 struct SqliteStore(tempfile::TempDir);
@@ -111,8 +118,8 @@ impl SqliteStore {
 }
 
 #[async_trait]
-impl Store for SqliteStore {
-    async fn open(&self, grace: Duration) -> Arc<dyn Ledger> {
+impl Backend for SqliteStore {
+    async fn open(&self, grace: Duration) -> Arc<dyn Store> {
         Arc::new(open_sqlite(&self.0, grace))
     }
 
@@ -185,7 +192,7 @@ ledger_tests!(
     a_resent_event_is_due_again_later_unless_it_moved,
 );
 
-async fn create_is_conditional_and_durable(store: &dyn Store) {
+async fn create_is_conditional_and_durable(store: &dyn Backend) {
     let l = store.open(LONG).await;
     assert_eq!(l.create(new_event("e1", "{}")).await.unwrap(), Created::New);
     let since = l.get(&key("e1")).await.unwrap().unwrap().updated_at;
@@ -215,7 +222,7 @@ async fn create_is_conditional_and_durable(store: &dyn Store) {
     assert!(l.get(&key("absent")).await.unwrap().is_none());
 }
 
-async fn concurrent_creates_of_one_event_make_one_record(store: &dyn Store) {
+async fn concurrent_creates_of_one_event_make_one_record(store: &dyn Backend) {
     let l = store.open(LONG).await;
     let tasks: Vec<_> = (0..50)
         .map(|_| {
@@ -233,7 +240,7 @@ async fn concurrent_creates_of_one_event_make_one_record(store: &dyn Store) {
     assert_eq!(l.list(&all(100)).await.unwrap().len(), 1);
 }
 
-async fn claim_then_settle_only_by_the_lease_owner(store: &dyn Store) {
+async fn claim_then_settle_only_by_the_lease_owner(store: &dyn Backend) {
     let l = store.open(LONG).await;
     l.create(new_event("e1", "body")).await.unwrap();
     let Claim::Claimed(e) = l.claim(&key("e1"), "w1", LONG).await.unwrap() else {
@@ -268,7 +275,7 @@ async fn claim_then_settle_only_by_the_lease_owner(store: &dyn Store) {
     );
 }
 
-async fn concurrent_claims_have_one_winner(store: &dyn Store) {
+async fn concurrent_claims_have_one_winner(store: &dyn Backend) {
     let l = store.open(LONG).await;
     l.create(new_event("e1", "b")).await.unwrap();
     let tasks: Vec<_> = (0..20)
@@ -289,7 +296,7 @@ async fn concurrent_claims_have_one_winner(store: &dyn Store) {
     assert_eq!(l.get(&key("e1")).await.unwrap().unwrap().attempts, 1);
 }
 
-async fn an_expired_lease_is_taken_over_and_the_old_owner_cannot_settle(store: &dyn Store) {
+async fn an_expired_lease_is_taken_over_and_the_old_owner_cannot_settle(store: &dyn Backend) {
     let l = store.open(LONG).await;
     l.create(new_event("e1", "b")).await.unwrap();
     assert!(matches!(
@@ -308,7 +315,7 @@ async fn an_expired_lease_is_taken_over_and_the_old_owner_cannot_settle(store: &
     assert_eq!(l.settle(&key("e1"), "w2", RETAIN).await.unwrap(), Settled::Done);
 }
 
-async fn a_released_lease_is_taken_at_once(store: &dyn Store) {
+async fn a_released_lease_is_taken_at_once(store: &dyn Backend) {
     let l = store.open(LONG).await;
     l.create(new_event("e1", "b")).await.unwrap();
     l.claim(&key("e1"), "w1", LONG).await.unwrap();
@@ -316,7 +323,7 @@ async fn a_released_lease_is_taken_at_once(store: &dyn Store) {
     assert_eq!(l.release(&key("e1"), "w1").await.unwrap(), Settled::Done);
     // THEN the next claim takes it at once, and where the ledger is its own queue so does the sweeper. (Where the
     // message goes first, DynamoDB, that message is what brings a PROCESSING event back, not the sweeper.)
-    if l.announces_first() {
+    if store.announces() {
         assert!(l.due(now(), 10).await.unwrap().is_empty());
     } else {
         let due = eventually(|| l.due(now(), 10), |d| d.as_ref().is_ok_and(|d| d.len() == 1)).await;
@@ -330,7 +337,7 @@ async fn a_released_lease_is_taken_at_once(store: &dyn Store) {
     assert_eq!(l.release(&key("nope"), "w1").await.unwrap(), Settled::LeaseLost);
 }
 
-async fn failed_waits_for_its_backoff(store: &dyn Store) {
+async fn failed_waits_for_its_backoff(store: &dyn Backend) {
     let l = store.open(LONG).await;
     l.create(new_event("e1", "b")).await.unwrap();
     l.claim(&key("e1"), "w1", LONG).await.unwrap();
@@ -362,7 +369,7 @@ async fn failed_waits_for_its_backoff(store: &dyn Store) {
     assert_eq!(e.attempts, 2);
 }
 
-async fn dead_never_overwrites_completed_and_alarms_once(store: &dyn Store) {
+async fn dead_never_overwrites_completed_and_alarms_once(store: &dyn Backend) {
     let l = store.open(LONG).await;
     l.create(new_event("done", "b")).await.unwrap();
     l.claim(&key("done"), "w", LONG).await.unwrap();
@@ -411,7 +418,7 @@ async fn dead_never_overwrites_completed_and_alarms_once(store: &dyn Store) {
     assert_eq!(ids(&dead.unwrap()), ["e1"]);
 }
 
-async fn replay_is_a_conditional_transition_that_resets_the_budget(store: &dyn Store) {
+async fn replay_is_a_conditional_transition_that_resets_the_budget(store: &dyn Backend) {
     let l = store.open(LONG).await;
     l.create(new_event("e1", "b")).await.unwrap();
     l.claim(&key("e1"), "w", LONG).await.unwrap();
@@ -449,7 +456,7 @@ async fn replay_is_a_conditional_transition_that_resets_the_budget(store: &dyn S
     assert_eq!(l.replay(&key("zzz"), true).await.unwrap(), Replay::Missing);
 }
 
-async fn the_sparse_index_holds_only_what_the_sweeper_must_see(store: &dyn Store) {
+async fn the_sparse_index_holds_only_what_the_sweeper_must_see(store: &dyn Backend) {
     // Times are bounded rather than slept through, so a slow store (DynamoDB over the network) still passes.
     let (grace, lease): (i64, i64) = (20_000, 5_000);
     let l = store.open(Duration::from_millis(grace.unsigned_abs())).await;
@@ -475,7 +482,7 @@ async fn the_sparse_index_holds_only_what_the_sweeper_must_see(store: &dyn Store
 
     // Within the grace nothing is due but the lease that ends first. (A PROCESSING event is the sweeper's only
     // where the ledger is its own queue: where the message goes first, that message vouches for it.)
-    let vouched = l.announces_first();
+    let vouched = store.announces();
     assert!(l.due(before + lease - 1, 100).await.unwrap().is_empty());
     if !vouched {
         let due = eventually(
@@ -519,7 +526,7 @@ async fn the_sparse_index_holds_only_what_the_sweeper_must_see(store: &dyn Store
     );
 }
 
-async fn completed_events_past_retention_count_as_absent(store: &dyn Store) {
+async fn completed_events_past_retention_count_as_absent(store: &dyn Backend) {
     let l = store.open(LONG).await;
     let instantly = || Settlement::Completed {
         retention: Duration::ZERO,
@@ -566,7 +573,7 @@ async fn completed_events_past_retention_count_as_absent(store: &dyn Store) {
     assert!(l.list(&of_status(Status::Completed)).await.unwrap().is_empty());
 }
 
-async fn list_filters_by_status_and_source(store: &dyn Store) {
+async fn list_filters_by_status_and_source(store: &dyn Backend) {
     let l = store.open(LONG).await;
     for i in 0..5 {
         l.create(new_event(&format!("e{i}"), "b")).await.unwrap();
@@ -607,7 +614,7 @@ async fn list_filters_by_status_and_source(store: &dyn Store) {
 }
 
 /// The console's filters (issue 15): type, id, a time range, and cursor pages that neither skip nor repeat.
-async fn list_filters_by_type_id_time_and_pages_with_a_cursor(store: &dyn Store) {
+async fn list_filters_by_type_id_time_and_pages_with_a_cursor(store: &dyn Backend) {
     let l = store.open(LONG).await;
     let mut times = Vec::new();
     for i in 0..7 {
@@ -672,7 +679,7 @@ async fn list_filters_by_type_id_time_and_pages_with_a_cursor(store: &dyn Store)
     )
     .await
     .unwrap();
-    if l.announces_first() {
+    if store.announces() {
         // Received events are not all in DynamoDB's index (a message vouches for most): not counted by a scan.
         assert!(
             summary.by_status.contains(&(Status::Received, None)),
@@ -706,7 +713,7 @@ async fn list_filters_by_type_id_time_and_pages_with_a_cursor(store: &dyn Store)
 /// Issue 14, item 4: the sweeper left a re-sent event's due time as it was, so a backlog older than the grace was
 /// sent again at every sweep. A re-send now moves it forward, by as long as the event has waited, and only while
 /// the event is as the sweeper read it.
-async fn a_resent_event_is_due_again_later_unless_it_moved(store: &dyn Store) {
+async fn a_resent_event_is_due_again_later_unless_it_moved(store: &dyn Backend) {
     let l = store.open(Duration::ZERO).await;
     for id in ["waiting", "moved"] {
         l.create(new_event(id, "b")).await.unwrap();
@@ -741,7 +748,7 @@ async fn a_resent_event_is_due_again_later_unless_it_moved(store: &dyn Store) {
 }
 
 /// Issue 13, defect 7: the DLQ path marked an event DEAD under a live lease, beside a running worker.
-async fn the_dead_letter_path_waits_for_a_live_lease(store: &dyn Store) {
+async fn the_dead_letter_path_waits_for_a_live_lease(store: &dyn Backend) {
     let l = store.open(LONG).await;
     l.create(new_event("e1", "b")).await.unwrap();
     l.claim(&key("e1"), "w", LONG).await.unwrap();
@@ -773,7 +780,7 @@ async fn the_dead_letter_path_waits_for_a_live_lease(store: &dyn Store) {
 }
 
 /// Issue 13, defect 4: SQLite read a missing body as an empty one (and `forward` would have POSTed nothing).
-async fn a_missing_body_is_a_corrupt_claim_never_an_empty_one(store: &dyn Store) {
+async fn a_missing_body_is_a_corrupt_claim_never_an_empty_one(store: &dyn Backend) {
     let l = store.open(LONG).await;
     l.create(new_event("e1", "the body")).await.unwrap();
     store.lose_body("e1").await;
@@ -799,7 +806,7 @@ async fn a_missing_body_is_a_corrupt_claim_never_an_empty_one(store: &dyn Store)
 /// ids is a duplicate of the stored event.
 /// A body stored again under a fresh id of the same type is its own event by default, marked with the id that
 /// held it first; distinct events do carry identical bytes.
-async fn a_body_resent_under_a_fresh_id_is_stored_and_marked(store: &dyn Store) {
+async fn a_body_resent_under_a_fresh_id_is_stored_and_marked(store: &dyn Backend) {
     let l = store.open(LONG).await;
     let marked = |id: &str, body: &str| NewEvent {
         resent_bodies: ResentBodies::Marked { within: LONG },
@@ -846,7 +853,7 @@ async fn a_body_resent_under_a_fresh_id_is_stored_and_marked(store: &dyn Store) 
 }
 
 /// A source that opts in refuses a resent body of the same type as a duplicate of the stored event.
-async fn a_refusing_source_answers_a_resent_body_as_the_stored_event(store: &dyn Store) {
+async fn a_refusing_source_answers_a_resent_body_as_the_stored_event(store: &dyn Backend) {
     let l = store.open(LONG).await;
     let refused = |id: &str, body: &str| NewEvent {
         resent_bodies: ResentBodies::Refused { within: LONG },
@@ -873,7 +880,7 @@ async fn a_refusing_source_answers_a_resent_body_as_the_stored_event(store: &dyn
 
 /// Body markers and checkpoints share the store with the events: no listing, filter, index or count ever sees
 /// them as events, whatever kind of item came first.
-async fn listings_and_indexes_hold_only_events(store: &dyn Store) {
+async fn listings_and_indexes_hold_only_events(store: &dyn Backend) {
     use inbox_core::ports::Checkpoint;
     let l = store.open(Duration::ZERO).await;
     let source = SourceName::parse("src").unwrap();
@@ -917,7 +924,7 @@ async fn listings_and_indexes_hold_only_events(store: &dyn Store) {
 }
 
 /// Issue 13, defect 1: a replay must run even when it comes after `max_age`: the record says when it was replayed.
-async fn replay_restarts_the_age_budget(store: &dyn Store) {
+async fn replay_restarts_the_age_budget(store: &dyn Backend) {
     let l = store.open(LONG).await;
     l.create(new_event("e1", "b")).await.unwrap();
     l.claim(&key("e1"), "w", LONG).await.unwrap();
@@ -933,7 +940,7 @@ async fn replay_restarts_the_age_budget(store: &dyn Store) {
 
 /// Issue 12: which ids are present, in batches (more than one `BatchGetItem` page), and the checkpoint, which no
 /// listing sees.
-async fn reconciliation_reads_presence_in_batches_and_keeps_checkpoints_apart(store: &dyn Store) {
+async fn reconciliation_reads_presence_in_batches_and_keeps_checkpoints_apart(store: &dyn Backend) {
     use inbox_core::ports::{Checkpoint, RunRecord};
     let l = store.open(LONG).await;
     for i in (0..250).step_by(2) {
@@ -1290,7 +1297,7 @@ mod aws {
                 LOUD.call_once(|| {
                     let _ = writeln!(
                         std::io::stderr(),
-                        "SKIPPED: the DynamoDB ledger tests: AWS_ENDPOINT_URL is unset (see shared/tests/ledger.rs)"
+                        "SKIPPED: the DynamoDB ledger tests: AWS_ENDPOINT_URL is unset (see shared/tests/core/ledger.rs)"
                     );
                 });
                 return None;
@@ -1356,9 +1363,13 @@ mod aws {
     }
 
     #[async_trait]
-    impl Store for DynamoStore {
-        async fn open(&self, grace: Duration) -> Arc<dyn Ledger> {
+    impl super::Backend for DynamoStore {
+        async fn open(&self, grace: Duration) -> Arc<dyn Store> {
             Arc::new(self.ledger(grace))
+        }
+
+        fn announces(&self) -> bool {
+            true
         }
 
         async fn lose_body(&self, id: &str) {

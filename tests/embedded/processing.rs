@@ -2,11 +2,9 @@
 //! fails retryably with a backoff, buries what fails permanently (one alarm), runs replayed events again, exposes
 //! its counters, and finishes an in-flight handler on SIGTERM.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use inbox_core::schemes::{Algorithm, Encoding, HmacParams, Locator, Scheme};
 use reqwest::header::HeaderName;
 use serde_json::{json, Value};

@@ -2,14 +2,12 @@
 //! `inbox serve`. Every answer is 200, the store holds 1,000 records, and the downstream saw 1,000 effects: one
 //! per `Idempotency-Key`, none twice.
 
-mod common;
-
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use inbox_core::schemes::Scheme;
 use rand::seq::SliceRandom;
 use serde_json::json;

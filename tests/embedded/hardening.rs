@@ -3,11 +3,9 @@
 //! request bytes in memory over every connection, a body resent under a fresh id (stored and marked, or refused by
 //! opt-in), and a dead notify URL at start-up.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use inbox_core::schemes::Scheme;
 use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
@@ -230,7 +228,7 @@ async fn a_saturated_server_says_when_to_retry() {
 /// the same event byte for byte (`github_app_authorization` revoked, `membership` removed, `organization`
 /// member_added, `org_block` blocked, `sponsorship` created), as a user blocked, unblocked and blocked again would.
 fn octokit_examples() -> Vec<(String, String)> {
-    let packed = include_bytes!("data/octokit-webhooks-examples-7.6.1.json.zst");
+    let packed = include_bytes!("../data/octokit-webhooks-examples-7.6.1.json.zst");
     let json = zstd::decode_all(&packed[..]).expect("the examples decompress");
     serde_json::from_slice(&json).expect("the examples are a list of [event, body]")
 }

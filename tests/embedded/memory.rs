@@ -2,13 +2,11 @@
 //! end to end against a real `inbox serve`: a client that disconnects once its body is read must not take the
 //! body's share of the bound with it while its create still waits for the SQLite writer with the body.
 
-mod common;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use inbox_core::schemes::Scheme;
 use serde_json::json;
 use testkit::sockets::{attempt, Attempt};

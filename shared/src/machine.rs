@@ -15,9 +15,9 @@ use crate::handlers::HandlerError;
 use crate::metrics::Metrics;
 use crate::model::{Event, EventKey, Status};
 use crate::ports::{Claim, MarkDead, Queue, Settled, Settlement, Store, StoreError};
-use crate::sync::lock;
 use crate::rules::bounded_error;
 use crate::source::Sources;
+use crate::sync::lock;
 use crate::time::{ms, now_ms, rfc3339};
 
 /// Time kept back from a lease so that the settle lands before the lease ends.
@@ -436,7 +436,6 @@ impl Machine {
         Ok(report)
     }
 }
-
 
 /// The alarm task: sends each dead event's alarm, a few at a time, each with its own backoff on failure.
 async fn send_alarms(

@@ -14,9 +14,7 @@ use crate::model::{Event, EventId, EventKey, NewEvent, Origin, SourceName, Statu
 /// conditional write on the state it leaves (docs/DESIGN.md, "States and transitions").
 #[async_trait]
 pub trait Ledger: Send + Sync + 'static {
-
     async fn create(&self, event: NewEvent) -> Result<Created, StoreError>;
-
 
     async fn peek(&self, key: &EventKey) -> Result<Option<Event>, StoreError> {
         Ok(self.get(key).await?.map(|mut e| {
@@ -25,9 +23,7 @@ pub trait Ledger: Send + Sync + 'static {
         }))
     }
 
-
     async fn claim(&self, key: &EventKey, owner: &str, lease: Duration) -> Result<Claim, StoreError>;
-
 
     async fn settle(
         &self,
@@ -36,27 +32,20 @@ pub trait Ledger: Send + Sync + 'static {
         settlement: Settlement,
     ) -> Result<Settled, StoreError>;
 
-
     async fn completed_body(&self, event: &Event) -> Result<(), StoreError> {
         let _ = event;
         Ok(())
     }
 
-
     async fn release(&self, key: &EventKey, owner: &str) -> Result<Settled, StoreError>;
-
 
     async fn mark_dead(&self, key: &EventKey, reason: &str) -> Result<MarkDead, StoreError>;
 
-
     async fn mark_notified(&self, key: &EventKey) -> Result<(), StoreError>;
-
 
     async fn replay(&self, key: &EventKey, force: bool) -> Result<Replay, StoreError>;
 
-
     async fn get(&self, key: &EventKey) -> Result<Option<Event>, StoreError>;
-
 
     fn check(&self) -> Result<(), StoreError> {
         Ok(())
@@ -66,12 +55,9 @@ pub trait Ledger: Send + Sync + 'static {
 /// The sweeper's sparse index: the events that lost their message or their alarm, and their due times.
 #[async_trait]
 pub trait SweepIndex: Send + Sync + 'static {
-
     async fn due(&self, due_before: i64, limit: usize) -> Result<Vec<Event>, StoreError>;
 
-
     async fn resent(&self, key: &EventKey, status: Status, updated_at: i64) -> Result<(), StoreError>;
-
 
     async fn defer_alarm(&self, key: &EventKey, until: i64) -> Result<(), StoreError>;
 }
@@ -79,12 +65,9 @@ pub trait SweepIndex: Send + Sync + 'static {
 /// What reconciliation reads and keeps beside the events: which ids exist, and how far each source was listed.
 #[async_trait]
 pub trait Checkpoints: Send + Sync + 'static {
-
     async fn present(&self, source: &SourceName, ids: &[EventId]) -> Result<HashSet<EventId>, StoreError>;
 
-
     async fn checkpoint(&self, source: &SourceName) -> Result<Option<Checkpoint>, StoreError>;
-
 
     async fn save_checkpoint(&self, source: &SourceName, checkpoint: &Checkpoint) -> Result<(), StoreError>;
 }
@@ -92,12 +75,10 @@ pub trait Checkpoints: Send + Sync + 'static {
 /// Browsing for the operator console and `inbox events`: listings and counts, never a write.
 #[async_trait]
 pub trait Browse: Send + Sync + 'static {
-
     async fn list(&self, filter: &ListFilter) -> Result<Vec<Event>, StoreError>;
 
     /// Counts for the operator console, as cheaply as the store can say them (a count that would scan is `None`).
     async fn summary(&self) -> Result<Summary, StoreError>;
-
 
     fn lists_by_scan(&self, _filter: &ListFilter) -> bool {
         false

@@ -16,9 +16,9 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use inbox_core::aws::dynamodb::DynamoLedger;
-use inbox_core::aws::s3::S3Payloads;
 use inbox_core::aws::functions;
 use inbox_core::aws::init::{create_stack, QueueSettings};
+use inbox_core::aws::s3::S3Payloads;
 use inbox_core::model::{NewEvent, Status};
 use inbox_core::ports::{Claim, Created, Ledger, Queue, Replay, Settled, Settlement, StoreError};
 use inbox_core::time::now_ms;

@@ -17,6 +17,7 @@ use inbox_core::aws::{Clients, Resources, Runtime};
 use inbox_core::config::Config;
 use inbox_core::handlers::{http_client, Handler, HandlerError, Registry};
 use inbox_core::model::{Event, EventId, EventKey, SourceName, Status};
+use inbox_core::ports::Browse;
 use inbox_core::ports::{Ledger, ListFilter};
 use inbox_core::receiver::Receiver;
 use inbox_core::schemes::{Identity, Scheme};
@@ -25,7 +26,6 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use testkit::calls::CallCounter;
 use tower::ServiceExt;
-use inbox_core::ports::Browse;
 
 pub const SECRET: &str = "aws-test-secret";
 

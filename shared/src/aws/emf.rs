@@ -101,7 +101,7 @@ impl Sink {
     pub fn write(&self, line: String) {
         match self {
             Sink::Stdout => println!("{line}"),
-            Sink::Kept(kept) => crate::sync::lock(&kept).push(line),
+            Sink::Kept(kept) => crate::sync::lock(kept).push(line),
         }
     }
 
@@ -116,7 +116,7 @@ impl Sink {
     pub fn take(&self) -> Vec<String> {
         match self {
             Sink::Stdout => Vec::new(),
-            Sink::Kept(kept) => std::mem::take(&mut *crate::sync::lock(&kept)),
+            Sink::Kept(kept) => std::mem::take(&mut *crate::sync::lock(kept)),
         }
     }
 }

@@ -435,6 +435,26 @@ async fn reconcile_source(
     }
 }
 
+/// The `main` of the processor, alarm and sweeper functions: builds their [`Runtime`] once, at the cold start, then
+/// answers each invocation with `work` over it. (The receiver serves HTTP and the reconciler has a runtime of its own.)
+pub async fn serve<E, R, F, Fut>(work: F) -> Result<(), lambda_runtime::Error>
+where
+    E: DeserializeOwned + Send + 'static,
+    R: Serialize + Send + 'static,
+    F: Fn(Arc<Runtime>, LambdaEvent<E>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<R, lambda_runtime::Error>> + Send,
+{
+    lambda_runtime::tracing::init_default_subscriber();
+    let registry = crate::handlers::Registry::new(crate::handlers::http_client());
+    let rt = Arc::new(Runtime::from_env(registry).await?);
+    let work = Arc::new(work);
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<E>| {
+        let (rt, work) = (rt.clone(), work.clone());
+        async move { work(rt, event).await }
+    }))
+    .await
+}
+
 #[cfg(test)]
 mod deadline_tests {
     use super::*;
@@ -463,24 +483,4 @@ mod deadline_tests {
             );
         }
     }
-}
-
-/// The `main` of the processor, alarm and sweeper functions: builds their [`Runtime`] once, at the cold start, then
-/// answers each invocation with `work` over it. (The receiver serves HTTP and the reconciler has a runtime of its own.)
-pub async fn serve<E, R, F, Fut>(work: F) -> Result<(), lambda_runtime::Error>
-where
-    E: DeserializeOwned + Send + 'static,
-    R: Serialize + Send + 'static,
-    F: Fn(Arc<Runtime>, LambdaEvent<E>) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<R, lambda_runtime::Error>> + Send,
-{
-    lambda_runtime::tracing::init_default_subscriber();
-    let registry = crate::handlers::Registry::new(crate::handlers::http_client());
-    let rt = Arc::new(Runtime::from_env(registry).await?);
-    let work = Arc::new(work);
-    lambda_runtime::run(service_fn(move |event: LambdaEvent<E>| {
-        let (rt, work) = (rt.clone(), work.clone());
-        async move { work(rt, event).await }
-    }))
-    .await
 }

@@ -10,7 +10,7 @@ use secrecy::SecretString;
 use super::*;
 use crate::embedded::sqlite::SqliteLedger;
 use crate::model::NewEvent;
-use crate::ports::{Checkpoints, Ledger, Store, Checkpoint, RunRecord, Settlement};
+use crate::ports::{Checkpoint, Checkpoints, Ledger, RunRecord, Settlement, Store};
 
 const HOSTILE: &str = r#"{"note":"<script>alert(1)</script>","x":"\"><img src=x onerror=alert(1)>","y":"</textarea><b>bold</b>"}"#;
 

@@ -16,8 +16,8 @@ use tokio::task::JoinSet;
 pub use alarm::NotifyUrl;
 pub use queue::{Deliveries, InProcessQueue};
 
-use crate::embedded::sqlite::SqliteLedger;
 use crate::config::{Config, ConfigError};
+use crate::embedded::sqlite::SqliteLedger;
 use crate::handlers::{http_client, Registry};
 use crate::health::{DeliveryHealth, Thresholds};
 use crate::machine::{Machine, Outcome, SweepReport};

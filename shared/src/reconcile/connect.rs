@@ -17,14 +17,11 @@ pub(super) async fn connect(
     let built: Result<Arc<dyn Provider>, String> = match config {
         ProviderConfig::Stripe { api_key, account } => {
             let key = resolve(secrets, at, "api_key", api_key).await?;
-            stripe::Stripe::new(api_base.clone(), key, account.clone())
-                .map(|p| Arc::new(p) as _)
+            stripe::Stripe::new(api_base.clone(), key, account.clone()).map(|p| Arc::new(p) as _)
         }
         ProviderConfig::Github { hook, auth } => {
             let auth = match auth {
-                GithubAuth::Token(token) => {
-                    github::Auth::token(resolve(secrets, at, "token", token).await?)
-                }
+                GithubAuth::Token(token) => github::Auth::token(resolve(secrets, at, "token", token).await?),
                 GithubAuth::App { app_id, private_key } => {
                     let pem = resolve(secrets, at, "private_key", private_key).await?;
                     github::Auth::app(*app_id, &pem).map_err(|m| {
@@ -32,13 +29,11 @@ pub(super) async fn connect(
                     })?
                 }
             };
-            github::Github::new(api_base.clone(), hook.clone(), auth)
-                .map(|p| Arc::new(p) as _)
+            github::Github::new(api_base.clone(), hook.clone(), auth).map(|p| Arc::new(p) as _)
         }
     };
     built.map_err(|m| ConfigError::new(at, m))
 }
-
 
 async fn resolve(
     secrets: &dyn SecretResolver,

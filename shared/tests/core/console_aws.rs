@@ -13,12 +13,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use inbox_core::aws::dynamodb::DynamoLedger;
-use inbox_core::aws::sqs::SqsQueue;
 use inbox_core::aws::init::{create_stack, QueueSettings};
+use inbox_core::aws::sqs::SqsQueue;
 use inbox_core::console::Console;
 use inbox_core::model::{EventId, EventKey, NewEvent, SourceName, Status};
-use inbox_core::ports::{Checkpoint, Ledger, RunRecord, Settlement};
 use inbox_core::ports::Checkpoints;
+use inbox_core::ports::{Checkpoint, Ledger, RunRecord, Settlement};
 
 fn key(id: &str) -> EventKey {
     EventKey::new(SourceName::parse("stripe").unwrap(), EventId::parse(id).unwrap())

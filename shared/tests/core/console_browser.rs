@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 use fantoccini::elements::Element;
 use fantoccini::error::CmdError;
 use fantoccini::{Client, ClientBuilder, Locator};
-use inbox_core::embedded::sqlite::SqliteLedger;
 use inbox_core::console::Console;
+use inbox_core::embedded::sqlite::SqliteLedger;
 use inbox_core::model::{EventId, EventKey, NewEvent, SourceName, Status};
 use inbox_core::ports::{Ledger, Settlement};
 

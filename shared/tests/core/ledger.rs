@@ -26,9 +26,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use inbox_core::embedded::sqlite::SqliteLedger;
 use inbox_core::model::{Event, EventId, EventKey, NewEvent, Origin, ResentBodies, SourceName, Status};
+use inbox_core::ports::{Browse, Ledger, SweepIndex};
 use inbox_core::ports::{Claim, Created, ListFilter, MarkDead, Replay, Settled, Settlement, Store};
 use inbox_core::time::now_ms as now;
-use inbox_core::ports::{Browse, Ledger, SweepIndex};
 
 fn key(id: &str) -> EventKey {
     EventKey::new(SourceName::parse("src").unwrap(), EventId::parse(id).unwrap())

@@ -7,16 +7,16 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use inbox_core::embedded::sqlite::SqliteLedger;
 use inbox_core::config::Config;
+use inbox_core::embedded::sqlite::SqliteLedger;
 use inbox_core::handlers::{http_client, Handler, HandlerError, Registry};
 use inbox_core::machine::{Alarm, Machine, Outcome};
 use inbox_core::metrics::Metrics;
 use inbox_core::model::{Event, EventId, EventKey, NewEvent, SourceName, Status};
+use inbox_core::ports::Browse;
 use inbox_core::ports::{Ledger, MarkDead, Queue, QueueError, Settlement};
 use inbox_core::secrets::LocalSecrets;
 use inbox_core::source::Sources;
-use inbox_core::ports::Browse;
 
 /// Answers from a script, then Ok; counts runs.
 #[derive(Default)]

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use inbox_core::embedded::sqlite::SqliteLedger;
 use inbox_core::config::{Config, GithubHook, ProviderConfig, ReconcileConfig, SecretRef};
+use inbox_core::embedded::sqlite::SqliteLedger;
 use inbox_core::embedded::{Deliveries, InProcessQueue};
 use inbox_core::model::{Event, EventId, EventKey, NewEvent, Origin, SourceName};
 use inbox_core::ports::{Checkpoint, Created, FailedEvent, Ledger, ListFilter};
@@ -19,10 +19,10 @@ use inbox_core::reconcile::{Provider, Reconciler, RunErrorKind, RunOptions, Summ
 use inbox_core::time::{now_ms, rfc3339};
 use serde_json::json;
 // The fakes of the providers' APIs (with their documentation citations) are shared with the AWS tests.
+use inbox_core::ports::{Browse, Checkpoints};
 use testkit::providers::{
     github_deliveries, stripe_events_over, Delivery, FakeGithub, FakeStripe, LOOKBACK, SETTLE,
 };
-use inbox_core::ports::{Browse, Checkpoints};
 
 const HOUR_MS: i64 = 3_600_000;
 

@@ -10,12 +10,12 @@
 //!
 //! A body in S3 is expired by the bucket's lifecycle rules after its tags (`aws::s3`): written pending, kept
 //! from its event's claim or death, counting down from its completion. What the ledger owes it is written in the
-//! ledger before the step that could leave it wrong (DESIGN.md "Retention"; RELIABILITY.md "Bodies in S3"): the
+//! ledger before the step that could leave it wrong (docs/DESIGN.md "Retention"; RELIABILITY.md "Bodies in S3"): the
 //! claim puts the record in the sparse index's `body#{shard}` partition, the COMPLETED settle leaves it there, and
 //! only the countdown of its body takes it out, by the processor at once or by the sweeper after a crash
 //! ([`DynamoLedger::finish_bodies`]). Only S3-bodied events pay these writes.
 //!
-//! The sparse index `open_index` holds only what no queue message vouches for (DESIGN.md "Sweeper"): partition
+//! The sparse index `open_index` holds only what no queue message vouches for (docs/DESIGN.md "Sweeper"): partition
 //! `gsi1pk` = `open#{shard}` or `dead#{shard}`, sort `gsi1sk` = the due time, with the semantics of the SQLite
 //! ledger's `due_at` column. The receiver sends an event's message before creating it (`receiver::Intake::AnnounceThenWrite`),
 //! and SQS keeps a message until its settle deletes it, so the happy path writes no index entry at all: a record
@@ -26,6 +26,14 @@
 //!
 //! Times are milliseconds on the writing caller's clock, except `expires_at`, the TTL attribute, in epoch seconds
 //! (rounded down, so an event never outlives its retention).
+//!
+//! This file holds [`DynamoLedger`] and its port impls; the condition and update expressions are in [`expressions`],
+//! the encoding of items in [`items`], the sharded sparse index in [`index`], and [`create_table`] in [`table`].
+
+mod expressions;
+mod index;
+mod items;
+mod table;
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -36,127 +44,39 @@ use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, GlobalSecondaryIndex, IndexStatus, KeySchemaElement,
-    KeyType, KeysAndAttributes, Projection, ProjectionType, ReturnValue, ReturnValuesOnConditionCheckFailure,
-    ScalarAttributeType, TableStatus, TimeToLiveSpecification, TimeToLiveStatus, Update,
+    AttributeValue, KeysAndAttributes, ReturnValue, ReturnValuesOnConditionCheckFailure,
 };
 use aws_sdk_dynamodb::Client;
 use bytes::Bytes;
-use tokio::task::JoinSet;
 
 use super::s3::{fresh_key, S3Payloads};
 use super::sdk::sdk_error;
 use crate::model::{Event, EventId, EventKey, NewEvent, Origin, ResentBodies, SourceName, Status};
-use crate::ports::{Browse, Checkpoints, SweepIndex, 
-    Checkpoint, Claim, Created, Ledger, ListFilter, MarkDead, Replay, Settled, Settlement, StoreError, Summary,
+use crate::ports::{
+    Browse, Checkpoint, Checkpoints, Claim, Created, Ledger, ListFilter, MarkDead, Replay, Settled,
+    Settlement, StoreError, Summary, SweepIndex,
 };
 use crate::rules::{self, Due};
 use crate::time::{ms, now_ms};
+use expressions::{
+    completed_values, create_values, owned_values, Values, BODY_CLAIMED, BODY_COUNTING, BURIABLE, CLAIM,
+    CLAIMABLE, CLAIMED_WITH_BODY, COMPLETE, COMPLETED_WITH_BODY, CREATE_IF_ABSENT, DEAD_UNNOTIFIED,
+    DEAD_UNNOTIFIED_INLINE, DEAD_UNNOTIFIED_KEPT, DEFER_ALARM, FAIL, KILL, NOTIFIED, OWNED, RELEASE, REPLAY,
+    REPLAYABLE, REPLAYABLE_FORCED, REPLAYABLE_MOVED, REPLAY_MOVED, RESENT, UNCHANGED_OPEN,
+};
+use index::{partition, IndexQuery, NEVER_DUE};
+use items::{digest, event_of, meta_names, n, projection, s, secs, Fields, Item};
 
-/// The sparse index of open and dead events.
-pub const INDEX: &str = "open_index";
-/// Partitions of the sparse index per kind (`open#0..7`, `dead#0..7`), so that a burst of open events spreads
-/// over several index partitions instead of one hot key.
-pub const SHARDS: u32 = 8;
+pub use expressions::completed_update;
+pub use index::{shard_of, INDEX, SHARDS};
+pub use table::create_table;
+
 /// Compressed bodies up to this size stay in the item (DynamoDB's item limit is 400 KB, keys and state included).
 pub const DEFAULT_INLINE_LIMIT: usize = 256 * 1024;
 /// zstd level: fast, and JSON still shrinks several times.
 const ZSTD_LEVEL: i32 = 3;
 /// `BatchGetItem` takes at most this many keys a call.
 const BATCH_GET: usize = 100;
-/// The due time of a dead event whose alarm went out: in the index for listing, never due.
-const NEVER_DUE: i64 = i64::MAX;
-
-// Conditions: the SQLite ledger's WHERE clauses, translated.
-/// Create: absent, or completed and past retention (TTL deletes late, so the expiry is compared here).
-const CREATE_IF_ABSENT: &str =
-    "attribute_not_exists(pk) OR (#status = :completed AND expires_at <= :now_secs)";
-/// Claim: RECEIVED, FAILED and due, or PROCESSING with an expired lease.
-const CLAIMABLE: &str = "#status = :received \
-    OR (#status = :failed AND next_attempt_at <= :due_by) \
-    OR (#status = :processing AND lease_until <= :now)";
-/// Settle and release: still PROCESSING under this owner's lease.
-const OWNED: &str = "#status = :processing AND lease_owner = :owner";
-/// Dead-letter: any open state, never over COMPLETED, never under a live lease.
-const BURIABLE: &str = "#status IN (:received, :failed) OR (#status = :processing AND lease_until <= :now)";
-/// The alarm is recorded once.
-const DEAD_UNNOTIFIED: &str = "#status = :dead AND attribute_not_exists(notified_at)";
-const REPLAYABLE: &str = "#status = :dead";
-const REPLAYABLE_FORCED: &str = "#status = :dead OR (#status = :completed AND expires_at > :now_secs)";
-/// A forced replay of a completed event whose body is in S3: only while it still points at the object copied.
-const REPLAYABLE_MOVED: &str = "#status = :completed AND expires_at > :now_secs AND payload_s3_key = :key";
-/// Still the claim that read the body from S3 (`:key`).
-const CLAIMED_WITH_BODY: &str = "#status = :processing AND lease_owner = :owner AND payload_s3_key = :key";
-/// Completed with the body `:key`, and in the `body#` partition: its countdown is owed.
-const COMPLETED_WITH_BODY: &str = "#status = :completed AND payload_s3_key = :key AND gsi1pk = :body";
-/// The alarm of a dead event whose body is not in S3: recorded at once. One in S3 is kept first.
-const DEAD_UNNOTIFIED_INLINE: &str =
-    "#status = :dead AND attribute_not_exists(notified_at) AND attribute_not_exists(payload_s3_key)";
-/// The alarm of a dead event whose body in S3 (`:key`) was kept.
-const DEAD_UNNOTIFIED_KEPT: &str =
-    "#status = :dead AND attribute_not_exists(notified_at) AND payload_s3_key = :key";
-
-// Updates.
-/// The claimed record leaves the index (a no-op, and no index write, for one that was never in it): the message
-/// being processed vouches for it until the settle.
-const CLAIM: &str = "SET #status = :processing, lease_owner = :owner, lease_until = :until, \
-    attempts = if_not_exists(attempts, :zero) + :one, updated_at = :now REMOVE gsi1pk, gsi1sk";
-/// Leaves the index keys as they are: the claim took them out, except for a body in S3, whose claim put the record in
-/// `body#` so that the countdown its body is owed from this settle on is in the ledger before the settle is (the
-/// same update serves a handler's own transaction, `completed_update`, which cannot know where the body is).
-const COMPLETE: &str = "SET #status = :completed, completed_at = :now, expires_at = :expires_secs, \
-    updated_at = :now REMOVE lease_owner, lease_until, next_attempt_at";
-const FAIL: &str = "SET #status = :failed, last_error = :error, next_attempt_at = :next, \
-    gsi1pk = :open, gsi1sk = :due, updated_at = :now REMOVE lease_owner, lease_until";
-const KILL: &str = "SET #status = :dead, last_error = :error, updated_at = :now, gsi1pk = :dead_shard, \
-    gsi1sk = :due REMOVE notified_at, lease_owner, lease_until, next_attempt_at";
-const RELEASE: &str = "SET lease_until = :now, updated_at = :now";
-const NOTIFIED: &str = "SET notified_at = :now, gsi1sk = :never";
-const DEFER_ALARM: &str = "SET gsi1sk = :until";
-const RESENT: &str = "SET gsi1sk = :until";
-/// Still as the sweeper read it, and in the sparse index.
-const UNCHANGED_OPEN: &str = "#status = :status AND updated_at = :updated AND attribute_exists(gsi1sk)";
-const REPLAY: &str =
-    "SET #status = :received, attempts = :zero, replays = if_not_exists(replays, :zero) + :one, \
-    updated_at = :now, replayed_at = :now, gsi1pk = :open, gsi1sk = :due \
-    REMOVE lease_owner, lease_until, next_attempt_at, completed_at, expires_at, notified_at";
-/// [`REPLAY`] onto the copy `:body` of the body in S3.
-const REPLAY_MOVED: &str =
-    "SET #status = :received, attempts = :zero, replays = if_not_exists(replays, :zero) + :one, \
-    updated_at = :now, replayed_at = :now, gsi1pk = :open, gsi1sk = :due, payload_s3_key = :body \
-    REMOVE lease_owner, lease_until, next_attempt_at, completed_at, expires_at, notified_at";
-/// The claim's record of a body in S3 (see `DynamoLedger::payload`): into `body#`, due when the lease ends.
-const BODY_CLAIMED: &str = "SET gsi1pk = :body, gsi1sk = :until";
-/// The body's countdown started: out of `body#`.
-const BODY_COUNTING: &str = "REMOVE gsi1pk, gsi1sk";
-
-/// What `list` and `due` read: everything but the body.
-const META: [&str; 22] = [
-    "pk",
-    "source",
-    "event_id",
-    "event_type",
-    "status",
-    "payload_sha256",
-    "headers",
-    "received_at",
-    "updated_at",
-    "attempts",
-    "replays",
-    "lease_owner",
-    "lease_until",
-    "next_attempt_at",
-    "last_error",
-    "completed_at",
-    "expires_at",
-    "notified_at",
-    "replayed_at",
-    "origin",
-    "resent_of",
-    "gsi1sk",
-];
-
-type Item = HashMap<String, AttributeValue>;
 
 /// The DynamoDB ledger. Cheap to clone (the SDK client is shared).
 #[derive(Clone, Debug)]
@@ -362,25 +282,6 @@ impl DynamoLedger {
         }
     }
 
-    /// Reads every partition of the sparse index under `prefixes` at once and returns what they hold.
-    async fn query_index(&self, prefixes: &[&str], query: IndexQuery) -> Result<Vec<Item>, StoreError> {
-        let mut tasks = JoinSet::new();
-        for prefix in prefixes {
-            for shard in 0..SHARDS {
-                let (client, table, query) = (self.client.clone(), self.table.clone(), query.clone());
-                let partition = format!("{prefix}#{shard}");
-                tasks.spawn(async move { query_partition(&client, &table, partition, query).await });
-            }
-        }
-        let mut items = Vec::new();
-        while let Some(joined) = tasks.join_next().await {
-            let found =
-                joined.map_err(|e| StoreError::Unavailable(format!("an index query stopped: {e}")))??;
-            items.extend(found);
-        }
-        Ok(items)
-    }
-
     /// A full scan of the table (paginated), with `filter`.
     async fn scan(&self, filter: String, values: Values) -> Result<Vec<Item>, StoreError> {
         let mut items = Vec::new();
@@ -414,64 +315,6 @@ enum Write {
     Applied(Option<Item>),
     /// The condition failed; the item as it stands, or `None` when there is none.
     Refused(Option<Item>),
-}
-
-/// A query of one sparse-index partition, optionally only up to a due time, filtered, and cut after a count.
-#[derive(Clone, Default)]
-struct IndexQuery {
-    due_before: Option<i64>,
-    filter: Option<String>,
-    values: Values,
-    stop_after: Option<usize>,
-}
-
-async fn query_partition(
-    client: &Client,
-    table: &str,
-    partition: String,
-    query: IndexQuery,
-) -> Result<Vec<Item>, StoreError> {
-    let mut values = query.values.s(":partition", partition);
-    let key_condition = match query.due_before {
-        Some(before) => {
-            values = values.n(":before", before);
-            "gsi1pk = :partition AND gsi1sk <= :before"
-        }
-        None => "gsi1pk = :partition",
-    };
-    let page = query
-        .stop_after
-        .map(|n| i32::try_from(n.clamp(1, 1000)).unwrap_or(1000));
-    let mut items = Vec::new();
-    let mut start = None;
-    loop {
-        let out = client
-            .query()
-            .table_name(table)
-            .index_name(INDEX)
-            .key_condition_expression(key_condition)
-            .set_filter_expression(query.filter.clone())
-            .projection_expression(projection())
-            .set_expression_attribute_names(Some(meta_names()))
-            .set_expression_attribute_values(Some(values.0.clone()))
-            .scan_index_forward(true)
-            .set_limit(page)
-            .set_exclusive_start_key(start.take())
-            .send()
-            .await
-            .map_err(sdk_error)?;
-        items.extend(out.items.unwrap_or_default());
-        if let Some(n) = query.stop_after {
-            if items.len() >= n {
-                items.truncate(n);
-                return Ok(items);
-            }
-        }
-        match out.last_evaluated_key {
-            Some(k) if !k.is_empty() => start = Some(k),
-            _ => return Ok(items),
-        }
-    }
 }
 
 #[async_trait]
@@ -1202,373 +1045,6 @@ fn checkpoint_pk(source: &SourceName) -> String {
     format!("#checkpoint#{source}")
 }
 
-/// Creates the ledger table as the template does: on demand, `pk` (S) hash key, the sparse index `open_index`
-/// (`gsi1pk` S, `gsi1sk` N, all attributes projected) and TTL on `expires_at`; waits until it and its index are
-/// ACTIVE. A table that exists already is left as it is (its TTL is still switched on).
-pub async fn create_table(client: &Client, table: &str) -> Result<(), StoreError> {
-    let built = |e: aws_sdk_dynamodb::error::BuildError| StoreError::Unavailable(e.to_string());
-    let attribute = |name: &str, kind: ScalarAttributeType| {
-        AttributeDefinition::builder()
-            .attribute_name(name)
-            .attribute_type(kind)
-            .build()
-            .map_err(built)
-    };
-    let key = |name: &str, kind: KeyType| {
-        KeySchemaElement::builder()
-            .attribute_name(name)
-            .key_type(kind)
-            .build()
-            .map_err(built)
-    };
-    let index = GlobalSecondaryIndex::builder()
-        .index_name(INDEX)
-        .key_schema(key("gsi1pk", KeyType::Hash)?)
-        .key_schema(key("gsi1sk", KeyType::Range)?)
-        // Everything but the body: every transition rewrites the index entry, so a body there would be paid for
-        // again on each one, and nothing that reads the index needs it.
-        .projection(
-            Projection::builder()
-                .projection_type(ProjectionType::Include)
-                .set_non_key_attributes(Some(
-                    META.iter()
-                        .filter(|a| !matches!(**a, "pk" | "gsi1sk"))
-                        .map(|a| (*a).to_owned())
-                        .collect(),
-                ))
-                .build(),
-        )
-        .build()
-        .map_err(built)?;
-    let created = client
-        .create_table()
-        .table_name(table)
-        .billing_mode(BillingMode::PayPerRequest)
-        .attribute_definitions(attribute("pk", ScalarAttributeType::S)?)
-        .attribute_definitions(attribute("gsi1pk", ScalarAttributeType::S)?)
-        .attribute_definitions(attribute("gsi1sk", ScalarAttributeType::N)?)
-        .key_schema(key("pk", KeyType::Hash)?)
-        .global_secondary_indexes(index)
-        .send()
-        .await;
-    match created {
-        Ok(_) => {}
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(|s| s.is_resource_in_use_exception()) => {}
-        Err(e) => return Err(sdk_error(e)),
-    }
-
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(600);
-    let mut pause = Duration::from_millis(100);
-    loop {
-        let out = client
-            .describe_table()
-            .table_name(table)
-            .send()
-            .await
-            .map_err(sdk_error)?;
-        let ready = out.table.as_ref().is_some_and(|t| {
-            t.table_status() == Some(&TableStatus::Active)
-                && t.global_secondary_indexes()
-                    .iter()
-                    .all(|i| i.index_status() == Some(&IndexStatus::Active))
-        });
-        if ready {
-            break;
-        }
-        if tokio::time::Instant::now() > deadline {
-            return Err(StoreError::Unavailable(format!(
-                "table {table} is not ACTIVE after 10 minutes"
-            )));
-        }
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(Duration::from_secs(5));
-    }
-
-    let ttl = client
-        .describe_time_to_live()
-        .table_name(table)
-        .send()
-        .await
-        .map_err(sdk_error)?;
-    let on = ttl
-        .time_to_live_description()
-        .and_then(|d| d.time_to_live_status())
-        .is_some_and(|st| matches!(st, TimeToLiveStatus::Enabled | TimeToLiveStatus::Enabling));
-    if !on {
-        client
-            .update_time_to_live()
-            .table_name(table)
-            .time_to_live_specification(
-                TimeToLiveSpecification::builder()
-                    .attribute_name("expires_at")
-                    .enabled(true)
-                    .build()
-                    .map_err(built)?,
-            )
-            .send()
-            .await
-            .map_err(sdk_error)?;
-    }
-    Ok(())
-}
-
-/// The COMPLETED settle of `key` under `owner`'s lease, as one `Update` of a `TransactWriteItems`: the same
-/// update, condition and values as [`DynamoLedger`]'s own settle, so that a handler committing its effect in the
-/// same transaction (see the wallet example, `tests/aws/wallet.rs`) settles exactly as the ledger would. A failed
-/// condition (the lease was lost) returns the item as it stands in the cancellation reason.
-pub fn completed_update(
-    table: &str,
-    key: &EventKey,
-    owner: &str,
-    retention: Duration,
-    now: i64,
-) -> Result<Update, StoreError> {
-    Update::builder()
-        .table_name(table)
-        .key("pk", AttributeValue::S(key.pk()))
-        .update_expression(COMPLETE)
-        .condition_expression(OWNED)
-        .expression_attribute_names("#status", "status")
-        .set_expression_attribute_values(Some(completed_values(owner, retention, now).0))
-        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-        .build()
-        .map_err(|e| StoreError::Unavailable(format!("cannot build the settle of {key}: {e}")))
-}
-
-/// The values of [`CREATE_IF_ABSENT`].
-fn create_values(now: i64) -> Values {
-    Values::default()
-        .status(":completed", Status::Completed)
-        .n(":now_secs", secs(now))
-}
-
-/// The values of [`OWNED`].
-fn owned_values(owner: &str, now: i64) -> Values {
-    Values::default()
-        .status(":processing", Status::Processing)
-        .s(":owner", owner)
-        .n(":now", now)
-}
-
-/// The values of [`COMPLETE`] under [`OWNED`].
-fn completed_values(owner: &str, retention: Duration, now: i64) -> Values {
-    owned_values(owner, now)
-        .status(":completed", Status::Completed)
-        .n(":expires_secs", secs(now.saturating_add(ms(retention))))
-}
-
-/// A payload hash as stored: its 32 bytes where it is lower-case hex SHA-256 (always, from the receiver), the
-/// text otherwise. Records read either.
-fn digest(sha256_hex: &str) -> AttributeValue {
-    match hex::decode(sha256_hex) {
-        Ok(bytes) if bytes.len() == 32 && sha256_hex.bytes().all(|b| !b.is_ascii_uppercase()) => {
-            AttributeValue::B(Blob::new(bytes))
-        }
-        _ => s(sha256_hex),
-    }
-}
-
-/// The sparse-index shard of an event: FNV-1a (32 bit) of its `pk`, modulo [`SHARDS`]. Stable across processes
-/// and releases, since items written by one version are queried by the next.
-pub fn shard_of(pk: &str) -> u32 {
-    let mut hash: u32 = 0x811c_9dc5;
-    for byte in pk.bytes() {
-        hash ^= u32::from(byte);
-        hash = hash.wrapping_mul(0x0100_0193);
-    }
-    hash % SHARDS
-}
-
-/// `open#{shard}` or `dead#{shard}` for an event's `pk`.
-fn partition(kind: &str, pk: &str) -> String {
-    format!("{kind}#{}", shard_of(pk))
-}
-
-
 fn no_attributes(key: &EventKey) -> StoreError {
     StoreError::Unavailable(format!("the update of {key} returned no attributes"))
-}
-
-fn s(v: impl Into<String>) -> AttributeValue {
-    AttributeValue::S(v.into())
-}
-
-fn n(v: i64) -> AttributeValue {
-    AttributeValue::N(v.to_string())
-}
-
-/// Milliseconds to the epoch seconds of the TTL attribute, rounded down.
-fn secs(ms: i64) -> i64 {
-    ms.div_euclid(1000)
-}
-
-fn projection() -> String {
-    META.map(|a| format!("#{a}")).join(", ")
-}
-
-fn meta_names() -> HashMap<String, String> {
-    META.iter().map(|a| (format!("#{a}"), (*a).to_owned())).collect()
-}
-
-/// Expression attribute values, built per call: DynamoDB refuses a value that its expressions do not use.
-#[derive(Clone, Default)]
-struct Values(Item);
-
-impl Values {
-    fn s(mut self, name: &str, v: impl Into<String>) -> Self {
-        self.0.insert(name.to_owned(), s(v));
-        self
-    }
-    fn n(mut self, name: &str, v: i64) -> Self {
-        self.0.insert(name.to_owned(), n(v));
-        self
-    }
-    fn status(self, name: &str, st: Status) -> Self {
-        self.s(name, st.as_str())
-    }
-}
-
-/// Typed reads of an item's attributes; anything unexpected is [`StoreError::Corrupt`], naming the item.
-struct Fields<'a>(&'a Item);
-
-impl Fields<'_> {
-    fn pk(&self) -> &str {
-        match self.0.get("pk") {
-            Some(AttributeValue::S(pk)) => pk,
-            _ => "(an item without pk)",
-        }
-    }
-
-    fn corrupt(&self, name: &str, what: &str) -> StoreError {
-        StoreError::Corrupt(format!("item {}: {name} {what}", self.pk()))
-    }
-
-    fn opt_s(&self, name: &str) -> Result<Option<&str>, StoreError> {
-        match self.0.get(name) {
-            None | Some(AttributeValue::Null(_)) => Ok(None),
-            Some(AttributeValue::S(v)) => Ok(Some(v)),
-            Some(_) => Err(self.corrupt(name, "is not a string")),
-        }
-    }
-
-    fn s(&self, name: &str) -> Result<&str, StoreError> {
-        self.opt_s(name)?.ok_or_else(|| self.corrupt(name, "is missing"))
-    }
-
-    fn opt_n(&self, name: &str) -> Result<Option<i64>, StoreError> {
-        match self.0.get(name) {
-            None | Some(AttributeValue::Null(_)) => Ok(None),
-            Some(AttributeValue::N(v)) => v
-                .parse()
-                .map(Some)
-                .map_err(|_| self.corrupt(name, "is not a whole number")),
-            Some(_) => Err(self.corrupt(name, "is not a number")),
-        }
-    }
-
-    fn n(&self, name: &str) -> Result<i64, StoreError> {
-        self.opt_n(name)?.ok_or_else(|| self.corrupt(name, "is missing"))
-    }
-
-    fn count(&self, name: &str) -> Result<u32, StoreError> {
-        u32::try_from(self.opt_n(name)?.unwrap_or(0)).map_err(|_| self.corrupt(name, "is out of range"))
-    }
-
-    fn status(&self) -> Result<Status, StoreError> {
-        self.s("status")?
-            .parse()
-            .map_err(|_| self.corrupt("status", "is not a status"))
-    }
-}
-
-/// The record of an item, without its body.
-fn event_of(item: &Item) -> Result<Event, StoreError> {
-    let f = Fields(item);
-    let headers = match f.opt_s("headers")? {
-        Some(text) => {
-            serde_json::from_str(text).map_err(|_| f.corrupt("headers", "is not a JSON list of pairs"))?
-        }
-        None => Vec::new(),
-    };
-    Ok(Event {
-        source: SourceName::parse(f.s("source")?).map_err(|_| f.corrupt("source", "is not a source name"))?,
-        event_id: EventId::parse(f.s("event_id")?)
-            .map_err(|_| f.corrupt("event_id", "is not an event id"))?,
-        event_type: f.opt_s("event_type")?.map(str::to_owned),
-        status: f.status()?,
-        payload: Bytes::new(),
-        payload_sha256: match item.get("payload_sha256") {
-            // Written since the write units were counted: the 32 bytes (32 bytes less in every write of the item).
-            Some(AttributeValue::B(b)) => hex::encode(b.as_ref()),
-            _ => f.s("payload_sha256")?.to_owned(),
-        },
-        headers,
-        received_at: f.n("received_at")?,
-        updated_at: f.n("updated_at")?,
-        attempts: f.count("attempts")?,
-        replays: f.count("replays")?,
-        lease_owner: f.opt_s("lease_owner")?.map(str::to_owned),
-        lease_until: f.opt_n("lease_until")?,
-        next_attempt_at: f.opt_n("next_attempt_at")?,
-        last_error: f.opt_s("last_error")?.map(str::to_owned),
-        completed_at: f.opt_n("completed_at")?,
-        expires_at: f.opt_n("expires_at")?.map(|secs| secs.saturating_mul(1000)),
-        notified_at: f.opt_n("notified_at")?,
-        replayed_at: f.opt_n("replayed_at")?,
-        origin: match f.opt_s("origin")? {
-            None => Origin::Webhook,
-            Some(o) => o.parse().map_err(|_| f.corrupt("origin", "is not an origin"))?,
-        },
-        resent_of: f
-            .opt_s("resent_of")?
-            .map(|id| EventId::parse(id).map_err(|_| f.corrupt("resent_of", "is not an event id")))
-            .transpose()?,
-        body_object: f.opt_s("payload_s3_key")?.map(str::to_owned),
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_shard_hash_is_fnv1a() {
-        // FNV-1a 32 of "" is the offset basis, of "a" the published 0xe40c292c.
-        assert_eq!(shard_of(""), 0x811c_9dc5 % SHARDS);
-        assert_eq!(shard_of("a"), 0xe40c_292c % SHARDS);
-    }
-
-    #[test]
-    fn ttl_seconds_round_down() {
-        assert_eq!(secs(1_999), 1);
-        assert_eq!(secs(2_000), 2);
-        assert_eq!(secs(-1), -1);
-    }
-
-    #[test]
-    fn a_payload_hash_is_stored_as_its_bytes_and_read_back_as_hex_as_older_text_is() {
-        let hex = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
-        let stored = digest(hex);
-        assert!(matches!(&stored, AttributeValue::B(b) if b.as_ref().len() == 32));
-        // Anything else is kept as it is: an upper-case or short value would not round-trip through bytes.
-        assert_eq!(digest("h"), s("h"));
-        assert_eq!(digest(&hex.to_uppercase()), s(hex.to_uppercase()));
-        let item = |sha: AttributeValue| {
-            Item::from([
-                ("pk".to_owned(), s("stripe#evt_1")),
-                ("source".to_owned(), s("stripe")),
-                ("event_id".to_owned(), s("evt_1")),
-                ("status".to_owned(), s("RECEIVED")),
-                ("payload_sha256".to_owned(), sha),
-                ("received_at".to_owned(), n(1)),
-                ("updated_at".to_owned(), n(1)),
-                ("attempts".to_owned(), n(0)),
-                ("replays".to_owned(), n(0)),
-            ])
-        };
-        assert_eq!(event_of(&item(stored)).unwrap().payload_sha256, hex);
-        assert_eq!(event_of(&item(s(hex))).unwrap().payload_sha256, hex);
-    }
 }

@@ -1,4 +1,4 @@
-//! Issue 12's figure: one reconciliation run over 10,000 events that are all stored already (a healthy webhook
+//! The figure: one reconciliation run over 10,000 events that are all stored already (a healthy webhook
 //! path), against the fake Stripe API (testkit::providers) and the real SQLite ledger: its API requests, ledger
 //! reads and time; then the steady state, a run that re-reads only the overlap below its checkpoint.
 

@@ -42,7 +42,7 @@ pub async fn run(
     let base = url.unwrap_or_else(|| format!("http://{}", config.server.listen));
     let client = http_client();
     let mut req = client
-        .get()
+        .client()
         .post(format!("{}/webhooks/{source}", base.trim_end_matches('/')))
         .header("content-type", "application/json")
         .body(body);

@@ -1,4 +1,4 @@
-//! Named crash points for the crash tests (issue 5). `failpoint!("name")` compiles to nothing unless the
+//! Named crash points for the crash tests. `failpoint!("name")` compiles to nothing unless the
 //! `failpoints` feature is on (it is off by default, so release builds carry none of this). With the feature, the
 //! process aborts at the point when the environment variable `INBOX_FAILPOINT` names it: `name` aborts on the
 //! first hit, `name@N` on the Nth. An abort is as abrupt as a SIGKILL: no destructors run, nothing is flushed.

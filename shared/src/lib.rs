@@ -11,12 +11,12 @@ pub mod aws;
 pub mod config;
 #[cfg(feature = "operator")]
 pub mod console;
+pub mod delivery_health;
 #[cfg(feature = "embedded")]
 pub mod embedded;
 #[doc(hidden)]
 pub mod failpoint;
 pub mod handlers;
-pub mod health;
 pub mod machine;
 pub mod metrics;
 pub mod model;

@@ -1,4 +1,4 @@
-//! The state machine of DESIGN.md "Processing": claim with a lease, run the handler, settle conditionally on the
+//! The state machine of docs/DESIGN.md "Processing": claim with a lease, run the handler, settle conditionally on the
 //! lease; backoff with full jitter, the retry budget, dead letters and their alarm, and the sweeper's restart scan.
 //! Both runtimes drive events through this one piece; only how a message comes back differs.
 
@@ -26,7 +26,7 @@ pub const LEASE_MARGIN: Duration = Duration::from_secs(2);
 /// Tells an operator about a dead event. Called once per event that dies (again after a crash between the death
 /// and the notice: at least once).
 #[async_trait]
-pub trait Alarm: Send + Sync + 'static {
+pub trait Notifier: Send + Sync + 'static {
     async fn dead(&self, event: &Event) -> Result<(), String>;
 }
 
@@ -82,7 +82,7 @@ pub struct Machine {
     ledger: Arc<dyn Store>,
     sources: Sources,
     metrics: Arc<Metrics>,
-    alarm: Arc<dyn Alarm>,
+    alarm: Arc<dyn Notifier>,
     /// Where alarms go when they are sent beside the work ([`Machine::with_background_alarms`]).
     background: Option<AlarmQueue>,
     retention: Duration,
@@ -133,7 +133,7 @@ impl Machine {
         ledger: Arc<dyn Store>,
         sources: Sources,
         metrics: Arc<Metrics>,
-        alarm: Arc<dyn Alarm>,
+        alarm: Arc<dyn Notifier>,
         retention: Duration,
         owner: impl Into<String>,
     ) -> Self {
@@ -375,7 +375,7 @@ impl Machine {
     }
 
     /// The dead-letter path (AWS: a message redriven into the DLQ): DEAD unless COMPLETED, one alarm per event.
-    pub async fn bury(&self, key: &EventKey, reason: &str) -> Result<MarkDead, StoreError> {
+    pub async fn mark_dead(&self, key: &EventKey, reason: &str) -> Result<MarkDead, StoreError> {
         let outcome = self.ledger.mark_dead(key, reason).await?;
         match &outcome {
             MarkDead::NewlyDead(event) => self.announce_dead(event).await,
@@ -441,7 +441,7 @@ impl Machine {
 async fn send_alarms(
     mut rx: mpsc::Receiver<Event>,
     ledger: Arc<dyn Store>,
-    alarm: Arc<dyn Alarm>,
+    alarm: Arc<dyn Notifier>,
     pending: Arc<Mutex<HashSet<EventKey>>>,
 ) {
     let slots = Arc::new(Semaphore::new(ALARMS_AT_ONCE));

@@ -127,7 +127,7 @@ pub struct QueueDepth {
 pub enum Created {
     New,
     /// Created as its own event, though its body (same source and type) is stored under another id within
-    /// retention already: the record is marked `resent_of` that id (DESIGN.md "Receiving").
+    /// retention already: the record is marked `resent_of` that id (docs/DESIGN.md "Receiving").
     Resent {
         of: EventId,
     },

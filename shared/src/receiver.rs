@@ -1,5 +1,5 @@
 //! The receiver: one HTTP router that both `inbox serve` and the receiver Lambda run, so the runtimes cannot drift.
-//! Order of work (DESIGN.md "Receiving"): source → body limit → signature → id → conditional create → enqueue →
+//! Order of work (docs/DESIGN.md "Receiving"): source → body limit → signature → id → conditional create → enqueue →
 //! answer. Nothing is written before the signature holds, and no 200 leaves before the write is durable. Where the
 //! queue vouches for what it was sent (AWS), the enqueue comes before the create, after a read for a duplicate.
 
@@ -20,7 +20,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::Instrument;
 
-use crate::health::{DeliveryHealth, Seen};
+use crate::delivery_health::{DeliveryHealth, Seen};
 use crate::metrics::{Metrics, Reject};
 use crate::model::{EventId, EventKey, KeptHeaders, NewEvent, Origin, Status};
 use crate::ports::{Created, Ledger, Queue, StoreError};

@@ -1,4 +1,4 @@
-//! Bodies kept in S3, against DESIGN.md "Retention": every body kept apart goes within a day of its event's expiry,
+//! Bodies kept in S3, against docs/DESIGN.md "Retention": every body kept apart goes within a day of its event's expiry,
 //! and a dead event's body stays. The emulator applies no lifecycle rule, so each test drives one path (a refused
 //! create, a lost race, a failure after the put, a crash between the settle and the countdown, a forced replay
 //! racing a late countdown, a dead event, an older object layout), then lists every object with its tags and every
@@ -382,7 +382,7 @@ async fn a_dead_events_body_stays() {
     let records = receive(&stack.sqs, &stack.rt.resources.queue_url, 5).await;
     assert_eq!(records.len(), 1);
     crate::stack::delete(&stack, &records[0]).await;
-    let response = functions::dead_letters(&stack.rt, batch(records)).await;
+    let response = functions::alarm(&stack.rt, batch(records)).await;
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
 
     // AND one completed, force-replayed before its worker's late countdown, then failing for good

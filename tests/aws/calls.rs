@@ -52,7 +52,7 @@ fn every_call_counted(sdk: &aws_config::SdkConfig, counter: &CallCounter) -> (Cl
     (clients, AwsSecrets::with_clients(sdk, ssm, secrets))
 }
 
-/// Issue 14, item 6: IAM proven by calls. Every path of every function runs against the emulator as deployed
+/// IAM proven by calls. Every path of every function runs against the emulator as deployed
 /// (config in SSM, secrets in Secrets Manager and SSM, each function with its own counted clients); then each
 /// function's calls must be granted by its role in `infra/template.yaml`, and its role must grant nothing it never
 /// called (what Lambda, KMS and the event source mappings use on its behalf aside: `iam::NOT_CALLED_BY_CODE`).
@@ -234,7 +234,7 @@ async fn each_function_calls_exactly_what_its_role_grants() {
     assert_eq!(status, 200);
     let redriven = take_messages().await;
     assert_eq!(redriven.len(), 1);
-    let response = functions::dead_letters(&alarm, batch(redriven)).await;
+    let response = functions::alarm(&alarm, batch(redriven)).await;
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
 
     // The sweeper: a RECEIVED event whose enqueue failed, a dead event whose alarm did not go out (its body in S3),

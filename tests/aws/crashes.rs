@@ -1,4 +1,4 @@
-//! Crash points on AWS (issue 5): the function instance "dies" at a point (its processor future is dropped there),
+//! Crash points on AWS: the function instance "dies" at a point (its processor future is dropped there),
 //! and the next invocation, the redrive or the sweeper finishes the work.
 
 use std::collections::HashMap;

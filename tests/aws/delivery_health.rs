@@ -18,7 +18,7 @@ use crate::stack::{
 };
 use inbox_core::ports::SweepIndex;
 
-/// Issue 12, acceptance 6 on AWS: the delivery-health alarms of `infra/template.yaml`, evaluated (as CloudWatch
+/// The delivery-health alarms of `infra/template.yaml`, evaluated (as CloudWatch
 /// would, see `aws/alarms.rs`) over the EMF lines that the receiver and the reconciler function emit while they
 /// run against the emulator: each fires in the period that calls for it, and stays quiet in the others.
 #[tokio::test(flavor = "multi_thread")]
@@ -173,7 +173,7 @@ async fn delivery_health_alarms_fire_on_what_the_functions_emit_and_only_then() 
     assert_eq!(periods, expected);
 }
 
-/// Issue 14, item 3: "something was dead-lettered" and "an enqueue was lost" fire on what happens. The DLQ's depth
+/// "Something was dead-lettered" and "an enqueue was lost" fire on what happens. The DLQ's depth
 /// cannot say the first (the alarm function drains the queue in seconds), and a lost enqueue only logged a warning.
 #[tokio::test]
 async fn dead_letters_and_lost_enqueues_fire_their_alarms() {
@@ -199,7 +199,7 @@ async fn dead_letters_and_lost_enqueues_fire_their_alarms() {
     assert_eq!(status, 200);
     let records = receive(&stack.sqs, &stack.rt.resources.queue_url, 2).await;
     assert_eq!(records.len(), 1);
-    let response = functions::dead_letters(&stack.rt, batch(records)).await;
+    let response = functions::alarm(&stack.rt, batch(records)).await;
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
     assert_eq!(
         status_of(&stack, "evt_redriven").await.map(|s| s.0),

@@ -138,7 +138,7 @@ async fn the_config_parameter_and_the_secrets_are_read_from_ssm_and_secrets_mana
     assert_eq!(status, 401);
 }
 
-/// Issue 14, item 2: with more receives needed than the work queue's maxReceiveCount, SQS could dead-letter an
+/// With more receives needed than the work queue's maxReceiveCount, SQS could dead-letter an
 /// event before its retry budget. The functions refuse such a config at start, naming both settings.
 #[tokio::test]
 async fn a_retry_budget_the_redrive_policy_would_cut_short_is_refused() {

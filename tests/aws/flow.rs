@@ -271,9 +271,9 @@ async fn retryable_forever_is_redriven_marked_dead_notified_once_and_replayed() 
     assert_eq!(status_of(&stack, "evt_doomed").await.unwrap().0, Status::Failed);
 
     // THEN the alarm function marks it DEAD and the topic gets one notification, however often it is redriven
-    let response = functions::dead_letters(&stack.rt, batch(dead_letters.clone())).await;
+    let response = functions::alarm(&stack.rt, batch(dead_letters.clone())).await;
     assert!(response.batch_item_failures.is_empty());
-    let again = functions::dead_letters(&stack.rt, batch(dead_letters)).await;
+    let again = functions::alarm(&stack.rt, batch(dead_letters)).await;
     assert!(again.batch_item_failures.is_empty());
     let dead = stack.rt.ledger.get(&key("evt_doomed")).await.unwrap().unwrap();
     assert_eq!(dead.status, Status::Dead);
@@ -373,7 +373,7 @@ async fn two_processors_racing_for_one_message_run_it_once() {
     assert_eq!(status_of(&stack, "evt_race").await, Some((Status::Completed, 1)));
 }
 
-/// Issue 14, item 9: under `cargo lambda watch` (1.9.2) every invocation's deadline is `600000`, a moment in 1970.
+/// Under `cargo lambda watch` (1.9.2) every invocation's deadline is `600000`, a moment in 1970.
 /// Trusted, it made the lease and the handler's time 0: the event was settled FAILED ("did not finish within
 /// 0 ms") and ran again. A deadline already past is unknown, and the configured timeout stands in.
 #[tokio::test]
@@ -391,7 +391,7 @@ async fn a_deadline_from_1970_does_not_fail_the_handler() {
     assert_eq!(status_of(&stack, "evt_watch").await, Some((Status::Completed, 1)));
 }
 
-/// Issue 14, item 4: a retry storm on a RECEIVED event younger than the sweeper's grace sends no message: its
+/// A retry storm on a RECEIVED event younger than the sweeper's grace sends no message: its
 /// first message is in flight. (The re-send of an older one, which heals a lost enqueue, is what the stacks above
 /// do with a grace of 0.)
 #[tokio::test]

@@ -25,10 +25,10 @@ async fn invoke_api(rt: Arc<Runtime>) -> String {
                     functions::processor(&rt, serde_json::from_slice(&body).unwrap(), deadline()).await,
                 )
                 .unwrap(),
-                "alarm" => serde_json::to_value(
-                    functions::dead_letters(&rt, serde_json::from_slice(&body).unwrap()).await,
-                )
-                .unwrap(),
+                "alarm" => {
+                    serde_json::to_value(functions::alarm(&rt, serde_json::from_slice(&body).unwrap()).await)
+                        .unwrap()
+                }
                 "sweeper" => {
                     let report = functions::sweeper(&rt).await.unwrap();
                     serde_json::json!({"received": report.received, "alarms": report.alarms})
@@ -52,7 +52,7 @@ async fn invoke_api(rt: Arc<Runtime>) -> String {
     url
 }
 
-/// Issue 14, item 9: `inbox aws play` plays the event source mappings and schedules around functions served
+/// `inbox aws play` plays the event source mappings and schedules around functions served
 /// locally: a batch through the processor with its partial failures left on the queue, a dead letter through the
 /// alarm function, the sweeper's tick; a batch whose invocation fails stays on the queue whole.
 #[tokio::test(flavor = "multi_thread")]

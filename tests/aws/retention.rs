@@ -11,7 +11,7 @@ use inbox_core::ports::{Ledger, Queue};
 use crate::lifecycle;
 use crate::stack::{bodies_in_s3, deliver, emulator, key, noise, poll_until, stack, Stored};
 
-/// Issue 14, item 5: a body kept in S3 goes within a day of its event's expiry, and a dead event's body stays.
+/// A body kept in S3 goes within a day of its event's expiry, and a dead event's body stays.
 /// One object per event; the processor tags it when its event completes; the template's lifecycle rule (read from
 /// `infra/template.yaml`, evaluated as S3 documents it) expires tagged objects only.
 #[tokio::test]

@@ -1,4 +1,4 @@
-//! The crash points (issue 5, shared/src/failpoint.rs): for each named point, a real `inbox serve` built with the
+//! The crash points (shared/src/failpoint.rs): for each named point, a real `inbox serve` built with the
 //! `failpoints` feature aborts there (`INBOX_FAILPOINT=point@K`: on its Kth pass, a few requests in) while a client
 //! resends each of 200 distinct signed events until it gets a 2xx; the test restarts the server without the fail
 //! point whenever it dies. Nothing acknowledged is lost, nothing is stored twice, and no event reaches the

@@ -1,4 +1,4 @@
-//! The defects an outside review of the core found (issue 13), each shown on a real `inbox serve` process:
+//! The defects an outside review of the core found, each shown on a real `inbox serve` process:
 //! `/healthz` after the store's writer thread died, axum's own rejections as JSON errors, a bad optional event type,
 //! request bytes in memory over every connection, a body resent under a fresh id (stored and marked, or refused by
 //! opt-in), and a dead notify URL at start-up.
@@ -403,7 +403,7 @@ async fn a_dead_notify_url_holds_up_neither_start_up_nor_processing() {
     );
 }
 
-/// Issue 14, item 1 (the public edge): a flood of unsigned requests is logged as counts, one line a minute per
+/// A flood of unsigned requests is logged as counts, one line a minute per
 /// source and reason, not one line a request: it cannot turn into a logging bill.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_flood_of_bad_signatures_logs_counts_not_lines() {

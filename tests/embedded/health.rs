@@ -1,4 +1,4 @@
-//! Delivery health on a real `inbox serve` (DESIGN.md "Delivery health"): each alarm reaches `notify_url` once
+//! Delivery health on a real `inbox serve` (docs/DESIGN.md "Delivery health"): each alarm reaches `notify_url` once
 //! per episode when it should, and the server stays quiet under normal traffic.
 
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! Hostile requests over HTTP against a real `inbox serve` (issue 5): a matrix of what senders and attackers can
+//! Hostile requests over HTTP against a real `inbox serve`: a matrix of what senders and attackers can
 //! put on the wire. Each is answered with a 4xx and a JSON error body, and none changes the event list. The body
 //! limit over a declared length and over a chunked body are in receive.rs already (not repeated here).
 

@@ -1,4 +1,4 @@
-//! Reconciliation on a real `inbox serve` (issue 12): the server's reconciliation tasks ask a fake Stripe and a
+//! Reconciliation on a real `inbox serve`: the server's reconciliation tasks ask a fake Stripe and a
 //! fake GitHub (testkit::providers, following the providers' documented shapes) which events exist, and recover
 //! those the webhook path never delivered, beside receiving; `inbox reconcile` does the same by hand.
 

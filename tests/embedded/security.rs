@@ -1,4 +1,4 @@
-//! Security checks as tests (issue 5): what `inbox serve` writes at its default log level never holds a secret, a
+//! Security checks as tests: what `inbox serve` writes at its default log level never holds a secret, a
 //! signature header's value or a byte sequence of a payload, whatever it receives (valid, tampered, stale,
 //! duplicated with another payload, or dead-ending downstream). Constant-time comparison is checked in
 //! shared/tests/core/properties.rs; the body limit before buffering (413 to a declared length, no body sent) in

@@ -1,4 +1,4 @@
-//! The soak (issue 5): signed, distinct events at a steady rate for a fixed time to a real `inbox serve` that
+//! The soak: signed, distinct events at a steady rate for a fixed time to a real `inbox serve` that
 //! forwards to a sink; memory must stay flat and every event must complete. A short run is part of the suite;
 //! the long one is a documented command (RELIABILITY.md):
 //!

@@ -1,4 +1,4 @@
-//! The duplicate storm (issue 5): 10,000 deliveries of 1,000 event ids, 64 at a time, in random order, to a real
+//! The duplicate storm: 10,000 deliveries of 1,000 event ids, 64 at a time, in random order, to a real
 //! `inbox serve`. Every answer is 200, the store holds 1,000 records, and the downstream saw 1,000 effects: one
 //! per `Idempotency-Key`, none twice.
 

@@ -7,7 +7,7 @@ use lambda_runtime::{Error, LambdaEvent};
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     functions::serve(|rt, event: LambdaEvent<SqsEvent>| async move {
-        Ok(functions::dead_letters(&rt, event.payload).await)
+        Ok(functions::alarm(&rt, event.payload).await)
     })
     .await
 }

@@ -184,13 +184,13 @@ const ANNOUNCED_RETRY: Duration = Duration::from_secs(10);
 
 /// The alarm function (event source: the DLQ): each redriven event is marked DEAD (never over COMPLETED) and
 /// announced once.
-pub async fn dead_letters(rt: &Runtime, event: SqsEvent) -> SqsBatchResponse {
-    let handled = join_all(event.records.iter().map(|r| bury_record(rt, r))).await;
+pub async fn alarm(rt: &Runtime, event: SqsEvent) -> SqsBatchResponse {
+    let handled = join_all(event.records.iter().map(|r| mark_dead_record(rt, r))).await;
     rt.emf.flush(&rt.metrics);
     partial_failures(&event.records, handled)
 }
 
-async fn bury_record(rt: &Runtime, record: &SqsMessage) -> bool {
+async fn mark_dead_record(rt: &Runtime, record: &SqsMessage) -> bool {
     let Some(key) = record.body.as_deref().and_then(parse_pointer) else {
         tracing::error!(
             message_id = record.message_id.as_deref().unwrap_or(""),
@@ -199,7 +199,7 @@ async fn bury_record(rt: &Runtime, record: &SqsMessage) -> bool {
         rt.metrics.dead_lettered(Metrics::UNKNOWN);
         return true;
     };
-    let handled = match rt.machine.bury(&key, REDRIVEN).await {
+    let handled = match rt.machine.mark_dead(&key, REDRIVEN).await {
         // A worker holds a live lease: its settle decides. The message comes back after its visibility timeout,
         // and is buried then if that worker died.
         Ok(MarkDead::Leased(until)) => {
@@ -467,7 +467,7 @@ mod deadline_tests {
         assert_eq!(left, Duration::from_secs(20) - LEASE_MARGIN);
     }
 
-    /// Issue 14, item 9: `cargo lambda watch` 1.9.2 sends 600000 (1970) as every invocation's deadline.
+    /// `cargo lambda watch` 1.9.2 sends 600000 (1970) as every invocation's deadline.
     #[test]
     fn a_deadline_in_the_past_or_beyond_any_timeout_gives_the_configured_timeout() {
         let timeout = Duration::from_secs(60);

@@ -91,7 +91,7 @@ pub fn receives_needed(policy: &RetryPolicy) -> u64 {
 }
 
 /// Refuses a retry budget that the work queue's redrive policy would cut short: with `maxReceiveCount` receives
-/// or fewer needed, SQS could move an event's message to the dead-letter queue before `max_attempts` (issue 14).
+/// or fewer needed, SQS could move an event's message to the dead-letter queue before `max_attempts`.
 /// One receive is kept spare, for a redelivery found under a live lease.
 pub fn check_receive_budget(config: &Config, max_receive_count: u32) -> Result<(), ConfigError> {
     let policies = std::iter::once(("retry".to_owned(), &config.retry)).chain(
@@ -212,7 +212,7 @@ pub struct Clients {
     pub dynamodb: aws_sdk_dynamodb::Client,
     pub sqs: aws_sdk_sqs::Client,
     /// Only the settings of these two: their clients are built on first use ([`S3Payloads`] for a body past the
-    /// item limit, [`sns::SnsAlarm`] for a dead event), which most cold starts never reach.
+    /// item limit, [`sns::SnsNotifier`] for a dead event), which most cold starts never reach.
     pub s3: aws_sdk_s3::Config,
     pub sns: aws_sdk_sns::Config,
 }
@@ -399,10 +399,10 @@ fn receiver(
 ) -> Arc<Receiver> {
     // A container sees a sliver of the traffic: the alarms that count are CloudWatch's, on the EMF metrics; here
     // the episodes are only logged.
-    let health = Arc::new(crate::health::DeliveryHealth::new(
+    let health = Arc::new(crate::delivery_health::DeliveryHealth::new(
         sources.names(),
-        crate::health::Thresholds::default(),
-        Arc::new(crate::health::LogAlarm),
+        crate::delivery_health::Thresholds::default(),
+        Arc::new(crate::delivery_health::LogAlarm),
     ));
     Arc::new(Receiver {
         sources,
@@ -449,7 +449,7 @@ impl Runtime {
             &resources,
             &config,
         );
-        let alarm = Arc::new(sns::SnsAlarm::new(
+        let alarm = Arc::new(sns::SnsNotifier::new(
             clients.sns.clone(),
             resources.topic_arn.clone(),
         ));

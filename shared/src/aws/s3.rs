@@ -1,6 +1,6 @@
 //! Bodies too large for a DynamoDB item (400 KB) live in S3, written before the item that points at them.
 //!
-//! DESIGN.md "Retention": a body kept apart goes within a day of its event's expiry, and a dead event's body stays.
+//! docs/DESIGN.md "Retention": a body kept apart goes within a day of its event's expiry, and a dead event's body stays.
 //! Both hold by construction, from three tag states that the bucket's lifecycle rules expire by (the rules of
 //! `infra/template.yaml`, and [`lifecycle_rules`] for `inbox aws init`):
 //! - **pending** ([`TAG`] = [`PENDING`]): every object is written so, by its one `PutObject` or copy. No record may

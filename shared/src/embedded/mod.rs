@@ -17,9 +17,9 @@ pub use alarm::NotifyUrl;
 pub use queue::{Deliveries, InProcessQueue};
 
 use crate::config::{Config, ConfigError};
+use crate::delivery_health::{DeliveryHealth, Thresholds};
 use crate::embedded::sqlite::SqliteLedger;
 use crate::handlers::{http_client, Registry};
-use crate::health::{DeliveryHealth, Thresholds};
 use crate::machine::{Machine, Outcome, SweepReport};
 use crate::metrics::Metrics;
 use crate::ports::{Queue, Store, StoreError};

@@ -1,4 +1,4 @@
-//! Reconciliation (DESIGN.md "Reconciliation"): a periodic job, independent of the webhook endpoint, that asks
+//! Reconciliation (docs/DESIGN.md "Reconciliation"): a periodic job, independent of the webhook endpoint, that asks
 //! the provider's API which events exist and ingests those the ledger lacks, through the receiver's own
 //! conditional create with `origin = reconciled`, then enqueues them.
 //!
@@ -145,7 +145,7 @@ pub(crate) async fn json<T: serde::de::DeserializeOwned>(
 }
 
 /// The HTTP client the providers share: bounded waits, so a hung provider cannot hold a run past its budget.
-pub(crate) fn http_client() -> Result<reqwest::Client, String> {
+pub(crate) fn api_client() -> Result<reqwest::Client, String> {
     reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(10))
         .timeout(Duration::from_secs(30))

@@ -1,4 +1,4 @@
-//! `inbox console --aws` (issue 15): the console over DynamoDB and SQS, as the command builds it, against whatever
+//! `inbox console --aws`: the console over DynamoDB and SQS, as the command builds it, against whatever
 //! `AWS_ENDPOINT_URL` names (the emulator `./test.sh` starts; see the top of `ledger.rs`). It shows the dead
 //! events from the sparse index and replays one: the conditional transition, then one SQS message; a second
 //! replay of the same event enqueues nothing. Its overview shows every reconciled source's last run, a healthy source

@@ -1,4 +1,4 @@
-//! The console's page timings over a big SQLite store (issue 15: "any events page over 1,000,000 stored events
+//! The console's page timings over a big SQLite store ("any events page over 1,000,000 stored events
 //! answers in well under 100 ms"). Ignored by default: it writes a million rows first. Run it in release:
 //!
 //! ```text

@@ -1,4 +1,4 @@
-//! The operator console in a real browser (issue 15): Debian's `chromium` driven through `chromedriver` over
+//! The operator console in a real browser: Debian's `chromium` driven through `chromedriver` over
 //! WebDriver, against a console running in this process over a real SQLite store that an in-process
 //! `inbox_core::embedded::serve` is processing, with a `forward` handler to a sink in this test. The console has a
 //! token, so the operator logs in through the form first (its `Secure` cookie kept by Chromium over plain HTTP to

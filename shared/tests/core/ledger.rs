@@ -613,7 +613,7 @@ async fn list_filters_by_status_and_source(store: &dyn Backend) {
     assert!(l.list(&of_status(Status::Completed)).await.unwrap().is_empty());
 }
 
-/// The console's filters (issue 15): type, id, a time range, and cursor pages that neither skip nor repeat.
+/// The console's filters: type, id, a time range, and cursor pages that neither skip nor repeat.
 async fn list_filters_by_type_id_time_and_pages_with_a_cursor(store: &dyn Backend) {
     let l = store.open(LONG).await;
     let mut times = Vec::new();
@@ -710,7 +710,7 @@ async fn list_filters_by_type_id_time_and_pages_with_a_cursor(store: &dyn Backen
     assert_eq!(sources, ["other/e2", "src/e2"]);
 }
 
-/// Issue 14, item 4: the sweeper left a re-sent event's due time as it was, so a backlog older than the grace was
+/// The sweeper left a re-sent event's due time as it was, so a backlog older than the grace was
 /// sent again at every sweep. A re-send now moves it forward, by as long as the event has waited, and only while
 /// the event is as the sweeper read it.
 async fn a_resent_event_is_due_again_later_unless_it_moved(store: &dyn Backend) {
@@ -747,7 +747,7 @@ async fn a_resent_event_is_due_again_later_unless_it_moved(store: &dyn Backend) 
     assert_eq!(ids(&later.unwrap()), ["waiting"]);
 }
 
-/// Issue 13, defect 7: the DLQ path marked an event DEAD under a live lease, beside a running worker.
+/// The DLQ path marked an event DEAD under a live lease, beside a running worker.
 async fn the_dead_letter_path_waits_for_a_live_lease(store: &dyn Backend) {
     let l = store.open(LONG).await;
     l.create(new_event("e1", "b")).await.unwrap();
@@ -779,7 +779,7 @@ async fn the_dead_letter_path_waits_for_a_live_lease(store: &dyn Backend) {
     );
 }
 
-/// Issue 13, defect 4: SQLite read a missing body as an empty one (and `forward` would have POSTed nothing).
+/// SQLite read a missing body as an empty one (and `forward` would have POSTed nothing).
 async fn a_missing_body_is_a_corrupt_claim_never_an_empty_one(store: &dyn Backend) {
     let l = store.open(LONG).await;
     l.create(new_event("e1", "the body")).await.unwrap();
@@ -802,7 +802,7 @@ async fn a_missing_body_is_a_corrupt_claim_never_an_empty_one(store: &dyn Backen
     ));
 }
 
-/// Issue 13, defect 8: where the scheme signs the body but not the id, a captured delivery resent under fresh
+/// Where the scheme signs the body but not the id, a captured delivery resent under fresh
 /// ids is a duplicate of the stored event.
 /// A body stored again under a fresh id of the same type is its own event by default, marked with the id that
 /// held it first; distinct events do carry identical bytes.
@@ -923,7 +923,7 @@ async fn listings_and_indexes_hold_only_events(store: &dyn Backend) {
     assert!(counted <= 2, "{summary:?}");
 }
 
-/// Issue 13, defect 1: a replay must run even when it comes after `max_age`: the record says when it was replayed.
+/// A replay must run even when it comes after `max_age`: the record says when it was replayed.
 async fn replay_restarts_the_age_budget(store: &dyn Backend) {
     let l = store.open(LONG).await;
     l.create(new_event("e1", "b")).await.unwrap();
@@ -938,7 +938,7 @@ async fn replay_restarts_the_age_budget(store: &dyn Backend) {
     assert!(e.budget_start() >= before && e.received_at <= before, "{e:?}");
 }
 
-/// Issue 12: which ids are present, in batches (more than one `BatchGetItem` page), and the checkpoint, which no
+/// Which ids are present, in batches (more than one `BatchGetItem` page), and the checkpoint, which no
 /// listing sees.
 async fn reconciliation_reads_presence_in_batches_and_keeps_checkpoints_apart(store: &dyn Backend) {
     use inbox_core::ports::{Checkpoint, RunRecord};
@@ -1051,7 +1051,7 @@ async fn sqlite_older_files_gain_the_console_indexes_and_lose_the_id_index() {
     }
 }
 
-/// Issue 13, defect 2: a failed `BEGIN IMMEDIATE` ran the batch's jobs in autocommit and answered them `Err`:
+/// A failed `BEGIN IMMEDIATE` ran the batch's jobs in autocommit and answered them `Err`:
 /// a create stored but answered 503.
 #[tokio::test]
 async fn sqlite_a_failed_begin_runs_nothing_of_its_batch() {
@@ -1136,7 +1136,7 @@ async fn sqlite_a_job_that_fails_half_done_leaves_nothing_and_its_batch_commits(
     assert_eq!((status.as_str(), attempts, owner), ("RECEIVED", 0, None));
 }
 
-/// Issue 13, defect 3: reads went through the writer under `BEGIN IMMEDIATE`, so a read waited for (and could
+/// Reads went through the writer under `BEGIN IMMEDIATE`, so a read waited for (and could
 /// fail on) another process's write lock.
 #[tokio::test]
 async fn sqlite_reads_never_wait_for_the_write_lock() {
@@ -1159,7 +1159,7 @@ async fn sqlite_reads_never_wait_for_the_write_lock() {
     );
 }
 
-/// Issue 13, defect 7: the purge chose event rows and payload rows with two independent `LIMIT`s.
+/// The purge chose event rows and payload rows with two independent `LIMIT`s.
 #[tokio::test]
 async fn sqlite_purge_removes_events_with_their_bodies() {
     let dir = tempfile::tempdir().unwrap();

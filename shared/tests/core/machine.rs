@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use inbox_core::config::Config;
 use inbox_core::embedded::sqlite::SqliteLedger;
 use inbox_core::handlers::{http_client, Handler, HandlerError, Registry};
-use inbox_core::machine::{Alarm, Machine, Outcome};
+use inbox_core::machine::{Machine, Notifier, Outcome};
 use inbox_core::metrics::Metrics;
 use inbox_core::model::{Event, EventId, EventKey, NewEvent, SourceName, Status};
 use inbox_core::ports::Browse;
@@ -41,7 +41,7 @@ struct Alarms {
 }
 
 #[async_trait]
-impl Alarm for Alarms {
+impl Notifier for Alarms {
     async fn dead(&self, event: &Event) -> Result<(), String> {
         self.tried.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         if *self.fail.lock().unwrap() {
@@ -227,7 +227,7 @@ async fn permanent_failure_is_dead_at_once_with_one_alarm() {
     assert_eq!(*rig.alarms.sent.lock().unwrap(), ["e1"]);
     assert!(rig.ledger.get(&k).await.unwrap().unwrap().notified_at.is_some());
     // The DLQ path for the same event: already dead and notified, no second alarm.
-    let buried = rig.machine.bury(&k, "redriven").await.unwrap();
+    let buried = rig.machine.mark_dead(&k, "redriven").await.unwrap();
     assert!(
         matches!(&buried, MarkDead::AlreadyDead(e) if e.notified_at.is_some()),
         "{buried:?}"
@@ -332,7 +332,7 @@ async fn lost_enqueues_and_lost_alarms_are_recovered_by_the_sweeper() {
     assert_eq!(again.alarms, 0, "an alarm goes out once");
 }
 
-/// Issue 13, defect 1: a replay later than `max_age` went DEAD at its first claim, without running, and alarmed
+/// A replay later than `max_age` went DEAD at its first claim, without running, and alarmed
 /// a second time: the age budget counted from `received_at`.
 #[tokio::test]
 async fn a_replay_after_max_age_runs_instead_of_dying() {
@@ -355,7 +355,7 @@ async fn a_replay_after_max_age_runs_instead_of_dying() {
     assert_eq!(rig.alarms.sent.lock().unwrap().len(), 1, "a second alarm");
 }
 
-/// Issue 13, defect 4: a record whose body is gone must never run with an empty body: it is settled DEAD by the
+/// A record whose body is gone must never run with an empty body: it is settled DEAD by the
 /// worker that claimed it, and alarmed.
 #[tokio::test]
 async fn a_record_without_its_body_is_buried_not_run() {
@@ -382,7 +382,7 @@ async fn a_record_without_its_body_is_buried_not_run() {
     assert!(e.last_error.as_deref().unwrap_or("").contains("body"), "{e:?}");
 }
 
-/// Issue 13, defect 7: a handler's error text (a whole HTML page) went unbounded into `last_error`.
+/// A handler's error text (a whole HTML page) went unbounded into `last_error`.
 #[tokio::test]
 async fn handler_error_text_is_cut_to_a_bounded_length() {
     let rig = rig(5, Duration::from_secs(60)).await;
@@ -406,7 +406,7 @@ async fn handler_error_text_is_cut_to_a_bounded_length() {
     assert!(error.starts_with("<html>"));
 }
 
-/// Issue 13, defect 5: a failed alarm kept its due time, so every sweep tried it again at once (and, inline, each
+/// A failed alarm kept its due time, so every sweep tried it again at once (and, inline, each
 /// waited for the dead endpoint). Sent beside the work, a failed one waits its own backoff.
 #[tokio::test]
 async fn a_failed_alarm_waits_its_own_backoff_beside_the_work() {
@@ -460,7 +460,7 @@ async fn a_failed_alarm_waits_its_own_backoff_beside_the_work() {
     assert!(rig.ledger.get(&k).await.unwrap().unwrap().notified_at.is_none());
 }
 
-/// Issue 14, item 4: a backlog of RECEIVED events older than the grace was sent again at every sweep (every
+/// A backlog of RECEIVED events older than the grace was sent again at every sweep (every
 /// minute on AWS), each time multiplying the messages ahead of the workers.
 #[tokio::test]
 async fn a_resent_event_is_not_sent_again_by_the_next_sweep() {

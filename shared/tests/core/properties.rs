@@ -1,4 +1,4 @@
-//! Hostile input, as properties (issue 5; `proptest`, no nightly toolchain here so no cargo-fuzz): what a request
+//! Hostile input, as properties (`proptest`, no nightly toolchain here so no cargo-fuzz): what a request
 //! or a file can hold never panics the signature schemes, the duration and config parsers or the event id, and a
 //! valid signature stops verifying when any single body byte changes. The case counts are in `CASES_*`, which
 //! RELIABILITY.md quotes.

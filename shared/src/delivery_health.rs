@@ -1,4 +1,4 @@
-//! Delivery health (DESIGN.md "Delivery health"): when the sender and the receiver disagree. Per source, over a
+//! Delivery health (docs/DESIGN.md "Delivery health"): when the sender and the receiver disagree. Per source, over a
 //! sliding window: duplicates out of proportion to accepted events (the sender is not getting our 200s, or retries
 //! in a loop), every delivery refused 401 (a wrong or rotated secret: webhooks are being lost right now), and a
 //! payload that differs between two deliveries of one id (the sender broke its contract). One event answered as a
@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use crate::model::{EventId, EventKey, SourceName};
 use crate::time::now_ms;
 
-/// The thresholds of DESIGN.md, by default.
+/// The thresholds of docs/DESIGN.md, by default.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Thresholds {
     /// The sliding window every condition is judged over.

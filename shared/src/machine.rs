@@ -1,4 +1,4 @@
-//! The state machine of docs/DESIGN.md "Processing": claim with a lease, run the handler, settle conditionally on the
+//! The state machine of docs/DESIGN.md "States and transitions": claim with a lease, run the handler, settle conditionally on the
 //! lease; backoff with full jitter, the retry budget, dead letters and their alarm, and the sweeper's restart scan.
 //! Both runtimes drive events through this one piece; only how a message comes back differs.
 
@@ -55,12 +55,25 @@ pub enum Outcome {
     /// FAILED and not due yet: deliver the message again after this delay, without running anything.
     NotDue(Duration),
     /// Nothing to run (done, owned by another worker, missing) or the lease was lost: drop the message.
-    Dropped(&'static str),
+    Dropped(Dropped),
 }
 
-/// Why a message for an event with no record is dropped ([`Outcome::Dropped`]); on AWS a message sent ahead of its
-/// record's create is kept instead while that create may still land.
-pub const MISSING: &str = "no such event";
+/// Why a message is dropped without running anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Dropped {
+    #[error("no handler is built in this process")]
+    NoHandler,
+    #[error("already done")]
+    Done,
+    #[error("owned by another worker")]
+    OwnedElsewhere,
+    /// No record (or one past retention): on AWS a message sent ahead of its record's create is kept instead while
+    /// that create may still land.
+    #[error("no such event")]
+    Missing,
+    #[error("lease lost")]
+    LeaseLost,
+}
 
 /// What one sweep found and did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -194,16 +207,16 @@ impl Machine {
         let runnable = match self.sources.get(key.source.as_str()) {
             Some(source) => match &source.handler {
                 Some(handler) => Some((source.clone(), handler.clone())),
-                None => return Ok(Outcome::Dropped("no handler is built in this process")),
+                None => return Ok(Outcome::Dropped(Dropped::NoHandler)),
             },
             None => None,
         };
         let token = format!("{}:{:016x}", self.owner, rand::random::<u64>());
         let event = match self.ledger.claim(key, &token, lease).await? {
             Claim::Claimed(event) => *event,
-            Claim::Done(_) => return Ok(Outcome::Dropped("already done")),
-            Claim::OwnedElsewhere => return Ok(Outcome::Dropped("owned by another worker")),
-            Claim::Missing => return Ok(Outcome::Dropped(MISSING)),
+            Claim::Done(_) => return Ok(Outcome::Dropped(Dropped::Done)),
+            Claim::OwnedElsewhere => return Ok(Outcome::Dropped(Dropped::OwnedElsewhere)),
+            Claim::Missing => return Ok(Outcome::Dropped(Dropped::Missing)),
             Claim::NotDue(at) => {
                 let wait = u64::try_from(at.saturating_sub(now_ms())).unwrap_or(0);
                 return Ok(Outcome::NotDue(Duration::from_millis(wait)));
@@ -305,7 +318,7 @@ impl Machine {
             "the handler ran but the lease was lost before the settle: another worker may run it again \
              (handlers must be idempotent on the event id)"
         );
-        Outcome::Dropped("lease lost")
+        Outcome::Dropped(Dropped::LeaseLost)
     }
 
     async fn settle_dead(&self, mut event: Event, token: &str, error: String) -> Result<Outcome, StoreError> {

@@ -25,7 +25,7 @@ use crate::metrics::{Metrics, Reject};
 use crate::model::{EventId, EventKey, KeptHeaders, NewEvent, Origin, Status};
 use crate::ports::{Created, Ledger, Queue, StoreError};
 use crate::rules;
-use crate::schemes::{checked_type, IdError};
+use crate::schemes::{checked_type, IdError, VerifyError};
 use crate::source::{Source, Sources};
 use crate::time::{ms, now_ms};
 
@@ -369,10 +369,9 @@ async fn accept(
     {
         tracing::debug!(reason = %e, "rejected: signature");
         r.health.seen(source.index, Seen::Refused);
-        let reason = if e.reason() == "timestamp" {
-            Reject::Timestamp
-        } else {
-            Reject::Signature
+        let reason = match e {
+            VerifyError::Timestamp { .. } => Reject::Timestamp,
+            _ => Reject::Signature,
         };
         return Err(Rejection::Signature(reason));
     }

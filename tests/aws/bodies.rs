@@ -1,4 +1,4 @@
-//! Bodies kept in S3, against docs/DESIGN.md "Retention": every body kept apart goes within a day of its event's expiry,
+//! Bodies kept in S3, against docs/DESIGN.md "Retention and expiry": every body kept apart goes within a day of its event's expiry,
 //! and a dead event's body stays. The emulator applies no lifecycle rule, so each test drives one path (a refused
 //! create, a lost race, a failure after the put, a crash between the settle and the countdown, a forced replay
 //! racing a late countdown, a dead event, an older object layout), then lists every object with its tags and every

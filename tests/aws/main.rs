@@ -39,5 +39,5 @@ mod alarms;
 mod iam;
 // The payload bucket's lifecycle rules, and when S3 would expire an object under them.
 mod lifecycle;
-// Bodies kept in S3: every path a body takes, and the invariant of docs/DESIGN.md "Retention" after each.
+// Bodies kept in S3: every path a body takes, and the invariant of docs/DESIGN.md "Retention and expiry" after each.
 mod bodies;

@@ -14,7 +14,7 @@ use tracing::Instrument;
 
 use super::{emf, ReconciledSource, ReconcilerRuntime, Runtime};
 use crate::aws::sqs::{announced_until, parse_pointer, visibility_seconds};
-use crate::machine::{Outcome, SweepReport, LEASE_MARGIN, MISSING};
+use crate::machine::{Dropped, Outcome, SweepReport, LEASE_MARGIN};
 use crate::metrics::Metrics;
 use crate::ports::{Checkpoint, Checkpoints, MarkDead, StoreError};
 use crate::reconcile::{Budget, Progress, Reconciler, RunOptions, Summary};
@@ -117,7 +117,7 @@ async fn process_record(rt: &Runtime, record: &SqsMessage, lease: Duration) -> b
         loop {
             match rt.machine.process(&key, lease).await {
                 // Sent ahead of its create, which may still land: look again shortly, then after a while.
-                Ok(Outcome::Dropped(MISSING)) => match announced.filter(|until| now_ms() < *until) {
+                Ok(Outcome::Dropped(Dropped::Missing)) => match announced.filter(|until| now_ms() < *until) {
                     None => return Then::Delete,
                     Some(until) => match waits.next() {
                         Some(wait) => tokio::time::sleep(*wait).await,

@@ -1,6 +1,6 @@
 //! Bodies too large for a DynamoDB item (400 KB) live in S3, written before the item that points at them.
 //!
-//! docs/DESIGN.md "Retention": a body kept apart goes within a day of its event's expiry, and a dead event's body stays.
+//! docs/DESIGN.md "Retention and expiry": a body kept apart goes within a day of its event's expiry, and a dead event's body stays.
 //! Both hold by construction, from three tag states that the bucket's lifecycle rules expire by (the rules of
 //! `infra/template.yaml`, and [`lifecycle_rules`] for `inbox aws init`):
 //! - **pending** ([`TAG`] = [`PENDING`]): every object is written so, by its one `PutObject` or copy. No record may
@@ -69,14 +69,28 @@ fn copy_source(bucket: &str, key: &str) -> String {
     format!("{bucket}/{}", percent_encoding::utf8_percent_encode(key, KEY))
 }
 
-/// Whether an S3 error says the object is not there.
-fn no_such_key<E: aws_sdk_s3::error::ProvideErrorMetadata, R>(
-    e: &aws_sdk_s3::error::SdkError<E, R>,
-    status: Option<u16>,
-) -> bool {
-    e.as_service_error()
-        .is_some_and(|s| s.code() == Some("NoSuchKey"))
-        || status == Some(404)
+/// A call on one object: `Ok(true)` done, `Ok(false)` where S3 says there is no such object (its code, or a bare 404
+/// where it answers without a body), any other failure a store error.
+fn found<T, E>(
+    result: Result<T, aws_sdk_s3::error::SdkError<E, aws_sdk_s3::config::http::HttpResponse>>,
+) -> Result<bool, StoreError>
+where
+    E: aws_sdk_s3::error::ProvideErrorMetadata + std::error::Error + 'static,
+{
+    match result {
+        Ok(_) => Ok(true),
+        Err(e) => {
+            let missing = e
+                .as_service_error()
+                .is_some_and(|s| s.code() == Some("NoSuchKey"))
+                || e.raw_response().is_some_and(|r| r.status().as_u16() == 404);
+            if missing {
+                Ok(false)
+            } else {
+                Err(sdk_error(e))
+            }
+        }
+    }
 }
 
 /// The payload bucket's lifecycle rules, as `infra/template.yaml` declares them (`retention_days` is its
@@ -195,17 +209,7 @@ impl S3Payloads {
             .tagging(kept)
             .send()
             .await;
-        match kept {
-            Ok(_) => Ok(true),
-            Err(e) => {
-                let status = e.raw_response().map(|r| r.status().as_u16());
-                if no_such_key(&e, status) {
-                    Ok(false)
-                } else {
-                    Err(sdk_error(e))
-                }
-            }
-        }
+        found(kept)
     }
 
     /// Starts the expiry of the object under `key`: copied onto itself tagged [`COMPLETED`], since the copy's
@@ -235,17 +239,7 @@ impl S3Payloads {
             .tagging(format!("{TAG}={state}"))
             .send()
             .await;
-        match copied {
-            Ok(_) => Ok(true),
-            Err(e) => {
-                let status = e.raw_response().map(|r| r.status().as_u16());
-                if no_such_key(&e, status) {
-                    Ok(false)
-                } else {
-                    Err(sdk_error(e))
-                }
-            }
-        }
+        found(copied)
     }
 
     /// The bytes under `key`. A missing object is [`StoreError::Corrupt`]: only a ledger item points here.

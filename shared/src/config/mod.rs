@@ -56,7 +56,7 @@ pub struct AlarmConfig {
     pub notify_url: Option<reqwest::Url>,
 }
 
-/// When to try again and when to give up (docs/DESIGN.md "Processing").
+/// When to try again and when to give up (docs/DESIGN.md "States and transitions").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryPolicy {
     pub base: Duration,

@@ -1,4 +1,4 @@
-//! The operator console (docs/DESIGN.md "Operator console"): server-rendered pages over the ledger port, for either
+//! The operator console (docs/DESIGN.md "The two runtimes and their parts"): server-rendered pages over the ledger port, for either
 //! runtime. What arrived, what is stuck or dead, and a replay through the same conditional transition as
 //! `inbox replay` (two replays at once enqueue once).
 //!

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use inbox_core::config::Config;
 use inbox_core::embedded::sqlite::SqliteLedger;
 use inbox_core::handlers::{http_client, Handler, HandlerError, Registry};
-use inbox_core::machine::{Machine, Notifier, Outcome};
+use inbox_core::machine::{Dropped, Machine, Notifier, Outcome};
 use inbox_core::metrics::Metrics;
 use inbox_core::model::{Event, EventId, EventKey, NewEvent, SourceName, Status};
 use inbox_core::ports::Browse;
@@ -164,7 +164,7 @@ async fn a_machine_without_handlers_leaves_the_event_for_a_worker() {
     );
     assert_eq!(
         machine.process(&k, LEASE).await.unwrap(),
-        Outcome::Dropped("no handler is built in this process")
+        Outcome::Dropped(Dropped::NoHandler)
     );
     assert_eq!(status(&rig, &k).await, (Status::Received, 0));
     assert_eq!(rig.machine.process(&k, LEASE).await.unwrap(), Outcome::Completed);
@@ -178,7 +178,7 @@ async fn success_completes_and_a_second_delivery_runs_nothing() {
     assert_eq!(rig.machine.process(&k, LEASE).await.unwrap(), Outcome::Completed);
     assert_eq!(
         rig.machine.process(&k, LEASE).await.unwrap(),
-        Outcome::Dropped("already done")
+        Outcome::Dropped(Dropped::Done)
     );
     assert_eq!(*rig.script.runs.lock().unwrap(), [1]);
     assert_eq!(status(&rig, &k).await, (Status::Completed, 1));

@@ -10,12 +10,12 @@
 //!
 //! A body in S3 is expired by the bucket's lifecycle rules after its tags (`aws::s3`): written pending, kept
 //! from its event's claim or death, counting down from its completion. What the ledger owes it is written in the
-//! ledger before the step that could leave it wrong (docs/DESIGN.md "Retention"; RELIABILITY.md "Bodies in S3"): the
+//! ledger before the step that could leave it wrong (docs/DESIGN.md "Retention and expiry"; RELIABILITY.md "Bodies in S3"): the
 //! claim puts the record in the sparse index's `body#{shard}` partition, the COMPLETED settle leaves it there, and
 //! only the countdown of its body takes it out, by the processor at once or by the sweeper after a crash
 //! ([`DynamoLedger::finish_bodies`]). Only S3-bodied events pay these writes.
 //!
-//! The sparse index `open_index` holds only what no queue message vouches for (docs/DESIGN.md "Sweeper"): partition
+//! The sparse index `open_index` holds only what no queue message vouches for (docs/DESIGN.md "The sparse index"): partition
 //! `gsi1pk` = `open#{shard}` or `dead#{shard}`, sort `gsi1sk` = the due time, with the semantics of the SQLite
 //! ledger's `due_at` column. The receiver sends an event's message before creating it (`receiver::Intake::AnnounceThenWrite`),
 //! and SQS keeps a message until its settle deletes it, so the happy path writes no index entry at all: a record

@@ -260,7 +260,7 @@ pub struct NewEvent {
     /// What the create does with a body already stored under another id of the source and type (docs/DESIGN.md
     /// "Receiving"): nothing, mark it (`resent_of`), or refuse it as a duplicate of that event.
     pub resent_bodies: ResentBodies,
-    /// Its message went out before this create ([`crate::receiver::Intake::AnnounceThenWrite`]): the queue vouches for
+    /// Its message went out before this create (the AWS intake, `receiver::Intake::AnnounceThenWrite`): the queue vouches for
     /// it, so the record takes no sparse-index entry. False for every create that enqueues after writing.
     pub announced: bool,
 }

@@ -98,7 +98,7 @@ pub trait Queue: Send + Sync + 'static {
     /// Delivers `key` to a processor after `delay`, at least once.
     async fn enqueue(&self, key: &EventKey, delay: Duration) -> Result<(), QueueError>;
 
-    /// Sends `key`'s message ahead of its record's create (the AWS intake, [`crate::receiver::Intake`]): a processor that finds no
+    /// Sends `key`'s message ahead of its record's create (the AWS intake, `receiver::Intake`): a processor that finds no
     /// record keeps the message until `until` (ms), by when the create has landed or never will.
     async fn announce(&self, key: &EventKey, until: i64) -> Result<(), QueueError> {
         let _ = until;

@@ -54,7 +54,7 @@ cargo test --workspace --locked
 
 # The full-size AWS duplicate storm (issue 14): 10,000 deliveries of 1,000 ids, 64 at a time, with the emulator to
 # itself. The same build as above (--workspace keeps its features), so nothing compiles again.
-INBOX_AWS_STORM="10000 1000 64" cargo test --workspace --locked --test aws duplicate_storm -- --nocapture
+INBOX_AWS_STORM="10000 1000 64" cargo test --workspace --locked --test aws storm:: -- --nocapture
 
 # The deployment: the template linted (cfn-lint, checkov, sam validate), and the five functions built as the
 # Lambda zips that deploy (cargo-lambda from pip; release, x86_64).

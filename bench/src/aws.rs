@@ -21,7 +21,7 @@ use inbox_core::config::Config;
 use inbox_core::handlers::{http_client, Handler, HandlerError, Registry};
 use inbox_core::model::Event;
 use inbox_core::schemes::{Identity, Scheme};
-use inbox_core::source::LocalSecrets;
+use inbox_core::secrets::LocalSecrets;
 use serde::Deserialize;
 use testkit::calls::CallCounter;
 use tokio::process::Command;

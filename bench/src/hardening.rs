@@ -1,4 +1,4 @@
-//! Issue 13's acceptance figures: `readers` (`inbox events list` in a loop from another process while accept runs,
+//! The hardening figures: `readers` (`inbox events list` in a loop from another process while accept runs,
 //! against accept alone, in alternating rounds) and `slow` (2,000 clients sending one byte a second beside normal
 //! signed deliveries: what is answered, and the server's peak memory). Bounded in count and time, 127.0.0.1 only.
 

@@ -1,6 +1,6 @@
 //! `cargo run --release -p bench -- [--quick] [--only=ceiling,accept,e2e,aws] [--workers=N] [--inbox=PATH]
 //! [--baseline=PATH]`: the benchmark suite
-//! (issue 6). Measures, in one run on this machine, a bare axum ceiling, `inbox serve` accepting signed distinct events, end to end through `forward` to
+//!. Measures, in one run on this machine, a bare axum ceiling, `inbox serve` accepting signed distinct events, end to end through `forward` to
 //! a local sink, the duplicate path, and the AWS path's calls, write units, zip sizes, cold starts and cost.
 //! Every load loop is bounded in count and time and talks to 127.0.0.1 only. See BENCHMARKS.md.
 
@@ -31,7 +31,7 @@ use load::{EventGen, Stats};
 
 /// The secret the bench's Stripe source verifies with (never a real one).
 pub const SECRET: &str = "whsec_bench_secret";
-/// What `--only=` may name. `readers` and `slow` (issue 13's checks), `wrk` (issue 16's client, Debian's
+/// What `--only=` may name. `readers` and `slow`, `wrk` (Debian's
 /// package) and `memory` (clients hanging up while the writer is held) run only when named.
 const PARTS: [&str; 9] = [
     "ceiling",

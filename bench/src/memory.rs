@@ -5,7 +5,6 @@
 //! needs nowhere else); 127.0.0.1 only, bounded in count and time.
 
 use std::collections::HashSet;
-use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -14,9 +13,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use inbox_core::schemes::{Identity, Scheme};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::watch;
+
+use testkit::sockets::{attempt, Attempt};
 
 use crate::{proc, row, InboxServer, Opts, Row};
 
@@ -26,7 +26,6 @@ const AT_ONCE: usize = 200;
 const BODY: usize = 1 << 20;
 const BOUND_MIB: f64 = 64.0;
 /// After the server has read a whole body, how long a client waits for an answer before it hangs up.
-const HAND_OVER: Duration = Duration::from_millis(100);
 const RETRY_AFTER: Duration = Duration::from_secs(1);
 
 pub async fn hang_ups(opts: &Opts, inbox: &Path, rows: &mut Vec<Row>) -> Result<()> {
@@ -64,7 +63,8 @@ pub async fn hang_ups(opts: &Opts, inbox: &Path, rows: &mut Vec<Row>) -> Result<
     let port = server.addr.port();
     let watcher = tokio::spawn(async move {
         loop {
-            let Ok(read) = tokio::task::spawn_blocking(move || read_in_full(port)).await else {
+            let Ok(read) = tokio::task::spawn_blocking(move || testkit::sockets::read_in_full(port)).await
+            else {
                 break;
             };
             if read_tx.send(Arc::new(read)).is_err() {
@@ -121,12 +121,12 @@ pub async fn hang_ups(opts: &Opts, inbox: &Path, rows: &mut Vec<Row>) -> Result<
                         }
                         req.push_str("\r\n");
                         match attempt(addr, req.as_bytes(), &body, read.clone()).await {
-                            None => {
+                            Attempt::HungUp => {
                                 hung_up.fetch_add(1, Ordering::Relaxed);
                                 break;
                             }
-                            Some(503) => refused.fetch_add(1, Ordering::Relaxed),
-                            Some(_) => cut.fetch_add(1, Ordering::Relaxed),
+                            Attempt::Answered(503) => refused.fetch_add(1, Ordering::Relaxed),
+                            Attempt::Answered(_) => cut.fetch_add(1, Ordering::Relaxed),
                         };
                         if Instant::now() + RETRY_AFTER > until {
                             break;
@@ -188,102 +188,4 @@ fn vm_rss_mib(pid: u32) -> Option<f64> {
         .parse()
         .ok()?;
     Some(kib / 1024.0)
-}
-
-/// The client ports on 127.0.0.1 whose every byte sent to the server at `server_port` the server process has read
-/// (nothing unacknowledged on the client's socket, nothing unread on the server's; /proc/net/tcp). Hanging up
-/// earlier would let the server see the end of the connection with the body and drop the request before its
-/// create.
-fn read_in_full(server_port: u16) -> HashSet<u16> {
-    let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
-    let mut queues: std::collections::HashMap<u16, (Option<u64>, Option<u64>)> = Default::default();
-    for line in table.lines().skip(1) {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        let (Some(local), Some(remote), Some(&"01"), Some(q)) = (f.get(1), f.get(2), f.get(3), f.get(4))
-        else {
-            continue;
-        };
-        let port = |a: &str| {
-            a.split_once(':')
-                .and_then(|(_, p)| u16::from_str_radix(p, 16).ok())
-        };
-        let (Some(lport), Some(rport), Some((tx, rx))) = (port(local), port(remote), q.split_once(':'))
-        else {
-            continue;
-        };
-        let (Ok(tx), Ok(rx)) = (u64::from_str_radix(tx, 16), u64::from_str_radix(rx, 16)) else {
-            continue;
-        };
-        if rport == server_port {
-            queues.entry(lport).or_default().0 = Some(tx);
-        } else if lport == server_port {
-            queues.entry(rport).or_default().1 = Some(rx);
-        }
-    }
-    queues
-        .into_iter()
-        .filter(|(_, q)| *q == (Some(0), Some(0)))
-        .map(|(p, _)| p)
-        .collect()
-}
-
-/// Reads until the status line is complete (kept in `buf` across cancellations); its code, or 0.
-async fn status_line(stream: &mut TcpStream, buf: &mut Vec<u8>) -> u16 {
-    let mut part = [0u8; 1024];
-    while !buf.windows(2).any(|w| w == b"\r\n") {
-        match stream.read(&mut part).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => buf.extend_from_slice(&part[..n]),
-        }
-    }
-    String::from_utf8_lossy(buf)
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0)
-}
-
-/// One delivery: `None` if the server read the whole body and did not answer within [`HAND_OVER`] (the client hung
-/// up), else the answer's status (0: cut off).
-async fn attempt(
-    addr: SocketAddr,
-    head: &[u8],
-    body: &[u8],
-    mut read: watch::Receiver<Arc<HashSet<u16>>>,
-) -> Option<u16> {
-    let Ok(mut stream) = TcpStream::connect(addr).await else {
-        return Some(0);
-    };
-    let Ok(port) = stream.local_addr().map(|a| a.port()) else {
-        return Some(0);
-    };
-    let mut buf = Vec::new();
-    if stream.write_all(head).await.is_err() || stream.write_all(body).await.is_err() {
-        let status = tokio::time::timeout(Duration::from_secs(5), status_line(&mut stream, &mut buf)).await;
-        return Some(status.unwrap_or(0));
-    }
-    let read_by_server = async {
-        loop {
-            if read.borrow_and_update().contains(&port) {
-                return;
-            }
-            if read.changed().await.is_err() {
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    let waited = tokio::time::timeout(Duration::from_secs(10), async {
-        tokio::select! {
-            status = status_line(&mut stream, &mut buf) => Some(status),
-            () = read_by_server => None,
-        }
-    })
-    .await;
-    match waited {
-        Ok(Some(status)) => Some(status),
-        Ok(None) => tokio::time::timeout(HAND_OVER, status_line(&mut stream, &mut buf))
-            .await
-            .ok(),
-        Err(_) => Some(0),
-    }
 }

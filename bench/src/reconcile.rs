@@ -1,4 +1,4 @@
-//! Issue 12's figure: one reconciliation run over 10,000 events that are all stored already (a healthy webhook
+//! The figure: one reconciliation run over 10,000 events that are all stored already (a healthy webhook
 //! path), against the fake Stripe API (testkit::providers) and the real SQLite ledger: its API requests, ledger
 //! reads and time; then the steady state, a run that re-reads only the overlap below its checkpoint.
 
@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use inbox_core::adapters::sqlite::SqliteLedger;
+use inbox_core::embedded::sqlite::SqliteLedger;
 use inbox_core::embedded::InProcessQueue;
 use inbox_core::model::{EventId, EventKey, NewEvent, SourceName};
 use inbox_core::ports::Ledger;

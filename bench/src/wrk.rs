@@ -1,4 +1,4 @@
-//! `--only=wrk` (issue 16): the ceiling and accept figures measured by `wrk` (Debian's package), a load generator
+//! `--only=wrk`: the ceiling and accept figures measured by `wrk` (Debian's package), a load generator
 //! at least as efficient as any we would write, so that the ratio to the ceiling is not a ratio to a weak client.
 //! `wrk -t2 -c32 --latency`, GitHub-signed 2 KiB bodies with a fresh delivery id each (GitHub signs the body, not
 //! the id, so one signature serves every request; the source does not refuse resent bodies), every 200 durable.

@@ -1,4 +1,4 @@
-//! Named crash points for the crash tests (issue 5). `failpoint!("name")` compiles to nothing unless the
+//! Named crash points for the crash tests. `failpoint!("name")` compiles to nothing unless the
 //! `failpoints` feature is on (it is off by default, so release builds carry none of this). With the feature, the
 //! process aborts at the point when the environment variable `INBOX_FAILPOINT` names it: `name` aborts on the
 //! first hit, `name@N` on the Nth. An abort is as abrupt as a SIGKILL: no destructors run, nothing is flushed.
@@ -49,10 +49,7 @@ mod imp {
         }
         static HITS: OnceLock<Mutex<HashMap<&'static str, u64>>> = OnceLock::new();
         let n = {
-            let mut hits = HITS
-                .get_or_init(|| Mutex::new(HashMap::new()))
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut hits = crate::sync::lock(HITS.get_or_init(|| Mutex::new(HashMap::new())));
             let n = hits.entry(name).or_insert(0);
             *n += 1;
             *n

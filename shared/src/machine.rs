@@ -1,4 +1,4 @@
-//! The state machine of DESIGN.md "Processing": claim with a lease, run the handler, settle conditionally on the
+//! The state machine of docs/DESIGN.md "States and transitions": claim with a lease, run the handler, settle conditionally on the
 //! lease; backoff with full jitter, the retry budget, dead letters and their alarm, and the sweeper's restart scan.
 //! Both runtimes drive events through this one piece; only how a message comes back differs.
 
@@ -14,9 +14,10 @@ use crate::config::RetryPolicy;
 use crate::handlers::HandlerError;
 use crate::metrics::Metrics;
 use crate::model::{Event, EventKey, Status};
-use crate::ports::{Claim, Ledger, MarkDead, Queue, Settled, Settlement, StoreError};
+use crate::ports::{Claim, MarkDead, Queue, Settled, Settlement, Store, StoreError};
 use crate::rules::bounded_error;
 use crate::source::Sources;
+use crate::sync::lock;
 use crate::time::{ms, now_ms, rfc3339};
 
 /// Time kept back from a lease so that the settle lands before the lease ends.
@@ -25,7 +26,7 @@ pub const LEASE_MARGIN: Duration = Duration::from_secs(2);
 /// Tells an operator about a dead event. Called once per event that dies (again after a crash between the death
 /// and the notice: at least once).
 #[async_trait]
-pub trait Alarm: Send + Sync + 'static {
+pub trait Notifier: Send + Sync + 'static {
     async fn dead(&self, event: &Event) -> Result<(), String>;
 }
 
@@ -54,12 +55,25 @@ pub enum Outcome {
     /// FAILED and not due yet: deliver the message again after this delay, without running anything.
     NotDue(Duration),
     /// Nothing to run (done, owned by another worker, missing) or the lease was lost: drop the message.
-    Dropped(&'static str),
+    Dropped(Dropped),
 }
 
-/// Why a message for an event with no record is dropped ([`Outcome::Dropped`]); on AWS a message sent ahead of its
-/// record's create is kept instead while that create may still land.
-pub const MISSING: &str = "no such event";
+/// Why a message is dropped without running anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Dropped {
+    #[error("no handler is built in this process")]
+    NoHandler,
+    #[error("already done")]
+    Done,
+    #[error("owned by another worker")]
+    OwnedElsewhere,
+    /// No record (or one past retention): on AWS a message sent ahead of its record's create is kept instead while
+    /// that create may still land.
+    #[error("no such event")]
+    Missing,
+    #[error("lease lost")]
+    LeaseLost,
+}
 
 /// What one sweep found and did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -78,10 +92,10 @@ impl SweepReport {
 }
 
 pub struct Machine {
-    ledger: Arc<dyn Ledger>,
+    ledger: Arc<dyn Store>,
     sources: Sources,
     metrics: Arc<Metrics>,
-    alarm: Arc<dyn Alarm>,
+    alarm: Arc<dyn Notifier>,
     /// Where alarms go when they are sent beside the work ([`Machine::with_background_alarms`]).
     background: Option<AlarmQueue>,
     retention: Duration,
@@ -129,10 +143,10 @@ pub fn budget_spent(policy: &RetryPolicy, attempts: u32, since: i64, now: i64) -
 
 impl Machine {
     pub fn new(
-        ledger: Arc<dyn Ledger>,
+        ledger: Arc<dyn Store>,
         sources: Sources,
         metrics: Arc<Metrics>,
-        alarm: Arc<dyn Alarm>,
+        alarm: Arc<dyn Notifier>,
         retention: Duration,
         owner: impl Into<String>,
     ) -> Self {
@@ -163,7 +177,7 @@ impl Machine {
         self
     }
 
-    pub fn ledger(&self) -> &Arc<dyn Ledger> {
+    pub fn ledger(&self) -> &Arc<dyn Store> {
         &self.ledger
     }
 
@@ -193,16 +207,16 @@ impl Machine {
         let runnable = match self.sources.get(key.source.as_str()) {
             Some(source) => match &source.handler {
                 Some(handler) => Some((source.clone(), handler.clone())),
-                None => return Ok(Outcome::Dropped("no handler is built in this process")),
+                None => return Ok(Outcome::Dropped(Dropped::NoHandler)),
             },
             None => None,
         };
         let token = format!("{}:{:016x}", self.owner, rand::random::<u64>());
         let event = match self.ledger.claim(key, &token, lease).await? {
             Claim::Claimed(event) => *event,
-            Claim::Done(_) => return Ok(Outcome::Dropped("already done")),
-            Claim::OwnedElsewhere => return Ok(Outcome::Dropped("owned by another worker")),
-            Claim::Missing => return Ok(Outcome::Dropped(MISSING)),
+            Claim::Done(_) => return Ok(Outcome::Dropped(Dropped::Done)),
+            Claim::OwnedElsewhere => return Ok(Outcome::Dropped(Dropped::OwnedElsewhere)),
+            Claim::Missing => return Ok(Outcome::Dropped(Dropped::Missing)),
             Claim::NotDue(at) => {
                 let wait = u64::try_from(at.saturating_sub(now_ms())).unwrap_or(0);
                 return Ok(Outcome::NotDue(Duration::from_millis(wait)));
@@ -304,7 +318,7 @@ impl Machine {
             "the handler ran but the lease was lost before the settle: another worker may run it again \
              (handlers must be idempotent on the event id)"
         );
-        Outcome::Dropped("lease lost")
+        Outcome::Dropped(Dropped::LeaseLost)
     }
 
     async fn settle_dead(&self, mut event: Event, token: &str, error: String) -> Result<Outcome, StoreError> {
@@ -374,7 +388,7 @@ impl Machine {
     }
 
     /// The dead-letter path (AWS: a message redriven into the DLQ): DEAD unless COMPLETED, one alarm per event.
-    pub async fn bury(&self, key: &EventKey, reason: &str) -> Result<MarkDead, StoreError> {
+    pub async fn mark_dead(&self, key: &EventKey, reason: &str) -> Result<MarkDead, StoreError> {
         let outcome = self.ledger.mark_dead(key, reason).await?;
         match &outcome {
             MarkDead::NewlyDead(event) => self.announce_dead(event).await,
@@ -436,15 +450,11 @@ impl Machine {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 /// The alarm task: sends each dead event's alarm, a few at a time, each with its own backoff on failure.
 async fn send_alarms(
     mut rx: mpsc::Receiver<Event>,
-    ledger: Arc<dyn Ledger>,
-    alarm: Arc<dyn Alarm>,
+    ledger: Arc<dyn Store>,
+    alarm: Arc<dyn Notifier>,
     pending: Arc<Mutex<HashSet<EventKey>>>,
 ) {
     let slots = Arc::new(Semaphore::new(ALARMS_AT_ONCE));

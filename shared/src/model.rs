@@ -132,7 +132,7 @@ impl fmt::Display for EventKey {
     }
 }
 
-/// The states of DESIGN.md. Every transition is one conditional write on the state it leaves.
+/// The states of docs/DESIGN.md. Every transition is one conditional write on the state it leaves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Status {
@@ -184,7 +184,7 @@ impl fmt::Display for Status {
     }
 }
 
-/// How an event reached the ledger: a webhook delivery, or reconciliation with the provider's API (DESIGN.md
+/// How an event reached the ledger: a webhook delivery, or reconciliation with the provider's API (docs/DESIGN.md
 /// "Reconciliation"). A webhook arriving for a reconciled id is a duplicate like any other.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -225,7 +225,7 @@ pub type KeptHeaders = Vec<(String, String)>;
 
 /// How a source's creates treat a body already stored under another id of the same source and type, within
 /// `within` (the retention): where the scheme signs the body but not the id, a captured delivery can come back under
-/// fresh ids, and distinct events also carry identical bytes (DESIGN.md "Receiving").
+/// fresh ids, and distinct events also carry identical bytes (docs/DESIGN.md "Receiving").
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ResentBodies {
     /// Not looked for: the scheme signs the id (or a timestamp) with the body.
@@ -257,10 +257,10 @@ pub struct NewEvent {
     pub payload_sha256: String,
     pub headers: KeptHeaders,
     pub origin: Origin,
-    /// What the create does with a body already stored under another id of the source and type (DESIGN.md
+    /// What the create does with a body already stored under another id of the source and type (docs/DESIGN.md
     /// "Receiving"): nothing, mark it (`resent_of`), or refuse it as a duplicate of that event.
     pub resent_bodies: ResentBodies,
-    /// Its message went out before this create ([`crate::ports::Ledger::announces_first`]): the queue vouches for
+    /// Its message went out before this create (the AWS intake, `receiver::Intake::AnnounceThenWrite`): the queue vouches for
     /// it, so the record takes no sparse-index entry. False for every create that enqueues after writing.
     pub announced: bool,
 }
@@ -294,7 +294,7 @@ pub struct Event {
     pub replayed_at: Option<i64>,
     pub origin: Origin,
     /// Its body was already stored under this other id of the source and type when it was created: stored and
-    /// run as its own event all the same (DESIGN.md "Receiving"), and marked so an operator can tell.
+    /// run as its own event all the same (docs/DESIGN.md "Receiving"), and marked so an operator can tell.
     pub resent_of: Option<EventId>,
     /// Where the body is kept apart from the record, if it is (on AWS, the S3 object key its record names): what
     /// its retention acts on. Set by the store when it reads the record; `None` for a body in the record.

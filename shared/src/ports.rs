@@ -1,5 +1,6 @@
-//! The narrow ports the core talks through: the ledger (DynamoDB or SQLite) and the work queue (SQS or the
-//! in-process queue). Expected races are outcomes, not errors.
+//! The narrow ports the core talks through: the store (DynamoDB or SQLite), split by who uses it ([`Ledger`],
+//! [`SweepIndex`], [`Checkpoints`], [`Browse`]), and the work queue (SQS or the in-process queue). Expected races
+//! are outcomes, not errors.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -9,25 +10,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::{Event, EventId, EventKey, NewEvent, Origin, SourceName, Status};
 
-/// The event ledger: every method that changes a record is one conditional write on the state it leaves.
+/// The event ledger as the receiver and the state machine use it: every method that changes a record is one
+/// conditional write on the state it leaves (docs/DESIGN.md, "States and transitions").
 #[async_trait]
 pub trait Ledger: Send + Sync + 'static {
-    /// Creates the record as RECEIVED only if `(source, event_id)` is absent (or, for a webhook, completed and
-    /// past retention: a reused id is a new event; a reconciled create never replaces any record). A body that
-    /// another event of the source and type holds (`event.resent_bodies`) is marked on the new record, or refused
-    /// as that event's duplicate. Returns only once the write is durable.
     async fn create(&self, event: NewEvent) -> Result<Created, StoreError>;
 
-    /// Whether the receiver sends an event's message **before** creating its record (DESIGN.md "Sweeper"): then
-    /// the work queue vouches for the record from its first moment, and the record needs no sparse-index entry
-    /// (on DynamoDB, one write unit less per event, and another less at the claim). The receiver first reads the
-    /// record ([`Ledger::peek`]), so a duplicate sends nothing. False where the ledger is its own queue.
-    fn announces_first(&self) -> bool {
-        false
-    }
-
-    /// The record of `key` without its payload, as a duplicate finds it; `None` when absent or past retention.
-    /// Read before an announced create, where a stale answer costs at most one spare message.
     async fn peek(&self, key: &EventKey) -> Result<Option<Event>, StoreError> {
         Ok(self.get(key).await?.map(|mut e| {
             e.payload = bytes::Bytes::new();
@@ -35,11 +23,8 @@ pub trait Ledger: Send + Sync + 'static {
         }))
     }
 
-    /// RECEIVED | FAILED (due) | PROCESSING with an expired lease → PROCESSING owned by `owner` for `lease`,
-    /// `attempts + 1`. Returns the claimed record, payload included.
     async fn claim(&self, key: &EventKey, owner: &str, lease: Duration) -> Result<Claim, StoreError>;
 
-    /// Settles a claim, only while `owner` still holds it.
     async fn settle(
         &self,
         key: &EventKey,
@@ -47,105 +32,65 @@ pub trait Ledger: Send + Sync + 'static {
         settlement: Settlement,
     ) -> Result<Settled, StoreError>;
 
-    /// After an event's COMPLETED settle (by the ledger or by a handler's own transaction): a body kept apart from
-    /// the record starts its retention (DESIGN.md "Retention"). A failure leaves the body to outlive its event,
-    /// never the reverse.
     async fn completed_body(&self, event: &Event) -> Result<(), StoreError> {
         let _ = event;
         Ok(())
     }
 
-    /// Gives a claim back without settling it (graceful shutdown): the lease expires now, so the next claim
-    /// may take it at once. Only while `owner` still holds it.
     async fn release(&self, key: &EventKey, owner: &str) -> Result<Settled, StoreError>;
 
-    /// The dead-letter path: RECEIVED | FAILED | PROCESSING with an expired lease → DEAD with `reason`; never over
-    /// COMPLETED, and never under a live lease (the running worker's settle wins).
     async fn mark_dead(&self, key: &EventKey, reason: &str) -> Result<MarkDead, StoreError>;
 
-    /// Records that the alarm for a dead event went out, so it is sent once.
     async fn mark_notified(&self, key: &EventKey) -> Result<(), StoreError>;
 
-    /// An alarm that could not go out waits until `until` (ms) before the sweeper offers it again.
-    async fn defer_alarm(&self, key: &EventKey, until: i64) -> Result<(), StoreError>;
-
-    /// The sweeper sent an open event again: it is due again later ([`crate::rules::Due::resent`]), if it is still
-    /// `status` and unchanged since `updated_at` (otherwise it moved on, and its new due time stands).
-    async fn resent(&self, key: &EventKey, status: Status, updated_at: i64) -> Result<(), StoreError>;
-
-    /// Operator replay: DEAD → RECEIVED (or COMPLETED → RECEIVED with `force`), retry budget reset (attempts to
-    /// 0, the age budget counted from now), `replays + 1`.
     async fn replay(&self, key: &EventKey, force: bool) -> Result<Replay, StoreError>;
 
     async fn get(&self, key: &EventKey) -> Result<Option<Event>, StoreError>;
 
-    /// Events by status/source, newest first, without payloads. Completed events past retention are left out.
-    async fn list(&self, filter: &ListFilter) -> Result<Vec<Event>, StoreError>;
-
-    /// The sweeper's query, through the sparse index only: events that lost their message or their alarm. Each
-    /// record's due time is set by the write that gives it its state: RECEIVED, received (or replayed: at once)
-    /// plus the grace; PROCESSING, the lease end; FAILED, the next attempt plus the grace; DEAD, the death plus the
-    /// grace until its alarm is recorded; none once COMPLETED. Oldest first, at most `limit`, without payloads.
-    async fn due(&self, due_before: i64, limit: usize) -> Result<Vec<Event>, StoreError>;
-
-    /// Which of `ids` (of one source) the ledger holds a record of, in any state, past retention too: reconciliation
-    /// never re-creates an id that was done and may have been forgotten (DESIGN.md "Reconciliation").
-    async fn present(&self, source: &SourceName, ids: &[EventId]) -> Result<HashSet<EventId>, StoreError>;
-
-    /// The reconciliation checkpoint of a source, kept apart from the events (no listing, replay or sweep sees it).
-    async fn checkpoint(&self, source: &SourceName) -> Result<Option<Checkpoint>, StoreError>;
-
-    async fn save_checkpoint(&self, source: &SourceName, checkpoint: &Checkpoint) -> Result<(), StoreError>;
-
-    /// Counts for the operator console. By default from the listings of open and dead events that the adapter
-    /// serves from its sparse index; a status it would list by scanning (completed events always) is not counted.
-    async fn summary(&self) -> Result<Summary, StoreError> {
-        let mut summary = Summary::default();
-        let mut per_source = std::collections::BTreeMap::<(SourceName, &'static str), (Status, u64)>::new();
-        for status in [Status::Received, Status::Processing, Status::Failed, Status::Dead] {
-            let filter = ListFilter {
-                status: Some(status),
-                limit: usize::MAX,
-                ..Default::default()
-            };
-            if self.lists_by_scan(&filter) {
-                summary.by_status.push((status, None));
-                continue;
-            }
-            let events = self.list(&filter).await?;
-            summary.by_status.push((status, Some(events.len() as u64)));
-            for e in &events {
-                per_source
-                    .entry((e.source.clone(), status.as_str()))
-                    .or_insert((status, 0))
-                    .1 += 1;
-                if status.is_open() {
-                    summary.oldest_open = Some(
-                        summary
-                            .oldest_open
-                            .map_or(e.received_at, |t| t.min(e.received_at)),
-                    );
-                }
-            }
-        }
-        summary.by_status.push((Status::Completed, None));
-        summary.by_source = per_source
-            .into_iter()
-            .map(|((source, _), (status, n))| (source, status, n))
-            .collect();
-        Ok(summary)
-    }
-
-    /// Whether `list(filter)` reads the whole table rather than an index (the console says so beside it).
-    fn lists_by_scan(&self, _filter: &ListFilter) -> bool {
-        false
-    }
-
-    /// Whether the store can still take writes from this process (`/healthz`); asks nothing of the store.
     fn check(&self) -> Result<(), StoreError> {
         Ok(())
     }
 }
+
+/// The sweeper's sparse index: the events that lost their message or their alarm, and their due times.
+#[async_trait]
+pub trait SweepIndex: Send + Sync + 'static {
+    async fn due(&self, due_before: i64, limit: usize) -> Result<Vec<Event>, StoreError>;
+
+    async fn resent(&self, key: &EventKey, status: Status, updated_at: i64) -> Result<(), StoreError>;
+
+    async fn defer_alarm(&self, key: &EventKey, until: i64) -> Result<(), StoreError>;
+}
+
+/// What reconciliation reads and keeps beside the events: which ids exist, and how far each source was listed.
+#[async_trait]
+pub trait Checkpoints: Send + Sync + 'static {
+    async fn present(&self, source: &SourceName, ids: &[EventId]) -> Result<HashSet<EventId>, StoreError>;
+
+    async fn checkpoint(&self, source: &SourceName) -> Result<Option<Checkpoint>, StoreError>;
+
+    async fn save_checkpoint(&self, source: &SourceName, checkpoint: &Checkpoint) -> Result<(), StoreError>;
+}
+
+/// Browsing for the operator console and `inbox events`: listings and counts, never a write.
+#[async_trait]
+pub trait Browse: Send + Sync + 'static {
+    async fn list(&self, filter: &ListFilter) -> Result<Vec<Event>, StoreError>;
+
+    /// Counts for the operator console, as cheaply as the store can say them (a count that would scan is `None`).
+    async fn summary(&self) -> Result<Summary, StoreError>;
+
+    fn lists_by_scan(&self, _filter: &ListFilter) -> bool {
+        false
+    }
+}
+
+/// Everything a runtime's store serves, by part: a runtime builds one and hands each user the part it needs (the
+/// receiver and the machine a [`Ledger`], the sweeper a [`SweepIndex`], reconciliation [`Checkpoints`], the
+/// console and the CLI [`Browse`]). A store is all four; a third store or a simulated one implements each.
+pub trait Store: Ledger + SweepIndex + Checkpoints + Browse {}
+
+impl<T: Ledger + SweepIndex + Checkpoints + Browse> Store for T {}
 
 /// The work queue carries pointers, never payloads.
 #[async_trait]
@@ -153,7 +98,7 @@ pub trait Queue: Send + Sync + 'static {
     /// Delivers `key` to a processor after `delay`, at least once.
     async fn enqueue(&self, key: &EventKey, delay: Duration) -> Result<(), QueueError>;
 
-    /// Sends `key`'s message ahead of its record's create ([`Ledger::announces_first`]): a processor that finds no
+    /// Sends `key`'s message ahead of its record's create (the AWS intake, `receiver::Intake`): a processor that finds no
     /// record keeps the message until `until` (ms), by when the create has landed or never will.
     async fn announce(&self, key: &EventKey, until: i64) -> Result<(), QueueError> {
         let _ = until;
@@ -182,7 +127,7 @@ pub struct QueueDepth {
 pub enum Created {
     New,
     /// Created as its own event, though its body (same source and type) is stored under another id within
-    /// retention already: the record is marked `resent_of` that id (DESIGN.md "Receiving").
+    /// retention already: the record is marked `resent_of` that id (docs/DESIGN.md "Receiving").
     Resent {
         of: EventId,
     },

@@ -1,5 +1,5 @@
 //! The receiver: one HTTP router that both `inbox serve` and the receiver Lambda run, so the runtimes cannot drift.
-//! Order of work (DESIGN.md "Receiving"): source → body limit → signature → id → conditional create → enqueue →
+//! Order of work (docs/DESIGN.md "Receiving"): source → body limit → signature → id → conditional create → enqueue →
 //! answer. Nothing is written before the signature holds, and no 200 leaves before the write is durable. Where the
 //! queue vouches for what it was sent (AWS), the enqueue comes before the create, after a read for a duplicate.
 
@@ -20,12 +20,12 @@ use sha2::{Digest, Sha256};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::Instrument;
 
-use crate::health::{DeliveryHealth, Seen};
+use crate::delivery_health::{DeliveryHealth, Seen};
 use crate::metrics::{Metrics, Reject};
 use crate::model::{EventId, EventKey, KeptHeaders, NewEvent, Origin, Status};
 use crate::ports::{Created, Ledger, Queue, StoreError};
 use crate::rules;
-use crate::schemes::{checked_type, IdError};
+use crate::schemes::{checked_type, IdError, VerifyError};
 use crate::source::{Source, Sources};
 use crate::time::{ms, now_ms};
 
@@ -45,9 +45,20 @@ pub struct Receiver {
     pub rejections: RejectLog,
     /// The sweeper's grace: a duplicate of a RECEIVED event enqueues it again only once it is this old.
     pub resend_grace: Duration,
-    /// Where the message goes ahead of the create ([`Ledger::announces_first`]): how long after sending it the
-    /// create may still land (this process's own time bound, and a margin for a write in flight when it ended).
-    pub announce_window: Duration,
+    /// In which order a delivery is written and enqueued: the runtime's choice, since it composes the store and
+    /// the queue (docs/DESIGN.md, "Ordering on each runtime").
+    pub intake: Intake,
+}
+
+/// The order of a first delivery's durable write and its message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Intake {
+    /// Write, then enqueue (embedded: the ledger is its own queue, and a lost enqueue is found by the sweeper).
+    WriteThenEnqueue,
+    /// Read, then send the message, then write (AWS: the work queue vouches for the record from its first moment,
+    /// so it needs no sparse-index entry). `window`: how long after sending it the create may still land (this
+    /// process's own time bound, and a margin for a write in flight when it ended).
+    AnnounceThenWrite { window: Duration },
 }
 
 /// Rejected requests are logged as a count, at most one line a minute per source and reason (each one on its own
@@ -59,7 +70,7 @@ impl RejectLog {
     /// Counts one rejection at `now_ms`; the first of a new minute gets the count to log, itself included.
     pub fn count(&self, slot: usize, reason: Reject, now_ms: i64) -> Option<u64> {
         let minute = now_ms.div_euclid(60_000);
-        let mut seen = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut seen = crate::sync::lock(&self.0);
         let (logged_in, since) = seen.entry((slot, reason)).or_insert((i64::MIN, 0));
         *since += 1;
         if *logged_in == minute {
@@ -358,10 +369,9 @@ async fn accept(
     {
         tracing::debug!(reason = %e, "rejected: signature");
         r.health.seen(source.index, Seen::Refused);
-        let reason = if e.reason() == "timestamp" {
-            Reject::Timestamp
-        } else {
-            Reject::Signature
+        let reason = match e {
+            VerifyError::Timestamp { .. } => Reject::Timestamp,
+            _ => Reject::Signature,
         };
         return Err(Rejection::Signature(reason));
     }
@@ -412,11 +422,11 @@ async fn accept(
     // Where the queue vouches for a record from the moment its message is sent (DynamoDB with SQS), the message
     // goes first, once a read has found no record: a duplicate sends none, and the record needs no index entry.
     let mut found = None;
-    if r.ledger.announces_first() {
+    if let Intake::AnnounceThenWrite { window } = r.intake {
         match r.ledger.peek(&key).await.map_err(unavailable)? {
             Some(existing) => found = Some(rules::duplicate_of(&existing)),
             None => {
-                let until = now_ms().saturating_add(ms(r.announce_window));
+                let until = now_ms().saturating_add(ms(window));
                 match r.queue.announce(&key, until).await {
                     Ok(()) => event.announced = true,
                     // Written unannounced, so into the sweeper's index; the send is tried once more after the
@@ -494,7 +504,7 @@ async fn accept(
             // flight: a retry storm adds none. Where the message goes before the write, no such crash exists: a
             // RECEIVED record has its message, or (its send failed) is in the sweeper's index; and a backlog of
             // RECEIVED events older than the grace must not turn each duplicate into another message.
-            let enqueued_first = announced || r.ledger.announces_first();
+            let enqueued_first = announced || r.intake != Intake::WriteThenEnqueue;
             if !enqueued_first
                 && status == Status::Received
                 && now_ms().saturating_sub(since) >= ms(r.resend_grace)

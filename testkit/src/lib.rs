@@ -4,3 +4,4 @@
 
 pub mod calls;
 pub mod providers;
+pub mod sockets;

@@ -18,7 +18,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::json;
 
-/// The reconcile block's defaults (DESIGN.md): the window a run lists is `[now − LOOKBACK, now − SETTLE)`.
+/// The reconcile block's defaults (docs/DESIGN.md): the window a run lists is `[now − LOOKBACK, now − SETTLE)`.
 pub const LOOKBACK: Duration = Duration::from_secs(72 * 3600);
 pub const SETTLE: Duration = Duration::from_secs(5 * 60);
 

@@ -1,4 +1,4 @@
-//! Bodies kept in S3, against DESIGN.md "Retention": every body kept apart goes within a day of its event's expiry,
+//! Bodies kept in S3, against docs/DESIGN.md "Retention and expiry": every body kept apart goes within a day of its event's expiry,
 //! and a dead event's body stays. The emulator applies no lifecycle rule, so each test drives one path (a refused
 //! create, a lost race, a failure after the put, a crash between the settle and the countdown, a forced replay
 //! racing a late countdown, a dead event, an older object layout), then lists every object with its tags and every
@@ -15,10 +15,10 @@ use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use inbox_core::adapters::dynamodb::DynamoLedger;
-use inbox_core::adapters::s3::S3Payloads;
+use inbox_core::aws::dynamodb::DynamoLedger;
 use inbox_core::aws::functions;
 use inbox_core::aws::init::{create_stack, QueueSettings};
+use inbox_core::aws::s3::S3Payloads;
 use inbox_core::model::{NewEvent, Status};
 use inbox_core::ports::{Claim, Created, Ledger, Queue, Replay, Settled, Settlement, StoreError};
 use inbox_core::time::now_ms;
@@ -26,9 +26,9 @@ use sha2::Digest;
 use testkit::calls::CallCounter;
 use yaml_rust2::{Yaml, YamlLoader};
 
-use super::{
-    batch, bodies_in_s3, deliver, emulator, key, lifecycle, noise, poll_until, prefix, receive, stack, Stack,
-    Stored,
+use crate::lifecycle;
+use crate::stack::{
+    batch, bodies_in_s3, deliver, emulator, key, noise, poll_until, prefix, receive, stack, Stack, Stored,
 };
 
 const DAY: i64 = 86_400_000;
@@ -381,8 +381,8 @@ async fn a_dead_events_body_stays() {
     assert_eq!(deliver(&stack, &big(redriven)).await.0, 200);
     let records = receive(&stack.sqs, &stack.rt.resources.queue_url, 5).await;
     assert_eq!(records.len(), 1);
-    super::delete(&stack, &records[0]).await;
-    let response = functions::dead_letters(&stack.rt, batch(records)).await;
+    crate::stack::delete(&stack, &records[0]).await;
+    let response = functions::alarm(&stack.rt, batch(records)).await;
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
 
     // AND one completed, force-replayed before its worker's late countdown, then failing for good
@@ -612,8 +612,8 @@ async fn the_templates_and_aws_inits_lifecycle_rules_agree() {
         declared
             .iter()
             .any(|r| r.contains("tags=[\"inbox-body=pending\"]")
-                && r.contains(&format!("days=Some({})", inbox_core::adapters::s3::PENDING_DAYS))),
+                && r.contains(&format!("days=Some({})", inbox_core::aws::s3::PENDING_DAYS))),
         "{declared:?}"
     );
-    assert!(i64::from(inbox_core::adapters::s3::PENDING_DAYS) > dlq_days);
+    assert!(i64::from(inbox_core::aws::s3::PENDING_DAYS) > dlq_days);
 }

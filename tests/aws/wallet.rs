@@ -40,7 +40,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
 use aws_sdk_dynamodb::Client;
 use sha2::{Digest, Sha256};
 
-use inbox_core::adapters::dynamodb::completed_update;
+use inbox_core::aws::dynamodb::completed_update;
 use inbox_core::handlers::{Handler, HandlerError};
 use inbox_core::model::Event;
 use inbox_core::ports::StoreError;

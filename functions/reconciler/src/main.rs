@@ -1,5 +1,5 @@
 //! The reconciler Lambda (on a schedule): asks each reconciled source's provider which events exist and ingests
-//! those the ledger lacks (DESIGN.md "Reconciliation").
+//! those the ledger lacks (docs/DESIGN.md "Reconciliation").
 
 use inbox_core::aws::{functions, reconciler_from_env};
 use lambda_runtime::{service_fn, Error, LambdaEvent};

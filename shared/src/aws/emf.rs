@@ -1,7 +1,7 @@
 //! Metrics on AWS as CloudWatch Embedded Metric Format log lines: no client, no extra call. One line per source
 //! with counts since the last flush (dimension `Source`), and one without dimensions for the totals.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Map, Value};
 
@@ -101,7 +101,7 @@ impl Sink {
     pub fn write(&self, line: String) {
         match self {
             Sink::Stdout => println!("{line}"),
-            Sink::Kept(kept) => kept.lock().unwrap_or_else(PoisonError::into_inner).push(line),
+            Sink::Kept(kept) => crate::sync::lock(kept).push(line),
         }
     }
 
@@ -116,7 +116,7 @@ impl Sink {
     pub fn take(&self) -> Vec<String> {
         match self {
             Sink::Stdout => Vec::new(),
-            Sink::Kept(kept) => std::mem::take(&mut *kept.lock().unwrap_or_else(PoisonError::into_inner)),
+            Sink::Kept(kept) => std::mem::take(&mut *crate::sync::lock(kept)),
         }
     }
 }

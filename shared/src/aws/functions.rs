@@ -1,17 +1,22 @@
 //! What each Lambda function does, as plain async functions over a [`Runtime`]; the `functions/*` binaries only
 //! call these. Every SQS handler reports partial batch failures and never fails a whole batch for one record.
 
+use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use futures_util::future::join_all;
+use lambda_runtime::{service_fn, LambdaEvent};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use tracing::Instrument;
 
 use super::{emf, ReconciledSource, ReconcilerRuntime, Runtime};
-use crate::adapters::sqs::{announced_until, parse_pointer, visibility_seconds};
-use crate::machine::{Outcome, SweepReport, LEASE_MARGIN, MISSING};
+use crate::aws::sqs::{announced_until, parse_pointer, visibility_seconds};
+use crate::machine::{Dropped, Outcome, SweepReport, LEASE_MARGIN};
 use crate::metrics::Metrics;
-use crate::ports::{Checkpoint, Ledger, MarkDead, StoreError};
+use crate::ports::{Checkpoint, Checkpoints, MarkDead, StoreError};
 use crate::reconcile::{Budget, Progress, Reconciler, RunOptions, Summary};
 use crate::time::{ms, now_ms, rfc3339};
 
@@ -112,7 +117,7 @@ async fn process_record(rt: &Runtime, record: &SqsMessage, lease: Duration) -> b
         loop {
             match rt.machine.process(&key, lease).await {
                 // Sent ahead of its create, which may still land: look again shortly, then after a while.
-                Ok(Outcome::Dropped(MISSING)) => match announced.filter(|until| now_ms() < *until) {
+                Ok(Outcome::Dropped(Dropped::Missing)) => match announced.filter(|until| now_ms() < *until) {
                     None => return Then::Delete,
                     Some(until) => match waits.next() {
                         Some(wait) => tokio::time::sleep(*wait).await,
@@ -179,13 +184,13 @@ const ANNOUNCED_RETRY: Duration = Duration::from_secs(10);
 
 /// The alarm function (event source: the DLQ): each redriven event is marked DEAD (never over COMPLETED) and
 /// announced once.
-pub async fn dead_letters(rt: &Runtime, event: SqsEvent) -> SqsBatchResponse {
-    let handled = join_all(event.records.iter().map(|r| bury_record(rt, r))).await;
+pub async fn alarm(rt: &Runtime, event: SqsEvent) -> SqsBatchResponse {
+    let handled = join_all(event.records.iter().map(|r| mark_dead_record(rt, r))).await;
     rt.emf.flush(&rt.metrics);
     partial_failures(&event.records, handled)
 }
 
-async fn bury_record(rt: &Runtime, record: &SqsMessage) -> bool {
+async fn mark_dead_record(rt: &Runtime, record: &SqsMessage) -> bool {
     let Some(key) = record.body.as_deref().and_then(parse_pointer) else {
         tracing::error!(
             message_id = record.message_id.as_deref().unwrap_or(""),
@@ -194,7 +199,7 @@ async fn bury_record(rt: &Runtime, record: &SqsMessage) -> bool {
         rt.metrics.dead_lettered(Metrics::UNKNOWN);
         return true;
     };
-    let handled = match rt.machine.bury(&key, REDRIVEN).await {
+    let handled = match rt.machine.mark_dead(&key, REDRIVEN).await {
         // A worker holds a live lease: its settle decides. The message comes back after its visibility timeout,
         // and is buried then if that worker died.
         Ok(MarkDead::Leased(until)) => {
@@ -234,7 +239,7 @@ async fn bury_record(rt: &Runtime, record: &SqsMessage) -> bool {
 /// The sweeper (every minute): the restart scan through the sparse index, then the bodies in S3 whose countdown a
 /// crash between a COMPLETED settle and the processor's tagging left owed ([`DynamoLedger::finish_bodies`]).
 ///
-/// [`DynamoLedger::finish_bodies`]: crate::adapters::dynamodb::DynamoLedger::finish_bodies
+/// [`DynamoLedger::finish_bodies`]: crate::aws::dynamodb::DynamoLedger::finish_bodies
 pub async fn sweeper(rt: &Runtime) -> Result<SweepReport, StoreError> {
     let report = rt.machine.sweep(rt.queue.as_ref(), 1000).await?;
     let bodies = rt.ledger.finish_bodies(1000).await?;
@@ -430,6 +435,26 @@ async fn reconcile_source(
     }
 }
 
+/// The `main` of the processor, alarm and sweeper functions: builds their [`Runtime`] once, at the cold start, then
+/// answers each invocation with `work` over it. (The receiver serves HTTP and the reconciler has a runtime of its own.)
+pub async fn serve<E, R, F, Fut>(work: F) -> Result<(), lambda_runtime::Error>
+where
+    E: DeserializeOwned + Send + 'static,
+    R: Serialize + Send + 'static,
+    F: Fn(Arc<Runtime>, LambdaEvent<E>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<R, lambda_runtime::Error>> + Send,
+{
+    lambda_runtime::tracing::init_default_subscriber();
+    let registry = crate::handlers::Registry::new(crate::handlers::http_client());
+    let rt = Arc::new(Runtime::from_env(registry).await?);
+    let work = Arc::new(work);
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<E>| {
+        let (rt, work) = (rt.clone(), work.clone());
+        async move { work(rt, event).await }
+    }))
+    .await
+}
+
 #[cfg(test)]
 mod deadline_tests {
     use super::*;
@@ -442,7 +467,7 @@ mod deadline_tests {
         assert_eq!(left, Duration::from_secs(20) - LEASE_MARGIN);
     }
 
-    /// Issue 14, item 9: `cargo lambda watch` 1.9.2 sends 600000 (1970) as every invocation's deadline.
+    /// `cargo lambda watch` 1.9.2 sends 600000 (1970) as every invocation's deadline.
     #[test]
     fn a_deadline_in_the_past_or_beyond_any_timeout_gives_the_configured_timeout() {
         let timeout = Duration::from_secs(60);

@@ -1,15 +1,22 @@
-//! The serverless runtime: how the Lambda functions find their resources, configuration and secrets, and the
-//! handlers each function runs ([`functions`]). The functions' `main`s only call into here.
+//! The serverless runtime: the DynamoDB ledger ([`dynamodb`]), the SQS queue ([`sqs`]), bodies in S3 ([`s3`]),
+//! alarms on SNS ([`sns`]), metrics as EMF lines ([`emf`]), secrets from Secrets Manager and SSM, how the Lambda
+//! functions find their resources and configuration, and the handler each function runs ([`functions`]). The
+//! functions' `main`s only call into here.
 
 #[cfg(feature = "cloudwatch")]
 pub mod charts;
+pub mod dynamodb;
 pub mod emf;
 pub mod functions;
+#[cfg(feature = "operator")]
 pub mod init;
+#[cfg(feature = "operator")]
 pub mod play;
+pub mod s3;
 pub mod sdk;
 mod secrets;
 pub mod sns;
+pub mod sqs;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,18 +25,19 @@ use aws_config::SdkConfig;
 
 pub use secrets::AwsSecrets;
 
-use crate::adapters::dynamodb::DynamoLedger;
-use crate::adapters::s3::S3Payloads;
-use crate::adapters::sqs::SqsQueue;
+use crate::aws::dynamodb::DynamoLedger;
+use crate::aws::s3::S3Payloads;
+use crate::aws::sqs::SqsQueue;
 use crate::config::{Config, ConfigError, ReconcileConfig, RetryPolicy};
 use crate::handlers::Registry;
 use crate::machine::Machine;
 use crate::metrics::Metrics;
 use crate::model::SourceName;
-use crate::ports::Ledger;
-use crate::receiver::Receiver;
+use crate::ports::Store;
+use crate::receiver::{Intake, Receiver};
 use crate::reconcile::Reconciler;
-use crate::source::{SecretResolver, Sources};
+use crate::secrets::SecretResolver;
+use crate::source::Sources;
 
 /// The resources a function works on, from the environment the template sets.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,7 +81,7 @@ pub fn check_retention(config: &Config, retention_days: u32) -> Result<(), Confi
 /// more for each 11¾ hours of a wait past the first (a wait longer than SQS lets a message hide comes back early,
 /// is found not due, and is hidden again).
 pub fn receives_needed(policy: &RetryPolicy) -> u64 {
-    let hide = crate::adapters::sqs::MAX_VISIBILITY.as_millis().max(1);
+    let hide = crate::aws::sqs::MAX_VISIBILITY.as_millis().max(1);
     let mut receives = u64::from(policy.max_attempts);
     for attempt in 1..policy.max_attempts {
         let wait = crate::machine::longest_backoff(policy, attempt);
@@ -83,7 +91,7 @@ pub fn receives_needed(policy: &RetryPolicy) -> u64 {
 }
 
 /// Refuses a retry budget that the work queue's redrive policy would cut short: with `maxReceiveCount` receives
-/// or fewer needed, SQS could move an event's message to the dead-letter queue before `max_attempts` (issue 14).
+/// or fewer needed, SQS could move an event's message to the dead-letter queue before `max_attempts`.
 /// One receive is kept spare, for a redelivery found under a live lease.
 pub fn check_receive_budget(config: &Config, max_receive_count: u32) -> Result<(), ConfigError> {
     let policies = std::iter::once(("retry".to_owned(), &config.retry)).chain(
@@ -204,7 +212,7 @@ pub struct Clients {
     pub dynamodb: aws_sdk_dynamodb::Client,
     pub sqs: aws_sdk_sqs::Client,
     /// Only the settings of these two: their clients are built on first use ([`S3Payloads`] for a body past the
-    /// item limit, [`sns::SnsAlarm`] for a dead event), which most cold starts never reach.
+    /// item limit, [`sns::SnsNotifier`] for a dead event), which most cold starts never reach.
     pub s3: aws_sdk_s3::Config,
     pub sns: aws_sdk_sns::Config,
 }
@@ -391,10 +399,10 @@ fn receiver(
 ) -> Arc<Receiver> {
     // A container sees a sliver of the traffic: the alarms that count are CloudWatch's, on the EMF metrics; here
     // the episodes are only logged.
-    let health = Arc::new(crate::health::DeliveryHealth::new(
+    let health = Arc::new(crate::delivery_health::DeliveryHealth::new(
         sources.names(),
-        crate::health::Thresholds::default(),
-        Arc::new(crate::health::LogAlarm),
+        crate::delivery_health::Thresholds::default(),
+        Arc::new(crate::delivery_health::LogAlarm),
     ));
     Arc::new(Receiver {
         sources,
@@ -407,7 +415,10 @@ fn receiver(
         health,
         rejections: Default::default(),
         resend_grace,
-        announce_window: crate::aws::functions::configured_timeout() + ANNOUNCE_MARGIN,
+        // The work queue vouches for a record from the moment its message is sent (DynamoDB with SQS).
+        intake: Intake::AnnounceThenWrite {
+            window: crate::aws::functions::configured_timeout() + ANNOUNCE_MARGIN,
+        },
     })
 }
 
@@ -438,13 +449,13 @@ impl Runtime {
             &resources,
             &config,
         );
-        let alarm = Arc::new(sns::SnsAlarm::new(
+        let alarm = Arc::new(sns::SnsNotifier::new(
             clients.sns.clone(),
             resources.topic_arn.clone(),
         ));
         // A worker name per container; each claim adds its own random token.
         let owner = format!("lambda:{:08x}", rand::random::<u32>());
-        let shared: Arc<dyn Ledger> = ledger.clone();
+        let shared: Arc<dyn Store> = ledger.clone();
         let machine = Arc::new(Machine::new(
             shared,
             sources.clone(),

@@ -11,6 +11,11 @@ use aws_config::environment::EnvironmentVariableCredentialsProvider;
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode, TlsContext, TrustStore};
 use aws_smithy_runtime_api::client::http::SharedHttpClient;
+use aws_smithy_runtime_api::client::result::SdkError;
+use aws_smithy_types::error::display::DisplayErrorContext;
+use aws_smithy_types::error::metadata::ProvideErrorMetadata;
+
+use crate::ports::StoreError;
 
 /// Amazon Root CA 1–4 and Starfield Services Root CA G2, as Amazon Trust Services publishes them.
 const AWS_ROOTS_PEM: &[u8] = include_bytes!("aws-roots.pem");
@@ -84,6 +89,24 @@ pub fn https_client(roots: Roots) -> SharedHttpClient {
         .tls_provider(tls::Provider::Rustls(CryptoMode::AwsLc))
         .tls_context(context)
         .build_https()
+}
+
+/// A store error from any AWS SDK call: throttling is [`StoreError::Busy`] (answer 503 and let the sender retry),
+/// anything else [`StoreError::Unavailable`] with the error's cause chain (requests never carry a body back).
+pub(crate) fn sdk_error<E, R>(e: SdkError<E, R>) -> StoreError
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+    R: std::fmt::Debug,
+{
+    match e.code() {
+        Some(
+            "ProvisionedThroughputExceededException"
+            | "ThrottlingException"
+            | "RequestLimitExceeded"
+            | "SlowDown",
+        ) => StoreError::Busy,
+        _ => StoreError::Unavailable(DisplayErrorContext(&e).to_string()),
+    }
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use aws_config::SdkConfig;
 
 use crate::config::SecretRef;
-use crate::source::{resolve_local, SecretResolver};
+use crate::secrets::{resolve_local, SecretError, SecretResolver};
 
 /// Each client is built the first time a reference needs it: a config of `env:` secrets builds neither, and
 /// building one (its endpoint rules) is a measurable part of a cold start.
@@ -50,24 +50,29 @@ impl AwsSecrets {
 
     /// An SSM parameter's value, decrypted if it is a SecureString: an `ssm:` secret, or the functions' config
     /// ([`super::load_config`]), so one client serves both.
-    pub async fn parameter(&self, name: &str) -> Result<String, String> {
+    pub async fn parameter(&self, name: &str) -> Result<String, SecretError> {
         self.ssm()
             .get_parameter()
             .name(name)
             .with_decryption(true)
             .send()
             .await
-            .map_err(|e| format!("cannot read it: {}", aws_sdk_ssm::error::DisplayErrorContext(e)))?
+            .map_err(|e| {
+                SecretError::Store(format!(
+                    "cannot read it: {}",
+                    aws_sdk_ssm::error::DisplayErrorContext(e)
+                ))
+            })?
             .parameter()
             .and_then(|p| p.value())
             .map(str::to_owned)
-            .ok_or_else(|| "the parameter has no value".to_owned())
+            .ok_or_else(|| SecretError::Store("the parameter has no value".to_owned()))
     }
 }
 
 #[async_trait]
 impl SecretResolver for AwsSecrets {
-    async fn resolve(&self, reference: &SecretRef) -> Result<String, String> {
+    async fn resolve(&self, reference: &SecretRef) -> Result<String, SecretError> {
         let value = match reference {
             SecretRef::SecretsManager(name) => self
                 .secrets()
@@ -76,19 +81,19 @@ impl SecretResolver for AwsSecrets {
                 .send()
                 .await
                 .map_err(|e| {
-                    format!(
+                    SecretError::Store(format!(
                         "cannot read it: {}",
                         aws_sdk_secretsmanager::error::DisplayErrorContext(e)
-                    )
+                    ))
                 })?
                 .secret_string()
                 .map(str::to_owned)
-                .ok_or("the secret has no string value")?,
+                .ok_or_else(|| SecretError::Store("the secret has no string value".to_owned()))?,
             SecretRef::Ssm(name) => self.parameter(name).await?,
             local => return resolve_local(local),
         };
         if value.trim().is_empty() {
-            return Err("the secret is empty".into());
+            return Err(SecretError::Empty);
         }
         Ok(value)
     }

@@ -4,17 +4,17 @@ use std::sync::OnceLock;
 
 use async_trait::async_trait;
 
-use crate::machine::{dead_summary, Alarm};
+use crate::machine::{dead_summary, Notifier};
 use crate::model::Event;
 
-pub struct SnsAlarm {
+pub struct SnsNotifier {
     config: aws_sdk_sns::Config,
     /// Built on the first alarm: most cold starts never raise one.
     client: OnceLock<aws_sdk_sns::Client>,
     topic_arn: Option<String>,
 }
 
-impl SnsAlarm {
+impl SnsNotifier {
     /// Without a topic, dead events are only logged and counted.
     pub fn new(config: aws_sdk_sns::Config, topic_arn: Option<String>) -> Self {
         Self {
@@ -31,7 +31,7 @@ impl SnsAlarm {
 }
 
 #[async_trait]
-impl Alarm for SnsAlarm {
+impl Notifier for SnsNotifier {
     async fn dead(&self, event: &Event) -> Result<(), String> {
         let Some(topic) = &self.topic_arn else {
             return Ok(());

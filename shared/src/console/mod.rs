@@ -1,4 +1,4 @@
-//! The operator console (DESIGN.md "Operator console"): server-rendered pages over the ledger port, for either
+//! The operator console (docs/DESIGN.md "The two runtimes and their parts"): server-rendered pages over the ledger port, for either
 //! runtime. What arrived, what is stuck or dead, and a replay through the same conditional transition as
 //! `inbox replay` (two replays at once enqueue once).
 //!
@@ -37,7 +37,7 @@ use subtle::ConstantTimeEq;
 
 use crate::config::Config;
 use crate::model::{EventId, EventKey, SourceName, Status};
-use crate::ports::{Cursor, Ledger, ListFilter, Queue, Replay, StoreError, Summary, Timeline};
+use crate::ports::{Cursor, ListFilter, Queue, Replay, Store, StoreError, Summary, Timeline};
 use sessions::Sessions;
 
 /// Where `inbox console` listens unless told otherwise.
@@ -76,7 +76,7 @@ pub fn check_listen(addr: SocketAddr, token: Option<&SecretString>) -> Result<()
 /// What the console serves from: the ledger, and the queue replays are sent to (AWS; the embedded `inbox serve`
 /// notices another process's replay by itself).
 pub struct Console {
-    ledger: Arc<dyn Ledger>,
+    ledger: Arc<dyn Store>,
     queue: Option<Arc<dyn Queue>>,
     token: Option<SecretString>,
     /// Signs CSRF tokens; new in every process, as the sessions are.
@@ -119,7 +119,7 @@ struct Taken {
 
 impl Taken {
     async fn now(
-        ledger: &dyn Ledger,
+        ledger: &dyn Store,
         timeline: Option<&dyn Timeline>,
         queue: Option<&dyn Queue>,
     ) -> Result<Self, StoreError> {
@@ -154,7 +154,7 @@ impl Counts {
     /// The counts to show.
     async fn get(
         self: &Arc<Self>,
-        ledger: &Arc<dyn Ledger>,
+        ledger: &Arc<dyn Store>,
         timeline: &Option<Arc<dyn Timeline>>,
         queue: &Option<Arc<dyn Queue>>,
     ) -> Result<Taken, StoreError> {
@@ -190,7 +190,7 @@ impl Counts {
 
 impl Console {
     pub fn new(
-        ledger: Arc<dyn Ledger>,
+        ledger: Arc<dyn Store>,
         queue: Option<Arc<dyn Queue>>,
         token: Option<SecretString>,
         store_name: impl Into<String>,
@@ -621,17 +621,16 @@ fn parse_cursor(text: &str) -> Option<Cursor> {
     })
 }
 
+/// Everything but RFC 3986's unreserved characters is percent-encoded in a query string's values.
+const QUERY_VALUE: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
+
 /// Percent-encodes everything but the unreserved characters, for query strings.
 pub(crate) fn encode(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for b in text.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    percent_encoding::utf8_percent_encode(text, QUERY_VALUE).to_string()
 }
 
 /// The link to one event's page.
@@ -797,7 +796,7 @@ pub enum Replayed {
 /// Replays one event as `inbox replay` does: the conditional transition, then (AWS) the enqueue; two replays at
 /// once enqueue once, since only the transition's winner enqueues.
 pub async fn replay_event(
-    ledger: &dyn Ledger,
+    ledger: &dyn Store,
     queue: Option<&dyn Queue>,
     key: &EventKey,
     force: bool,

@@ -3,7 +3,7 @@
 //! a browser (or anyone who copied it) still holds is refused from then on.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
@@ -64,7 +64,7 @@ fn digest(id: &str) -> [u8; 32] {
 impl Sessions {
     fn lock(&self) -> MutexGuard<'_, HashMap<[u8; 32], Live>> {
         // A panic elsewhere while holding it leaves the map whole (every change is one insert or remove).
-        self.live.lock().unwrap_or_else(PoisonError::into_inner)
+        crate::sync::lock(&self.live)
     }
 
     /// A new session, and its cookie value (256 random bits). Ended ones are dropped first, and at the limit the

@@ -8,9 +8,9 @@ use std::time::Duration;
 use secrecy::SecretString;
 
 use super::*;
-use crate::adapters::sqlite::SqliteLedger;
+use crate::embedded::sqlite::SqliteLedger;
 use crate::model::NewEvent;
-use crate::ports::{Checkpoint, RunRecord, Settlement};
+use crate::ports::{Checkpoint, Checkpoints, Ledger, RunRecord, Settlement, Store};
 
 const HOSTILE: &str = r#"{"note":"<script>alert(1)</script>","x":"\"><img src=x onerror=alert(1)>","y":"</textarea><b>bold</b>"}"#;
 
@@ -502,7 +502,7 @@ async fn two_replays_at_once_replay_once() {
     let app = spawn(None).await;
     put(&app.ledger, "stripe", "race", b"{}", Some(Status::Dead)).await;
     let k = key("stripe", "race");
-    let l: &dyn Ledger = app.ledger.as_ref();
+    let l: &dyn Store = app.ledger.as_ref();
     let (a, b) = tokio::join!(replay_event(l, None, &k, false), replay_event(l, None, &k, false));
     let outcomes = [a.unwrap(), b.unwrap()];
     assert_eq!(

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::delivery_health::HealthAlarm;
 use crate::handlers::HttpClient;
-use crate::health::HealthAlarm;
-use crate::machine::{dead_summary, Alarm};
+use crate::machine::{dead_summary, Notifier};
 use crate::model::Event;
 
 #[derive(Clone)]
@@ -30,7 +30,7 @@ impl NotifyUrl {
         };
         let resp = self
             .client
-            .get()
+            .client()
             .post(url.clone())
             .timeout(Duration::from_secs(10))
             .header("content-type", "application/json")
@@ -47,7 +47,7 @@ impl NotifyUrl {
 }
 
 #[async_trait]
-impl Alarm for NotifyUrl {
+impl Notifier for NotifyUrl {
     async fn dead(&self, event: &Event) -> Result<(), String> {
         self.post(&dead_summary(event)).await
     }

@@ -3,6 +3,7 @@
 
 mod alarm;
 mod queue;
+pub mod sqlite;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -15,16 +16,17 @@ use tokio::task::JoinSet;
 pub use alarm::NotifyUrl;
 pub use queue::{Deliveries, InProcessQueue};
 
-use crate::adapters::sqlite::SqliteLedger;
 use crate::config::{Config, ConfigError};
+use crate::delivery_health::{DeliveryHealth, Thresholds};
+use crate::embedded::sqlite::SqliteLedger;
 use crate::handlers::{http_client, Registry};
-use crate::health::{DeliveryHealth, Thresholds};
 use crate::machine::{Machine, Outcome, SweepReport};
 use crate::metrics::Metrics;
-use crate::ports::{Ledger, Queue, StoreError};
-use crate::receiver::{router, InflightBytes, Receiver};
+use crate::ports::{Queue, Store, StoreError};
+use crate::receiver::{router, InflightBytes, Intake, Receiver};
 use crate::reconcile::{reconcilers, Reconciler, RunOptions};
-use crate::source::{LocalSecrets, Sources};
+use crate::secrets::LocalSecrets;
+use crate::source::Sources;
 use crate::time::now_ms;
 
 /// Pointers waiting in memory; past it the backlog waits in the ledger and the workers refill from there.
@@ -74,7 +76,7 @@ pub async fn serve(
     let sources = Sources::build(&config, Some(&LocalSecrets), &handlers).await?;
     let reconcilers = reconcilers(&config, &LocalSecrets).await?;
     let ledger = SqliteLedger::open(data_dir, config.server.max_pending_writes, config.sweeper.grace)?;
-    let shared: Arc<dyn Ledger> = Arc::new(ledger.clone());
+    let shared: Arc<dyn Store> = Arc::new(ledger.clone());
     let metrics = Arc::new(Metrics::new(sources.names()));
     let alarm = Arc::new(NotifyUrl::new(http_client(), config.alarm.notify_url.clone()));
     let health = Arc::new(DeliveryHealth::new(
@@ -151,7 +153,7 @@ pub async fn serve(
         rejections: Default::default(),
         resend_grace: config.sweeper.grace,
         // The ledger is its own queue: nothing is sent ahead of a create.
-        announce_window: Duration::ZERO,
+        intake: Intake::WriteThenEnqueue,
     });
     let listener = TcpListener::bind(config.server.listen)
         .await
@@ -265,7 +267,7 @@ async fn refill(
 /// next one starts over from the checkpoint; receiving never waits for it.
 async fn run_reconciler(
     reconciler: Reconciler,
-    ledger: Arc<dyn Ledger>,
+    ledger: Arc<dyn Store>,
     queue: Arc<InProcessQueue>,
     metrics: Arc<Metrics>,
     slot: usize,

@@ -35,7 +35,7 @@ impl Handler for Forward {
             .map_or("application/octet-stream", |(_, v)| v.as_str());
         let result = self
             .client
-            .get()
+            .client()
             .post(self.url.clone())
             .timeout(self.timeout)
             .header("content-type", content_type)

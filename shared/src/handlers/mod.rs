@@ -86,7 +86,7 @@ impl Registry {
 pub struct HttpClient(Arc<OnceLock<reqwest::Client>>);
 
 impl HttpClient {
-    pub fn get(&self) -> &reqwest::Client {
+    pub fn client(&self) -> &reqwest::Client {
         self.0.get_or_init(|| {
             reqwest::Client::builder()
                 .redirect(reqwest::redirect::Policy::none())

@@ -14,7 +14,7 @@ use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
 
 use super::{
-    endpoint, http_client, json, rate_limit_wait, transport_error, Fetched, Listed, Page, Provider,
+    api_client, endpoint, json, rate_limit_wait, transport_error, Fetched, Listed, Page, Provider,
     ProviderError, Window,
 };
 use crate::config::GithubHook;
@@ -123,7 +123,7 @@ struct DetailRequest {
 impl Github {
     pub fn new(api_base: reqwest::Url, hook: GithubHook, auth: Auth) -> Result<Github, String> {
         Ok(Github {
-            client: http_client()?,
+            client: api_client()?,
             origin: api_base.origin().ascii_serialization(),
             deliveries_url: endpoint(&api_base, &hook.deliveries_path()),
             auth,

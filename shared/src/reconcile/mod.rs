@@ -1,4 +1,4 @@
-//! Reconciliation (DESIGN.md "Reconciliation"): a periodic job, independent of the webhook endpoint, that asks
+//! Reconciliation (docs/DESIGN.md "Reconciliation"): a periodic job, independent of the webhook endpoint, that asks
 //! the provider's API which events exist and ingests those the ledger lacks, through the receiver's own
 //! conditional create with `origin = reconciled`, then enqueues them.
 //!
@@ -7,6 +7,7 @@
 //! batched existence reads, the rate-limit waits, the budgets, the failed events kept for later runs and the
 //! checkpoint live here, once for every provider.
 
+mod connect;
 pub mod github;
 pub mod stripe;
 
@@ -23,8 +24,8 @@ use tokio::time::Instant;
 
 use crate::config::{ConfigError, ReconcileConfig};
 use crate::model::{EventId, EventKey, KeptHeaders, NewEvent, Origin, SourceName};
-use crate::ports::{Created, FailedEvent, Ledger, Queue, RunRecord, StoreError};
-use crate::source::SecretResolver;
+use crate::ports::{Created, FailedEvent, Queue, RunRecord, Store, StoreError};
+use crate::secrets::SecretResolver;
 use crate::time::{ms, now_ms, rfc3339};
 
 /// Creation times in UTC milliseconds, `[from_ms, to_ms)`.
@@ -144,7 +145,7 @@ pub(crate) async fn json<T: serde::de::DeserializeOwned>(
 }
 
 /// The HTTP client the providers share: bounded waits, so a hung provider cannot hold a run past its budget.
-pub(crate) fn http_client() -> Result<reqwest::Client, String> {
+pub(crate) fn api_client() -> Result<reqwest::Client, String> {
     reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(10))
         .timeout(Duration::from_secs(30))
@@ -318,7 +319,7 @@ impl Reconciler {
         secrets: &dyn SecretResolver,
     ) -> Result<Reconciler, ConfigError> {
         let at = format!("sources.{source}.reconcile");
-        let provider = config.provider.connect(&at, &config.api_base, secrets).await?;
+        let provider = connect::connect(&config.provider, &at, &config.api_base, secrets).await?;
         Ok(Reconciler {
             source: source.clone(),
             provider_name: config.provider.name(),
@@ -376,7 +377,7 @@ impl Reconciler {
     /// but a dry one is recorded in the checkpoint's `last_run`, failed or not.
     pub async fn run(
         &self,
-        ledger: &dyn Ledger,
+        ledger: &dyn Store,
         queue: &dyn Queue,
         options: RunOptions,
         progress: &mut (dyn FnMut(&Progress) + Send),
@@ -735,7 +736,7 @@ impl Reconciler {
 
 /// What one run carries from the walk to the retries.
 struct Pass<'a> {
-    ledger: &'a dyn Ledger,
+    ledger: &'a dyn Store,
     queue: &'a dyn Queue,
     deadline: Instant,
     dry_run: bool,

@@ -10,7 +10,7 @@ use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 
 use super::{
-    endpoint, http_client, json, rate_limit_wait, transport_error, Fetched, Listed, Page, Provider,
+    api_client, endpoint, json, rate_limit_wait, transport_error, Fetched, Listed, Page, Provider,
     ProviderError, Window,
 };
 
@@ -41,7 +41,7 @@ impl Stripe {
     /// `api_key`: a secret or restricted key with read access to events. `account`: Connect's `Stripe-Account`.
     pub fn new(api_base: reqwest::Url, api_key: String, account: Option<String>) -> Result<Stripe, String> {
         Ok(Stripe {
-            client: http_client()?,
+            client: api_client()?,
             events_url: reqwest::Url::parse(&endpoint(&api_base, "v1/events"))
                 .map_err(|e| format!("api_base: {e}"))?,
             api_key: SecretString::from(api_key),

@@ -1,0 +1,160 @@
+//! `inbox reconcile`: ask the provider's API which events exist and ingest those the ledger lacks.
+
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+
+use inbox_core::config::Config;
+use inbox_core::model::{EventKey, SourceName};
+use inbox_core::ports::Queue;
+use inbox_core::reconcile::{Progress, Reconciler, RunOptions};
+use inbox_core::secrets::LocalSecrets;
+use inbox_core::time::rfc3339;
+
+use crate::{load, StoreArgs};
+
+/// Where embedded events wait when no process holds the in-memory queue: in the ledger itself. A running `inbox
+/// serve` takes them from there (its sweep, within the sweeper's grace), as it does after a restart.
+struct LedgerIsTheQueue;
+
+#[async_trait::async_trait]
+impl Queue for LedgerIsTheQueue {
+    async fn enqueue(&self, _key: &EventKey, _delay: Duration) -> Result<(), inbox_core::ports::QueueError> {
+        Ok(())
+    }
+}
+
+pub async fn run(
+    store: StoreArgs,
+    source: SourceName,
+    since: Option<Duration>,
+    dry_run: bool,
+    json: bool,
+) -> Result<()> {
+    let (config, reconciler) = if store.aws {
+        let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .load()
+            .await;
+        let secrets = inbox_core::aws::AwsSecrets::new(&sdk);
+        let config = inbox_core::aws::load_config(&secrets).await?;
+        let block = reconcile_block(&config, &source)?;
+        since_within_retention(since, &config)?;
+        let r = Reconciler::from_config(&source, block, &secrets).await?;
+        (config, r)
+    } else {
+        let Some(path) = &store.config else {
+            bail!("inbox reconcile needs the config that holds the source's reconcile block: --config FILE (or --aws)");
+        };
+        let config = load(path)?;
+        let block = reconcile_block(&config, &source)?;
+        since_within_retention(since, &config)?;
+        let r = Reconciler::from_config(&source, block, &LocalSecrets).await?;
+        (config, r)
+    };
+    drop(config);
+    // Opened once the request is known to be sound, so a refused one touches nothing.
+    let opened = store.open().await?;
+    let queue: Arc<dyn Queue> = opened.queue.unwrap_or_else(|| Arc::new(LedgerIsTheQueue));
+    let bar = indicatif::ProgressBar::new(1000);
+    if json || !std::io::stderr().is_terminal() {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:40} {percent}% {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let mut progress = |p: &Progress| {
+        bar.set_position((p.fraction() * 1000.0) as u64);
+        bar.set_message(format!(
+            "listed {}, already stored {}, recovered {}",
+            p.summary.listed, p.summary.present, p.summary.recovered
+        ));
+    };
+    let options = RunOptions { since, dry_run };
+    let run = reconciler
+        .run(opened.ledger.as_ref(), queue.as_ref(), options, &mut progress)
+        .await;
+    bar.finish_and_clear();
+    let (summary, error) = match run {
+        Ok(summary) => (summary, None),
+        Err(e) => (e.summary, Some(e.to_string())),
+    };
+    if json {
+        let mut v = serde_json::to_value(summary)?;
+        v["source"] = serde_json::json!(source);
+        v["error"] = serde_json::json!(error);
+        if let Some(w) = summary.window {
+            v["window"] = serde_json::json!({"from": rfc3339(w.from_ms), "to": rfc3339(w.to_ms)});
+        }
+        println!("{v}");
+    } else {
+        let verb = if dry_run { "would recover" } else { "recovered" };
+        println!(
+            "{source}: listed {}, already stored {}, {verb} {}, failed {} ({} API requests, {} ledger reads)",
+            summary.listed,
+            summary.present,
+            summary.recovered,
+            summary.failed,
+            summary.requests,
+            summary.existence_reads
+        );
+        if let Some(w) = summary.window {
+            println!("window: {} to {}", rfc3339(w.from_ms), rfc3339(w.to_ms));
+        }
+        if summary.retried + summary.given_up + summary.kept > 0 {
+            println!(
+                "failed events of earlier runs: {} tried again, {} given up (older than the lookback); {} kept for \
+                 the next runs",
+                summary.retried, summary.given_up, summary.kept
+            );
+        }
+        if !dry_run && summary.recovered > 0 && !store.aws {
+            println!("a running `inbox serve` processes the recovered events within the sweeper's grace");
+        }
+    }
+    match error {
+        Some(e) => bail!(e),
+        None => Ok(()),
+    }
+}
+
+/// `--since` reaches back at most `retention_days`: past retention a completed event's record is gone, and the run
+/// would take it for one never received and run its handler again.
+fn since_within_retention(since: Option<Duration>, config: &Config) -> Result<()> {
+    match since {
+        Some(since) if since > config.retention => bail!(
+            "--since {} is longer than retention_days ({}): past retention the ledger cannot tell an event never \
+             received from one done and forgotten, so recovering it could run its handler again",
+            whole_units(since),
+            config.retention.as_secs() / 86_400
+        ),
+        _ => Ok(()),
+    }
+}
+
+/// `d` in hours, or minutes, or seconds, whichever is whole (`48h`, `90m`), as the docs write `--since`.
+fn whole_units(d: Duration) -> String {
+    let secs = d.as_secs();
+    match [(3_600, "h"), (60, "m")]
+        .into_iter()
+        .find(|(unit, _)| secs > 0 && secs.is_multiple_of(*unit))
+    {
+        Some((unit, name)) => format!("{}{name}", secs / unit),
+        None => format!("{secs}s"),
+    }
+}
+
+fn reconcile_block<'a>(
+    config: &'a Config,
+    source: &SourceName,
+) -> Result<&'a inbox_core::config::ReconcileConfig> {
+    config
+        .sources
+        .get(source)
+        .with_context(|| format!("no source {source} in the config"))?
+        .reconcile
+        .as_ref()
+        .with_context(|| format!("sources.{source} has no [sources.{source}.reconcile] block"))
+}

@@ -1,0 +1,765 @@
+//! The one TOML file both runtimes read: validated once at start, failing with the source and field named.
+//! Secrets are references (`env:NAME`, `file:PATH`, and on AWS `secretsmanager:NAME`, `ssm:NAME`), never values.
+//!
+//! This file holds the validated configuration and the validation of everything but the `[sources.X.reconcile]`
+//! block, which is in [`reconcile`]; the tests are in `tests.rs`.
+
+mod reconcile;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::model::SourceName;
+use crate::schemes::{Algorithm, Encoding, HmacParams, Locator, Scheme};
+use crate::time::parse_duration;
+use reconcile::RawReconcile;
+
+pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
+pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
+/// The most any source may accept; Lambda Function URLs stop at 6 MB anyway.
+pub const MAX_BODY_BYTES_LIMIT: usize = 32 * 1024 * 1024;
+pub const DEFAULT_HANDLER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Request bodies in memory at once over every connection, by default.
+pub const DEFAULT_MAX_INFLIGHT_BYTES: usize = 64 * 1024 * 1024;
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub server: ServerConfig,
+    pub alarm: AlarmConfig,
+    pub retry: RetryPolicy,
+    pub sweeper: SweeperConfig,
+    /// How long completed events are kept for dedup.
+    pub retention: Duration,
+    pub sources: BTreeMap<SourceName, SourceConfig>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    pub data_dir: PathBuf,
+    /// Handlers running at once.
+    pub workers: usize,
+    /// Writes waiting for the store before new requests get 503 + Retry-After.
+    pub max_pending_writes: usize,
+    /// How long a client may take to send its body before it gets 408 (default 30 s).
+    pub read_timeout: Duration,
+    /// Request bodies held in memory at once, over all connections: past it, 503 with Retry-After (default 64 MiB).
+    pub max_inflight_bytes: usize,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct AlarmConfig {
+    pub notify_url: Option<reqwest::Url>,
+}
+
+/// When to try again and when to give up (docs/DESIGN.md "States and transitions").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    pub base: Duration,
+    pub cap: Duration,
+    pub max_attempts: u32,
+    pub max_age: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            base: Duration::from_secs(5),
+            cap: Duration::from_secs(15 * 60),
+            max_attempts: 12,
+            max_age: Duration::from_secs(24 * 3600),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct SweeperConfig {
+    pub interval: Duration,
+    /// How long a RECEIVED or overdue FAILED event may wait for its queue message before the sweeper re-sends it.
+    pub grace: Duration,
+}
+
+impl Default for SweeperConfig {
+    fn default() -> Self {
+        Self {
+            interval: Duration::from_secs(60),
+            grace: Duration::from_secs(30),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct SourceConfig {
+    pub scheme: Scheme,
+    pub secrets: Vec<SecretRef>,
+    pub tolerance: Duration,
+    pub max_body_bytes: usize,
+    pub handler: HandlerConfig,
+    pub retry: RetryPolicy,
+    /// A body already stored under another id of the same type (within retention) is answered as a duplicate of
+    /// that event instead of being stored as its own, marked event: an opt-in, since distinct events do carry
+    /// identical bytes (docs/DESIGN.md "Receiving").
+    pub refuse_resent_bodies: bool,
+    /// `[sources.X.reconcile]`: the periodic check against the provider's API (docs/DESIGN.md "Reconciliation").
+    pub reconcile: Option<ReconcileConfig>,
+}
+
+/// How and how often to ask the provider which events exist. Credentials are references, never values.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReconcileConfig {
+    pub provider: ProviderConfig,
+    pub interval: Duration,
+    /// How far back a run looks at most; never past the provider's retention.
+    pub lookback: Duration,
+    /// Events younger than this are left to normal delivery.
+    pub settle: Duration,
+    /// The provider's API root (tests point it at a local server).
+    pub api_base: reqwest::Url,
+}
+
+pub const DEFAULT_RECONCILE_INTERVAL: Duration = Duration::from_secs(15 * 60);
+pub const DEFAULT_RECONCILE_LOOKBACK: Duration = Duration::from_secs(72 * 3600);
+pub const DEFAULT_RECONCILE_SETTLE: Duration = Duration::from_secs(5 * 60);
+
+/// One variant per provider: adding a provider adds a variant here and its file under `reconcile/`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProviderConfig {
+    Stripe {
+        api_key: SecretRef,
+        /// Connect: the connected account whose events are listed (`Stripe-Account`).
+        account: Option<String>,
+    },
+    Github {
+        hook: GithubHook,
+        auth: GithubAuth,
+    },
+}
+
+impl ProviderConfig {
+    /// The name used in the config and in logs.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ProviderConfig::Stripe { .. } => "stripe",
+            ProviderConfig::Github { .. } => "github",
+        }
+    }
+    /// How long the provider keeps what it lists: Stripe events 30 days, GitHub hook deliveries 3 days.
+    pub fn retention(&self) -> Duration {
+        match self {
+            ProviderConfig::Stripe { .. } => Duration::from_secs(30 * 86_400),
+            ProviderConfig::Github { .. } => Duration::from_secs(3 * 86_400),
+        }
+    }
+    pub fn default_api_base(&self) -> &'static str {
+        match self {
+            ProviderConfig::Stripe { .. } => "https://api.stripe.com",
+            ProviderConfig::Github { .. } => "https://api.github.com",
+        }
+    }
+}
+
+/// Whose deliveries a GitHub reconciliation lists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GithubHook {
+    Repo {
+        owner: String,
+        repo: String,
+        id: u64,
+    },
+    Org {
+        org: String,
+        id: u64,
+    },
+    /// The GitHub App's own webhook (needs the App's JWT).
+    App,
+}
+
+impl GithubHook {
+    /// The API path of the hook's deliveries, without a leading slash.
+    pub fn deliveries_path(&self) -> String {
+        match self {
+            GithubHook::Repo { owner, repo, id } => format!("repos/{owner}/{repo}/hooks/{id}/deliveries"),
+            GithubHook::Org { org, id } => format!("orgs/{org}/hooks/{id}/deliveries"),
+            GithubHook::App => "app/hook/deliveries".to_owned(),
+        }
+    }
+}
+
+impl std::str::FromStr for GithubHook {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        // Owner, repository and organization names: letters, digits, '-', '_' and '.', never "." or "..", so the
+        // path cannot climb out of the API.
+        fn name(n: &str) -> Option<String> {
+            let ok = !n.is_empty()
+                && n.len() <= 100
+                && n != "."
+                && n != ".."
+                && n.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+            ok.then(|| n.to_owned())
+        }
+        fn id(n: &str) -> Option<u64> {
+            n.bytes()
+                .all(|b| b.is_ascii_digit())
+                .then(|| n.parse().ok())
+                .flatten()
+                .filter(|&i| i > 0)
+        }
+        let parts: Vec<&str> = s.split('/').collect();
+        let hook = match parts.as_slice() {
+            ["app"] => Some(GithubHook::App),
+            ["repos", owner, repo, "hooks", hook] => match (name(owner), name(repo), id(hook)) {
+                (Some(owner), Some(repo), Some(id)) => Some(GithubHook::Repo { owner, repo, id }),
+                _ => None,
+            },
+            ["orgs", org, "hooks", hook] => match (name(org), id(hook)) {
+                (Some(org), Some(id)) => Some(GithubHook::Org { org, id }),
+                _ => None,
+            },
+            _ => None,
+        };
+        hook.ok_or_else(|| {
+            format!("{s:?} is not \"repos/OWNER/REPO/hooks/ID\", \"orgs/ORG/hooks/ID\" or \"app\"")
+        })
+    }
+}
+
+/// How a GitHub reconciliation authenticates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GithubAuth {
+    /// A token (fine-grained: the repository's or organization's webhooks, read) for a repository or org hook.
+    Token(SecretRef),
+    /// A GitHub App: a JWT signed with its private key (PEM), for the App's own hook.
+    App { app_id: u64, private_key: SecretRef },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HandlerConfig {
+    Forward {
+        url: reqwest::Url,
+        timeout: Duration,
+    },
+    Log,
+    /// A handler registered by name by the program embedding webhook-inbox.
+    Custom {
+        name: String,
+        timeout: Duration,
+    },
+}
+
+impl HandlerConfig {
+    pub fn timeout(&self) -> Duration {
+        match self {
+            HandlerConfig::Forward { timeout, .. } | HandlerConfig::Custom { timeout, .. } => *timeout,
+            HandlerConfig::Log => DEFAULT_HANDLER_TIMEOUT,
+        }
+    }
+}
+
+/// Where a secret lives. Its value is read at start and never printed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecretRef {
+    Env(String),
+    File(PathBuf),
+    SecretsManager(String),
+    Ssm(String),
+}
+
+impl std::str::FromStr for SecretRef {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (kind, rest) = s.split_once(':').unwrap_or(("", ""));
+        if rest.is_empty() {
+            return Err(
+                "must be a reference (env:NAME, file:PATH, secretsmanager:NAME or ssm:NAME), never the secret itself"
+                    .into(),
+            );
+        }
+        Ok(match kind {
+            "env" => SecretRef::Env(rest.to_owned()),
+            "file" => SecretRef::File(PathBuf::from(rest)),
+            "secretsmanager" => SecretRef::SecretsManager(rest.to_owned()),
+            "ssm" => SecretRef::Ssm(rest.to_owned()),
+            _ => {
+                return Err(
+                    "must start with env:, file:, secretsmanager: or ssm: (the secret itself never goes in the file)"
+                        .into(),
+                )
+            }
+        })
+    }
+}
+
+impl std::fmt::Display for SecretRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SecretRef::Env(n) => write!(f, "env:{n}"),
+            SecretRef::File(p) => write!(f, "file:{}", p.display()),
+            SecretRef::SecretsManager(n) => write!(f, "secretsmanager:{n}"),
+            SecretRef::Ssm(n) => write!(f, "ssm:{n}"),
+        }
+    }
+}
+
+/// A configuration error: `field` is the dotted path (`sources.stripe.secrets[0]`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("config: {field}: {message}")]
+pub struct ConfigError {
+    pub field: String,
+    pub message: String,
+}
+
+impl ConfigError {
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl Config {
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::new(path.display().to_string(), format!("cannot read: {e}")))?;
+        Config::from_toml(&text)
+    }
+
+    pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| {
+            let msg = e.message().to_owned();
+            let at = e
+                .span()
+                .map(|s| format!("line {}", text[..s.start.min(text.len())].lines().count().max(1)))
+                .unwrap_or_else(|| "file".into());
+            ConfigError::new(at, msg)
+        })?;
+        raw.validate()
+    }
+
+    /// Names of every source, in order.
+    pub fn source_names(&self) -> impl Iterator<Item = &SourceName> {
+        self.sources.keys()
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    #[serde(default)]
+    server: RawServer,
+    #[serde(default)]
+    alarm: RawAlarm,
+    #[serde(default)]
+    retry: RawRetry,
+    #[serde(default)]
+    sweeper: RawSweeper,
+    retention_days: Option<u32>,
+    #[serde(default)]
+    sources: BTreeMap<String, toml::Value>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawServer {
+    listen: Option<String>,
+    data_dir: Option<PathBuf>,
+    workers: Option<usize>,
+    max_pending_writes: Option<usize>,
+    read_timeout: Option<String>,
+    max_inflight_bytes: Option<usize>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawAlarm {
+    notify_url: Option<String>,
+}
+
+#[derive(Deserialize, Default, Clone)]
+#[serde(deny_unknown_fields)]
+struct RawRetry {
+    base: Option<String>,
+    cap: Option<String>,
+    max_attempts: Option<u32>,
+    max_age: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawSweeper {
+    interval: Option<String>,
+    grace: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSource {
+    scheme: String,
+    #[serde(default)]
+    secrets: Vec<String>,
+    tolerance: Option<String>,
+    max_body_bytes: Option<usize>,
+    handler: Option<RawHandler>,
+    retry: Option<RawRetry>,
+    refuse_resent_bodies: Option<bool>,
+    // The generic `hmac` scheme only.
+    signature_header: Option<String>,
+    algorithm: Option<String>,
+    encoding: Option<String>,
+    prefix: Option<String>,
+    id: Option<String>,
+    #[serde(rename = "type")]
+    event_type: Option<String>,
+    reconcile: Option<RawReconcile>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+enum RawHandler {
+    Forward { url: String, timeout: Option<String> },
+    Log {},
+    Custom { name: String, timeout: Option<String> },
+}
+
+fn duration(field: &str, value: Option<&String>, default: Duration) -> Result<Duration, ConfigError> {
+    match value {
+        None => Ok(default),
+        Some(v) => parse_duration(v).map_err(|m| ConfigError::new(field, m)),
+    }
+}
+
+fn positive(field: &str, d: Duration) -> Result<Duration, ConfigError> {
+    if d.is_zero() {
+        Err(ConfigError::new(field, "must be longer than 0"))
+    } else {
+        Ok(d)
+    }
+}
+
+impl RawRetry {
+    fn over(&self, at: &str, base: RetryPolicy) -> Result<RetryPolicy, ConfigError> {
+        let p = RetryPolicy {
+            base: positive(
+                &format!("{at}.base"),
+                duration(&format!("{at}.base"), self.base.as_ref(), base.base)?,
+            )?,
+            cap: duration(&format!("{at}.cap"), self.cap.as_ref(), base.cap)?,
+            max_attempts: self.max_attempts.unwrap_or(base.max_attempts),
+            max_age: positive(
+                &format!("{at}.max_age"),
+                duration(&format!("{at}.max_age"), self.max_age.as_ref(), base.max_age)?,
+            )?,
+        };
+        if p.cap < p.base {
+            return Err(ConfigError::new(
+                format!("{at}.cap"),
+                "must not be shorter than base",
+            ));
+        }
+        if p.max_attempts == 0 {
+            return Err(ConfigError::new(
+                format!("{at}.max_attempts"),
+                "must be at least 1",
+            ));
+        }
+        Ok(p)
+    }
+}
+
+impl RawConfig {
+    fn validate(self) -> Result<Config, ConfigError> {
+        let listen = match &self.server.listen {
+            None => SocketAddr::from(([127, 0, 0, 1], 3000)),
+            Some(l) => l.parse().map_err(|_| {
+                ConfigError::new(
+                    "server.listen",
+                    format!("{l:?} is not an address such as 127.0.0.1:3000"),
+                )
+            })?,
+        };
+        let workers = self.server.workers.unwrap_or(16);
+        if !(1..=1024).contains(&workers) {
+            return Err(ConfigError::new("server.workers", "must be between 1 and 1024"));
+        }
+        let max_pending_writes = self.server.max_pending_writes.unwrap_or(4096);
+        if !(1..=1_000_000).contains(&max_pending_writes) {
+            return Err(ConfigError::new(
+                "server.max_pending_writes",
+                "must be between 1 and 1000000",
+            ));
+        }
+        let server = ServerConfig {
+            listen,
+            data_dir: self
+                .server
+                .data_dir
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("./data")),
+            workers,
+            max_pending_writes,
+            read_timeout: positive(
+                "server.read_timeout",
+                duration(
+                    "server.read_timeout",
+                    self.server.read_timeout.as_ref(),
+                    Duration::from_secs(30),
+                )?,
+            )?,
+            max_inflight_bytes: self
+                .server
+                .max_inflight_bytes
+                .unwrap_or(DEFAULT_MAX_INFLIGHT_BYTES),
+        };
+        let alarm = AlarmConfig {
+            notify_url: self
+                .alarm
+                .notify_url
+                .as_deref()
+                .map(|u| http_url("alarm.notify_url", u))
+                .transpose()?,
+        };
+        let retry = self.retry.over("retry", RetryPolicy::default())?;
+        let defaults = SweeperConfig::default();
+        let sweeper = SweeperConfig {
+            interval: positive(
+                "sweeper.interval",
+                duration(
+                    "sweeper.interval",
+                    self.sweeper.interval.as_ref(),
+                    defaults.interval,
+                )?,
+            )?,
+            grace: duration("sweeper.grace", self.sweeper.grace.as_ref(), defaults.grace)?,
+        };
+        let retention_days = self.retention_days.unwrap_or(30);
+        if !(1..=3650).contains(&retention_days) {
+            return Err(ConfigError::new("retention_days", "must be between 1 and 3650"));
+        }
+        let mut sources = BTreeMap::new();
+        for (name, value) in self.sources {
+            let at = format!("sources.{name}");
+            let source_name = SourceName::parse(&name).map_err(|e| ConfigError::new(&at, e.0))?;
+            let raw: RawSource = value
+                .try_into()
+                .map_err(|e: toml::de::Error| ConfigError::new(&at, e.message().to_owned()))?;
+            sources.insert(source_name, raw.validate(&at, retry)?);
+        }
+        if sources.is_empty() {
+            return Err(ConfigError::new("sources", "no source is configured"));
+        }
+        let retention = Duration::from_secs(u64::from(retention_days) * 86_400);
+        // Past retention a completed event's record is gone: a run looking further back would take an event done
+        // and forgotten for one never received, create it again and run its handler twice.
+        for (name, source) in &sources {
+            if let Some(r) = source.reconcile.as_ref().filter(|r| r.lookback > retention) {
+                return Err(ConfigError::new(
+                    format!("sources.{name}.reconcile.lookback"),
+                    format!(
+                        "{} is longer than retention_days ({retention_days}): past retention the ledger cannot tell \
+                         an event never received from one done and forgotten; shorten lookback or raise retention_days",
+                        humantime::format_duration(r.lookback)
+                    ),
+                ));
+            }
+        }
+        let largest = sources.values().map(|s| s.max_body_bytes).max().unwrap_or(0);
+        if server.max_inflight_bytes < largest {
+            return Err(ConfigError::new(
+                "server.max_inflight_bytes",
+                format!("must be at least the largest source's max_body_bytes ({largest})"),
+            ));
+        }
+        Ok(Config {
+            server,
+            alarm,
+            retry,
+            sweeper,
+            retention,
+            sources,
+        })
+    }
+}
+
+fn http_url(field: &str, text: &str) -> Result<reqwest::Url, ConfigError> {
+    let url = reqwest::Url::parse(text).map_err(|e| ConfigError::new(field, format!("not a URL: {e}")))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
+        return Err(ConfigError::new(field, "must be an http:// or https:// URL"));
+    }
+    Ok(url)
+}
+
+impl RawSource {
+    fn validate(self, at: &str, retry: RetryPolicy) -> Result<SourceConfig, ConfigError> {
+        let scheme = self.scheme(at)?;
+        if self.secrets.is_empty() {
+            return Err(ConfigError::new(
+                format!("{at}.secrets"),
+                "at least one secret reference is needed",
+            ));
+        }
+        let secrets = self
+            .secrets
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                s.parse::<SecretRef>()
+                    .map_err(|m| ConfigError::new(format!("{at}.secrets[{i}]"), m))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let tolerance = duration(
+            &format!("{at}.tolerance"),
+            self.tolerance.as_ref(),
+            DEFAULT_TOLERANCE,
+        )?;
+        if tolerance.is_zero() && scheme.has_timestamp() {
+            return Err(ConfigError::new(
+                format!("{at}.tolerance"),
+                "must be longer than 0",
+            ));
+        }
+        let max_body_bytes = self.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES);
+        if !(1..=MAX_BODY_BYTES_LIMIT).contains(&max_body_bytes) {
+            return Err(ConfigError::new(
+                format!("{at}.max_body_bytes"),
+                format!("must be between 1 and {MAX_BODY_BYTES_LIMIT}"),
+            ));
+        }
+        let handler_at = format!("{at}.handler");
+        let handler = match self.handler {
+            None => {
+                return Err(ConfigError::new(
+                    handler_at,
+                    "missing (for example { kind = \"log\" })",
+                ))
+            }
+            Some(RawHandler::Log {}) => HandlerConfig::Log,
+            Some(RawHandler::Forward { url, timeout }) => HandlerConfig::Forward {
+                url: http_url(&format!("{handler_at}.url"), &url)?,
+                timeout: handler_timeout(&handler_at, timeout.as_ref())?,
+            },
+            Some(RawHandler::Custom { name, timeout }) => {
+                if name.is_empty() {
+                    return Err(ConfigError::new(
+                        format!("{handler_at}.name"),
+                        "must not be empty",
+                    ));
+                }
+                HandlerConfig::Custom {
+                    name,
+                    timeout: handler_timeout(&handler_at, timeout.as_ref())?,
+                }
+            }
+        };
+        let retry = match &self.retry {
+            None => retry,
+            Some(r) => r.over(&format!("{at}.retry"), retry)?,
+        };
+        let reconcile = self
+            .reconcile
+            .map(|r| r.validate(&format!("{at}.reconcile"), &scheme))
+            .transpose()?;
+        let refuse_resent_bodies = self.refuse_resent_bodies.unwrap_or(false);
+        Ok(SourceConfig {
+            scheme,
+            secrets,
+            tolerance,
+            max_body_bytes,
+            handler,
+            retry,
+            refuse_resent_bodies,
+            reconcile,
+        })
+    }
+
+    fn scheme(&self, at: &str) -> Result<Scheme, ConfigError> {
+        let field = |f: &str| format!("{at}.{f}");
+        let scheme = match self.scheme.as_str() {
+            "github" => Scheme::Github,
+            "stripe" => Scheme::Stripe,
+            "standard-webhooks" => Scheme::StandardWebhooks,
+            "svix" => Scheme::Svix,
+            "shopify" => Scheme::Shopify,
+            "slack" => Scheme::Slack,
+            "hmac" => {
+                let header = self
+                    .signature_header
+                    .as_deref()
+                    .ok_or_else(|| ConfigError::new(field("signature_header"), "missing (needed by scheme \"hmac\")"))?;
+                let header = http::HeaderName::try_from(header)
+                    .map_err(|_| ConfigError::new(field("signature_header"), "not a valid header name"))?;
+                let algorithm = match self.algorithm.as_deref() {
+                    None => Algorithm::Sha256,
+                    Some(a) => a
+                        .parse()
+                        .map_err(|_| ConfigError::new(field("algorithm"), "must be sha1, sha256 or sha512"))?,
+                };
+                let encoding = match self.encoding.as_deref() {
+                    None => Encoding::Hex,
+                    Some(e) => e.parse().map_err(|_| ConfigError::new(field("encoding"), "must be hex or base64"))?,
+                };
+                let locator = |name: &str, v: &str| -> Result<Locator, ConfigError> {
+                    v.parse::<Locator>().map_err(|e| ConfigError::new(field(name), e.to_string()))
+                };
+                let id = self
+                    .id
+                    .as_deref()
+                    .ok_or_else(|| {
+                        ConfigError::new(field("id"), "missing: \"header:NAME\", \"json:/pointer\" or \"sha256\"")
+                    })
+                    .and_then(|v| locator("id", v))?;
+                let event_type = self.event_type.as_deref().map(|v| locator("type", v)).transpose()?;
+                return Ok(Scheme::Hmac(HmacParams {
+                    header,
+                    algorithm,
+                    encoding,
+                    prefix: self.prefix.clone().unwrap_or_default(),
+                    id,
+                    event_type,
+                }));
+            }
+            other => {
+                return Err(ConfigError::new(
+                    field("scheme"),
+                    format!(
+                        "unknown scheme {other:?} (github, stripe, standard-webhooks, svix, shopify, slack or hmac)"
+                    ),
+                ))
+            }
+        };
+        for (name, set) in [
+            ("signature_header", self.signature_header.is_some()),
+            ("algorithm", self.algorithm.is_some()),
+            ("encoding", self.encoding.is_some()),
+            ("prefix", self.prefix.is_some()),
+            ("id", self.id.is_some()),
+            ("type", self.event_type.is_some()),
+        ] {
+            if set {
+                return Err(ConfigError::new(
+                    field(name),
+                    "only the \"hmac\" scheme takes this field",
+                ));
+            }
+        }
+        Ok(scheme)
+    }
+}
+
+fn handler_timeout(at: &str, value: Option<&String>) -> Result<Duration, ConfigError> {
+    let field = format!("{at}.timeout");
+    let t = positive(&field, duration(&field, value, DEFAULT_HANDLER_TIMEOUT)?)?;
+    if t > Duration::from_secs(900) {
+        return Err(ConfigError::new(field, "must be at most 15m"));
+    }
+    Ok(t)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests;

@@ -1,0 +1,352 @@
+//! The configuration's tests: the full example, the defaults, and each refusal naming its field.
+
+use super::*;
+
+const FULL: &str = r#"
+retention_days = 7
+[server]
+listen = "127.0.0.1:3999"
+data_dir = "/tmp/x"
+[alarm]
+notify_url = "http://127.0.0.1:9000/alerts"
+[retry]
+base = "200ms"
+cap = "1m"
+max_attempts = 5
+max_age = "1h"
+[sweeper]
+interval = "10s"
+[sources.stripe]
+scheme = "stripe"
+secrets = ["env:STRIPE_WEBHOOK_SECRET", "file:/run/secrets/old"]
+tolerance = "5m"
+max_body_bytes = 1048576
+handler = { kind = "forward", url = "http://127.0.0.1:8080/stripe", timeout = "10s" }
+[sources.stripe.retry]
+max_attempts = 3
+[sources.acme]
+scheme = "hmac"
+signature_header = "X-Acme-Signature"
+algorithm = "sha256"
+encoding = "hex"
+prefix = "sha256="
+id = "header:X-Acme-Delivery"
+secrets = ["file:/run/secrets/acme"]
+handler = { kind = "log" }
+"#;
+
+#[test]
+fn full_example_loads_with_overrides() {
+    let c = Config::from_toml(FULL).unwrap();
+    assert_eq!(c.server.listen.port(), 3999);
+    assert_eq!(c.retention, Duration::from_secs(7 * 86_400));
+    assert_eq!(c.retry.base, Duration::from_millis(200));
+    let stripe = &c.sources[&SourceName::parse("stripe").unwrap()];
+    assert_eq!(stripe.retry.max_attempts, 3);
+    assert_eq!(
+        stripe.retry.base,
+        Duration::from_millis(200),
+        "per-source retry inherits the global one"
+    );
+    assert_eq!(stripe.secrets[1], SecretRef::File("/run/secrets/old".into()));
+    let acme = &c.sources[&SourceName::parse("acme").unwrap()];
+    assert!(
+        matches!(acme.scheme, Scheme::Hmac(ref p) if p.prefix == "sha256=" && p.algorithm == Algorithm::Sha256)
+    );
+    assert_eq!(acme.handler, HandlerConfig::Log);
+    assert_eq!(acme.tolerance, DEFAULT_TOLERANCE);
+}
+
+#[test]
+fn defaults_are_loopback_and_design_values() {
+    let c = Config::from_toml("[sources.g]\nscheme=\"github\"\nsecrets=[\"env:G\"]\nhandler={kind=\"log\"}")
+        .unwrap();
+    assert!(c.server.listen.ip().is_loopback());
+    assert_eq!(c.retry, RetryPolicy::default());
+    assert_eq!(c.retention, Duration::from_secs(30 * 86_400));
+}
+
+fn err(text: &str) -> ConfigError {
+    Config::from_toml(text).unwrap_err()
+}
+
+#[test]
+fn errors_name_the_source_and_field() {
+    let base = "[sources.s]\nscheme=\"stripe\"\nhandler={kind=\"log\"}\n";
+    assert_eq!(
+        err(&format!("{base}secrets=[\"whsec_abc\"]")).field,
+        "sources.s.secrets[0]"
+    );
+    assert_eq!(err(&format!("{base}secrets=[]")).field, "sources.s.secrets");
+    assert_eq!(
+        err(&format!("{base}secrets=[\"env:X\"]\ntolerance=\"5 fortnights\"")).field,
+        "sources.s.tolerance"
+    );
+    assert_eq!(
+        err(&format!("{base}secrets=[\"env:X\"]\nprefix=\"x\"")).field,
+        "sources.s.prefix"
+    );
+    let e = err(&format!("{base}secrets=[\"env:X\"]\ntolerence=\"5m\""));
+    assert_eq!(e.field, "sources.s");
+    assert!(e.message.contains("tolerence"), "{e}");
+    assert_eq!(
+        err("[sources.s]\nscheme=\"pgp\"\nsecrets=[\"env:X\"]\nhandler={kind=\"log\"}").field,
+        "sources.s.scheme"
+    );
+    assert_eq!(
+        err("[sources.s]\nscheme=\"hmac\"\nsecrets=[\"env:X\"]\nsignature_header=\"X-Sig\"\nhandler={kind=\"log\"}")
+            .field,
+        "sources.s.id"
+    );
+    assert_eq!(
+        err(
+            "[sources.s]\nscheme=\"github\"\nsecrets=[\"env:X\"]\nhandler={kind=\"forward\",url=\"ftp://x\"}"
+        )
+        .field,
+        "sources.s.handler.url"
+    );
+    assert_eq!(err("[sources.S]\nscheme=\"github\"").field, "sources.S");
+    assert_eq!(err("").field, "sources");
+    assert_eq!(
+        err("[server]\nlisten=\"nowhere\"\n[sources.g]").field,
+        "server.listen"
+    );
+    assert_eq!(err("[retry]\nbase=\"1m\"\ncap=\"1s\"").field, "retry.cap");
+}
+
+#[test]
+fn error_text_never_holds_a_literal_secret() {
+    let e = err("[sources.s]\nscheme=\"stripe\"\nhandler={kind=\"log\"}\nsecrets=[\"whsec_topsecret\"]");
+    assert!(!e.to_string().contains("topsecret"), "{e}");
+}
+
+fn reconcile(scheme: &str, block: &str) -> Result<Config, ConfigError> {
+    Config::from_toml(&format!(
+        "[sources.s]\nscheme=\"{scheme}\"\nsecrets=[\"env:X\"]\nhandler={{kind=\"log\"}}\n[sources.s.reconcile]\n{block}"
+    ))
+}
+
+fn reconcile_err(scheme: &str, block: &str) -> ConfigError {
+    reconcile(scheme, block).unwrap_err()
+}
+
+#[test]
+fn reconcile_blocks_load_with_design_defaults() {
+    let c = reconcile("stripe", "provider=\"stripe\"\napi_key=\"env:STRIPE_KEY\"").unwrap();
+    let r = c.sources[&SourceName::parse("s").unwrap()]
+        .reconcile
+        .clone()
+        .unwrap();
+    assert_eq!(r.interval, Duration::from_secs(15 * 60));
+    assert_eq!(r.lookback, Duration::from_secs(72 * 3600));
+    assert_eq!(r.settle, Duration::from_secs(5 * 60));
+    assert_eq!(r.api_base.as_str(), "https://api.stripe.com/");
+    assert_eq!(
+        r.provider,
+        ProviderConfig::Stripe {
+            api_key: SecretRef::Env("STRIPE_KEY".into()),
+            account: None
+        }
+    );
+
+    let c = reconcile(
+        "stripe",
+        "provider=\"stripe\"\napi_key=\"file:/k\"\naccount=\"acct_1\"\nlookback=\"30d\"\nsettle=\"0\"\napi_base=\"http://127.0.0.1:9/\"",
+    )
+    .unwrap();
+    let r = c.sources[&SourceName::parse("s").unwrap()]
+        .reconcile
+        .clone()
+        .unwrap();
+    assert_eq!(r.lookback, Duration::from_secs(30 * 86_400));
+    assert_eq!(r.settle, Duration::ZERO);
+    assert!(matches!(r.provider, ProviderConfig::Stripe { account: Some(ref a), .. } if a == "acct_1"));
+
+    let c = reconcile(
+        "github",
+        "provider=\"github\"\ntoken=\"env:GH\"\nhook=\"repos/octo-org/hello.world/hooks/12345\"",
+    )
+    .unwrap();
+    let r = c.sources[&SourceName::parse("s").unwrap()]
+        .reconcile
+        .clone()
+        .unwrap();
+    assert_eq!(r.api_base.as_str(), "https://api.github.com/");
+    let ProviderConfig::Github { hook, auth } = r.provider else {
+        panic!("github expected")
+    };
+    assert_eq!(
+        hook.deliveries_path(),
+        "repos/octo-org/hello.world/hooks/12345/deliveries"
+    );
+    assert_eq!(auth, GithubAuth::Token(SecretRef::Env("GH".into())));
+
+    let c = reconcile(
+        "github",
+        "provider=\"github\"\napp_id=42\nprivate_key=\"file:/app.pem\"\nhook=\"app\"",
+    )
+    .unwrap();
+    let r = c.sources[&SourceName::parse("s").unwrap()]
+        .reconcile
+        .clone()
+        .unwrap();
+    assert!(matches!(
+        r.provider,
+        ProviderConfig::Github {
+            hook: GithubHook::App,
+            auth: GithubAuth::App { app_id: 42, .. }
+        }
+    ));
+    let org: GithubHook = "orgs/octo/hooks/7".parse().unwrap();
+    assert_eq!(org.deliveries_path(), "orgs/octo/hooks/7/deliveries");
+}
+
+#[test]
+fn reconcile_refusals_name_the_field() {
+    let gh = |rest: &str| format!("provider=\"github\"\ntoken=\"env:GH\"\n{rest}");
+    let cases: Vec<(&str, String, &str)> = vec![
+        // The provider must list the events the source receives.
+        (
+            "github",
+            "provider=\"stripe\"\napi_key=\"env:K\"".into(),
+            "provider",
+        ),
+        ("stripe", gh("hook=\"repos/o/r/hooks/1\""), "provider"),
+        ("stripe", "provider=\"shopify\"".into(), "provider"),
+        ("slack", gh("hook=\"repos/o/r/hooks/1\""), "provider"),
+        // Credentials are references, and the right ones for the provider.
+        ("stripe", "provider=\"stripe\"".into(), "api_key"),
+        (
+            "stripe",
+            "provider=\"stripe\"\napi_key=\"rk_live_abc\"".into(),
+            "api_key",
+        ),
+        (
+            "stripe",
+            "provider=\"stripe\"\napi_key=\"env:K\"\ntoken=\"env:T\"".into(),
+            "token",
+        ),
+        (
+            "stripe",
+            "provider=\"stripe\"\napi_key=\"env:K\"\nhook=\"app\"".into(),
+            "hook",
+        ),
+        (
+            "stripe",
+            "provider=\"stripe\"\napi_key=\"env:K\"\naccount=\"acct/../x\"".into(),
+            "account",
+        ),
+        (
+            "github",
+            gh("hook=\"repos/o/r/hooks/1\"\napi_key=\"env:K\""),
+            "api_key",
+        ),
+        (
+            "github",
+            gh("hook=\"repos/o/r/hooks/1\"\naccount=\"acct_1\""),
+            "account",
+        ),
+        (
+            "github",
+            "provider=\"github\"\nhook=\"repos/o/r/hooks/1\"".into(),
+            "token",
+        ),
+        (
+            "github",
+            "provider=\"github\"\ntoken=\"ghp_abc\"\nhook=\"repos/o/r/hooks/1\"".into(),
+            "token",
+        ),
+        // The hook.
+        ("github", "provider=\"github\"\ntoken=\"env:GH\"".into(), "hook"),
+        ("github", gh("hook=\"repos/o/r/hooks/x\""), "hook"),
+        ("github", gh("hook=\"repos/o/hooks/1\""), "hook"),
+        ("github", gh("hook=\"repos/../r/hooks/1\""), "hook"),
+        ("github", gh("hook=\"orgs/o/hooks/0\""), "hook"),
+        ("github", gh("hook=\"users/o/hooks/1\""), "hook"),
+        ("github", gh("hook=\"repos/o/r/hooks/1/\""), "hook"),
+        // An App's hook takes the App's JWT, and only it does.
+        ("github", gh("hook=\"app\""), "token"),
+        ("github", "provider=\"github\"\nhook=\"app\"".into(), "app_id"),
+        (
+            "github",
+            "provider=\"github\"\nhook=\"app\"\napp_id=1".into(),
+            "private_key",
+        ),
+        (
+            "github",
+            "provider=\"github\"\nhook=\"app\"\napp_id=1\nprivate_key=\"-----BEGIN\"".into(),
+            "private_key",
+        ),
+        ("github", gh("hook=\"repos/o/r/hooks/1\"\napp_id=1"), "app_id"),
+        (
+            "github",
+            gh("hook=\"orgs/o/hooks/1\"\nprivate_key=\"file:/k\""),
+            "private_key",
+        ),
+        // Times: past the provider's retention, zero, malformed.
+        (
+            "github",
+            gh("hook=\"repos/o/r/hooks/1\"\nlookback=\"4d\""),
+            "lookback",
+        ),
+        (
+            "stripe",
+            "provider=\"stripe\"\napi_key=\"env:K\"\nlookback=\"31d\"".into(),
+            "lookback",
+        ),
+        (
+            "stripe",
+            "provider=\"stripe\"\napi_key=\"env:K\"\nlookback=\"0\"".into(),
+            "lookback",
+        ),
+        (
+            "stripe",
+            "provider=\"stripe\"\napi_key=\"env:K\"\ninterval=\"0\"".into(),
+            "interval",
+        ),
+        (
+            "stripe",
+            "provider=\"stripe\"\napi_key=\"env:K\"\ninterval=\"15 fortnights\"".into(),
+            "interval",
+        ),
+        (
+            "stripe",
+            "provider=\"stripe\"\napi_key=\"env:K\"\nlookback=\"1h\"\nsettle=\"2h\"".into(),
+            "settle",
+        ),
+        (
+            "stripe",
+            "provider=\"stripe\"\napi_key=\"env:K\"\napi_base=\"ftp://x\"".into(),
+            "api_base",
+        ),
+        (
+            "stripe",
+            "provider=\"stripe\"\napi_key=\"env:K\"\napi_base=\"https://u:p@api.stripe.com\"".into(),
+            "api_base",
+        ),
+    ];
+    for (scheme, block, field) in cases {
+        let e = reconcile_err(scheme, &block);
+        assert_eq!(e.field, format!("sources.s.reconcile.{field}"), "{block:?}: {e}");
+    }
+    // An unknown field is refused where it stands.
+    let e = reconcile_err("stripe", "provider=\"stripe\"\napi_key=\"env:K\"\nlookbak=\"1h\"");
+    assert_eq!(e.field, "sources.s");
+    assert!(e.message.contains("lookbak"), "{e}");
+}
+
+#[test]
+fn reconcile_errors_never_hold_a_literal_credential() {
+    for block in [
+        "provider=\"stripe\"\napi_key=\"sk_live_topsecret\"",
+        "provider=\"github\"\nhook=\"repos/o/r/hooks/1\"\ntoken=\"ghp_topsecret\"",
+    ] {
+        let scheme = if block.contains("stripe") {
+            "stripe"
+        } else {
+            "github"
+        };
+        let e = reconcile_err(scheme, block);
+        assert!(!e.to_string().contains("topsecret"), "{e}");
+    }
+}

@@ -1,0 +1,99 @@
+//! Rows to events: the columns every read selects ([`COLUMNS`]), their mapping ([`event_row`], status parsing),
+//! the lookup of one record ([`find`]) and of its body ([`with_payload`]).
+
+use rusqlite::{params, Connection, OptionalExtension, Row};
+
+use super::sql;
+use crate::model::{Event, EventId, EventKey, Origin, SourceName, Status};
+use crate::ports::StoreError;
+
+/// The sources present, each found by one seek in `events_source` (a skip scan), so that an id looked up without
+/// its source is still a seek per source in the unique key `(source, event_id)`.
+pub(super) const SOURCES: &str = "WITH RECURSIVE s(x) AS (
+        SELECT min(source) FROM events
+        UNION ALL SELECT (SELECT min(source) FROM events WHERE source > s.x) FROM s WHERE s.x IS NOT NULL
+    ) SELECT x FROM s WHERE x IS NOT NULL";
+
+pub(super) const COLUMNS: &str =
+    "id, source, event_id, event_type, status, payload_sha256, received_at, updated_at, attempts, \
+    replays, lease_owner, lease_until, next_attempt_at, last_error, completed_at, expires_at, notified_at, \
+    replayed_at, origin, resent_of";
+
+pub(super) fn status(r: &Row<'_>, i: usize) -> rusqlite::Result<Status> {
+    let text: String = r.get(i)?;
+    text.parse().map_err(|_| conversion(i, "bad status"))
+}
+
+pub(super) fn conversion(i: usize, what: &'static str) -> rusqlite::Error {
+    rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, what.into())
+}
+
+/// A row of `COLUMNS` (without payload); returns the row id too.
+pub(super) fn event_row(r: &Row<'_>) -> rusqlite::Result<(i64, Event)> {
+    let source: String = r.get(1)?;
+    let event_id: String = r.get(2)?;
+    let origin: String = r.get(18)?;
+    Ok((
+        r.get(0)?,
+        Event {
+            source: SourceName::parse(&source).map_err(|_| conversion(1, "bad source"))?,
+            event_id: EventId::parse(&event_id).map_err(|_| conversion(2, "bad event id"))?,
+            event_type: r.get(3)?,
+            status: status(r, 4)?,
+            payload: bytes::Bytes::new(),
+            payload_sha256: r.get(5)?,
+            headers: Vec::new(),
+            received_at: r.get(6)?,
+            updated_at: r.get(7)?,
+            attempts: r.get(8)?,
+            replays: r.get(9)?,
+            lease_owner: r.get(10)?,
+            lease_until: r.get(11)?,
+            next_attempt_at: r.get(12)?,
+            last_error: r.get(13)?,
+            completed_at: r.get(14)?,
+            expires_at: r.get(15)?,
+            notified_at: r.get(16)?,
+            replayed_at: r.get(17)?,
+            origin: origin
+                .parse::<Origin>()
+                .map_err(|_| conversion(18, "bad origin"))?,
+            resent_of: r
+                .get::<_, Option<String>>(19)?
+                .map(|id| EventId::parse(&id).map_err(|_| conversion(19, "bad resent_of")))
+                .transpose()?,
+            body_object: None,
+        },
+    ))
+}
+
+/// The record of `key` and its row id, without payload.
+pub(super) fn find(c: &Connection, key: &EventKey) -> Result<Option<(i64, Event)>, StoreError> {
+    c.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM events WHERE source = ?1 AND event_id = ?2"
+    ))
+    .and_then(|mut s| {
+        s.query_row(params![key.source.as_str(), key.event_id.as_str()], event_row)
+            .optional()
+    })
+    .map_err(sql)
+}
+
+/// `event` with its body and headers, or back without them (`Err`) when its payload row is gone.
+pub(super) fn with_payload(
+    c: &Connection,
+    id: i64,
+    mut event: Event,
+) -> Result<Result<Event, Event>, StoreError> {
+    let found: Option<(String, Vec<u8>)> = c
+        .prepare_cached("SELECT headers, body FROM payloads WHERE event = ?1")
+        .and_then(|mut s| s.query_row([id], |r| Ok((r.get(0)?, r.get(1)?))).optional())
+        .map_err(sql)?;
+    let Some((headers, body)) = found else {
+        return Ok(Err(event));
+    };
+    event.headers = serde_json::from_str(&headers)
+        .map_err(|_| StoreError::Corrupt(format!("the kept headers of {} are not JSON", event.key())))?;
+    event.payload = bytes::Bytes::from(body);
+    Ok(Ok(event))
+}

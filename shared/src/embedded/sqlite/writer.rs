@@ -1,0 +1,636 @@
+//! The writer thread: operations as data ([`Op`], [`Answer`]), group commit (many operations a transaction, each
+//! answered after its commit), the write operations it runs (create, claim, settle, release, dead-letter, replay,
+//! purge, …) and the checkpointer thread beside it.
+
+use std::time::Duration;
+
+use rusqlite::{params, Connection, OptionalExtension};
+use tokio::sync::{mpsc, oneshot};
+
+use super::rows::{event_row, find, with_payload, COLUMNS};
+use super::sql;
+use crate::model::{Event, EventId, EventKey, NewEvent, Origin, ResentBodies, SourceName, Status};
+use crate::ports::{Claim, Created, MarkDead, Replay, Settled, Settlement, StoreError};
+use crate::rules::{self, Due};
+use crate::time::{ms, now_ms};
+
+/// Operations committed together at most.
+const MAX_BATCH: usize = 512;
+/// How often, at most, the checkpointer thread copies committed WAL frames into the database file.
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(5);
+
+/// One write, as data: what the writer runs inside a transaction.
+pub(super) enum Op {
+    Create(NewEvent),
+    Claim {
+        key: EventKey,
+        owner: String,
+        lease: i64,
+    },
+    Settle {
+        key: EventKey,
+        owner: String,
+        settlement: Settlement,
+    },
+    Release {
+        key: EventKey,
+        owner: String,
+    },
+    MarkDead {
+        key: EventKey,
+        reason: String,
+    },
+    MarkNotified(EventKey),
+    DeferAlarm {
+        key: EventKey,
+        until: i64,
+    },
+    Resent {
+        key: EventKey,
+        status: Status,
+        updated_at: i64,
+    },
+    Replay {
+        key: EventKey,
+        force: bool,
+    },
+    ExpireLeases {
+        prefix: String,
+        mine: bool,
+    },
+    Purge {
+        limit: i64,
+    },
+    SaveCheckpoint {
+        source: SourceName,
+        body: String,
+    },
+    /// `PRAGMA data_version` of the write connection: served between transactions, it takes no lock. Only this
+    /// connection tells another process's commits apart from this one's.
+    DataVersion,
+}
+
+/// What an operation answers.
+pub(super) enum Answer {
+    Created(Created),
+    Claim(Claim),
+    Settled(Settled),
+    MarkDead(MarkDead),
+    Replay(Replay),
+    Count(usize),
+    Version(i64),
+    Done,
+}
+
+/// Where an operation's answer goes.
+type Reply = oneshot::Sender<Result<Answer, StoreError>>;
+
+/// An operation and where its answer goes.
+pub(super) struct Job {
+    pub(super) op: Op,
+    pub(super) reply: Reply,
+}
+
+/// Which [`Answer`] an operation's caller expects.
+pub(super) trait FromAnswer: Sized {
+    fn from_answer(answer: Answer) -> Option<Self>;
+}
+
+macro_rules! from_answer {
+    ($($variant:ident => $t:ty),* $(,)?) => {
+        $(impl FromAnswer for $t {
+            fn from_answer(answer: Answer) -> Option<Self> {
+                match answer {
+                    Answer::$variant(v) => Some(v),
+                    _ => None,
+                }
+            }
+        })*
+    };
+}
+
+from_answer!(Created => Created, Claim => Claim, Settled => Settled, MarkDead => MarkDead, Replay => Replay,
+    Count => usize, Version => i64);
+
+impl FromAnswer for () {
+    fn from_answer(_: Answer) -> Option<Self> {
+        Some(())
+    }
+}
+
+/// The writer thread's state: the write connection and the due-time rules.
+pub(super) struct Writer {
+    pub(super) conn: Connection,
+    pub(super) due: Due,
+}
+
+impl Writer {
+    /// Takes what is waiting (up to a batch), runs it in one transaction, commits (fsync), then answers.
+    pub(super) fn run(self, mut rx: mpsc::Receiver<Job>, committed: std::sync::mpsc::SyncSender<()>) {
+        let mut batch: Vec<Job> = Vec::with_capacity(MAX_BATCH);
+        while let Some(first) = rx.blocking_recv() {
+            batch.push(first);
+            while batch.len() < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(job) => batch.push(job),
+                    Err(_) => break,
+                }
+            }
+            // The one read served here, between transactions.
+            let (reads, writes): (Vec<Job>, Vec<Job>) =
+                batch.drain(..).partition(|job| matches!(job.op, Op::DataVersion));
+            for job in reads {
+                let _ = job.reply.send(self.data_version());
+            }
+            if !writes.is_empty() {
+                self.commit_batch(writes);
+                // Full means a tick is already waiting: the checkpointer will see this commit too.
+                let _ = committed.try_send(());
+            }
+        }
+    }
+
+    /// Runs `batch` in one transaction and answers each job once the commit has decided its fate.
+    ///
+    /// Jobs run side by side without a savepoint each: a savepoint makes SQLite copy every page a job touches that
+    /// an earlier job of the batch already changed (the hot tails of the table and its indexes), which was a tenth
+    /// of the writer's time. Jobs rarely fail; when one does, the transaction is rolled back whole, the failing job
+    /// alone is answered with its error, and the rest run again from the start, each in a savepoint of its own
+    /// this time, so a second failure costs no third pass.
+    fn commit_batch(&self, batch: Vec<Job>) {
+        crate::failpoint!("sqlite_writer_batch");
+        let mut jobs = batch;
+        let mut careful = false;
+        loop {
+            if let Err(e) = self.conn.execute_batch("BEGIN IMMEDIATE").map_err(sql) {
+                // Nothing of the batch runs outside a transaction: every job is answered with the failure.
+                for job in jobs {
+                    let _ = job.reply.send(Err(e.clone()));
+                }
+                return;
+            }
+            let mut answers: Vec<Result<Answer, StoreError>> = Vec::with_capacity(jobs.len());
+            let mut failed = None;
+            for (i, job) in jobs.iter().enumerate() {
+                let result = if careful {
+                    self.step(&job.op)
+                } else {
+                    self.apply(&job.op, now_ms())
+                };
+                match result {
+                    Err(e) if !careful || self.conn.is_autocommit() => {
+                        failed = Some((i, e));
+                        break;
+                    }
+                    result => answers.push(result),
+                }
+            }
+            if let Some((i, e)) = failed {
+                // Undo everything the batch did, so no job is kept half done; the others run again.
+                if !self.conn.is_autocommit() {
+                    let _ = self.conn.execute_batch("ROLLBACK");
+                }
+                let _ = jobs.remove(i).reply.send(Err(e));
+                if jobs.is_empty() {
+                    return;
+                }
+                careful = true;
+                continue;
+            }
+            let done = self.conn.execute_batch("COMMIT").map_err(sql);
+            if done.is_err() && !self.conn.is_autocommit() {
+                let _ = self.conn.execute_batch("ROLLBACK");
+            }
+            for (job, result) in jobs.into_iter().zip(answers) {
+                let _ = job.reply.send(match &done {
+                    Ok(()) => result,
+                    Err(e) => Err(e.clone()),
+                });
+            }
+            return;
+        }
+    }
+
+    /// One job inside the open transaction, in a savepoint of its own: a failing job leaves the others intact.
+    fn step(&self, op: &Op) -> Result<Answer, StoreError> {
+        run(&self.conn, "SAVEPOINT op").map_err(sql)?;
+        let result = self.apply(op, now_ms());
+        if result.is_err() && !self.conn.is_autocommit() {
+            let _ = run(&self.conn, "ROLLBACK TO op");
+        }
+        if !self.conn.is_autocommit() {
+            let _ = run(&self.conn, "RELEASE op");
+        }
+        result
+    }
+
+    fn data_version(&self) -> Result<Answer, StoreError> {
+        self.conn
+            .query_row("PRAGMA data_version", [], |r| r.get(0))
+            .map(Answer::Version)
+            .map_err(sql)
+    }
+
+    fn apply(&self, op: &Op, now: i64) -> Result<Answer, StoreError> {
+        let c = &self.conn;
+        Ok(match op {
+            Op::Create(event) => Answer::Created(self.create(event, now)?),
+            Op::Claim { key, owner, lease } => Answer::Claim(self.claim(key, owner, *lease, now)?),
+            Op::Settle {
+                key,
+                owner,
+                settlement,
+            } => Answer::Settled(self.settle(key, owner, settlement, now)?),
+            Op::Release { key, owner } => {
+                let n = c
+                    .prepare_cached(
+                        "UPDATE events SET lease_until = ?4, due_at = ?5, updated_at = ?4
+                         WHERE source = ?1 AND event_id = ?2 AND status = 'PROCESSING' AND lease_owner = ?3",
+                    )
+                    .and_then(|mut s| {
+                        s.execute(params![
+                            key.source.as_str(),
+                            key.event_id.as_str(),
+                            owner,
+                            now,
+                            self.due.processing(now)
+                        ])
+                    })
+                    .map_err(sql)?;
+                Answer::Settled(if n == 1 { Settled::Done } else { Settled::LeaseLost })
+            }
+            Op::MarkDead { key, reason } => Answer::MarkDead(self.mark_dead(key, reason, now)?),
+            Op::MarkNotified(key) => {
+                c.prepare_cached(
+                    "UPDATE events SET notified_at = ?3, due_at = NULL
+                     WHERE source = ?1 AND event_id = ?2 AND status = 'DEAD' AND notified_at IS NULL",
+                )
+                .and_then(|mut s| s.execute(params![key.source.as_str(), key.event_id.as_str(), now]))
+                .map_err(sql)?;
+                Answer::Done
+            }
+            Op::DeferAlarm { key, until } => {
+                c.prepare_cached(
+                    "UPDATE events SET due_at = ?3
+                     WHERE source = ?1 AND event_id = ?2 AND status = 'DEAD' AND notified_at IS NULL",
+                )
+                .and_then(|mut s| s.execute(params![key.source.as_str(), key.event_id.as_str(), until]))
+                .map_err(sql)?;
+                Answer::Done
+            }
+            Op::Resent {
+                key,
+                status,
+                updated_at,
+            } => {
+                c.prepare_cached(
+                    "UPDATE events SET due_at = ?5
+                     WHERE source = ?1 AND event_id = ?2 AND status = ?3 AND updated_at = ?4 AND due_at IS NOT NULL",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![
+                        key.source.as_str(),
+                        key.event_id.as_str(),
+                        status.as_str(),
+                        updated_at,
+                        self.due.resent(now, *updated_at)
+                    ])
+                })
+                .map_err(sql)?;
+                Answer::Done
+            }
+            Op::Replay { key, force } => Answer::Replay(self.replay(key, *force, now)?),
+            Op::ExpireLeases { prefix, mine } => Answer::Count(
+                c.execute(
+                    "UPDATE events SET lease_until = ?1, due_at = ?1, updated_at = ?1
+                     WHERE status = 'PROCESSING' AND lease_until > ?1
+                       AND (coalesce(substr(lease_owner, 1, length(?2)) = ?2, 0) = ?3)",
+                    params![now, prefix, mine],
+                )
+                .map_err(sql)?,
+            ),
+            Op::Purge { limit } => {
+                // One choice of rows for both tables, so no payload outlives its event nor the reverse.
+                let ids: Vec<i64> = c
+                    .prepare_cached(
+                        "SELECT id FROM events WHERE expires_at <= ?1 AND status = 'COMPLETED' LIMIT ?2",
+                    )
+                    .and_then(|mut s| s.query_map(params![now, limit], |r| r.get(0))?.collect())
+                    .map_err(sql)?;
+                for id in &ids {
+                    c.prepare_cached("DELETE FROM payloads WHERE event = ?1")
+                        .and_then(|mut s| s.execute([id]))
+                        .map_err(sql)?;
+                    c.prepare_cached("DELETE FROM events WHERE id = ?1")
+                        .and_then(|mut s| s.execute([id]))
+                        .map_err(sql)?;
+                }
+                c.prepare_cached("DELETE FROM bodies WHERE expires_at <= ?1")
+                    .and_then(|mut s| s.execute([now]))
+                    .map_err(sql)?;
+                Answer::Count(ids.len())
+            }
+            Op::SaveCheckpoint { source, body } => {
+                c.prepare_cached(
+                    "INSERT INTO checkpoints (source, body) VALUES (?1, ?2)
+                     ON CONFLICT (source) DO UPDATE SET body = excluded.body",
+                )
+                .and_then(|mut s| s.execute(params![source.as_str(), body]))
+                .map_err(sql)?;
+                Answer::Done
+            }
+            Op::DataVersion => return self.data_version(),
+        })
+    }
+
+    fn create(&self, event: &NewEvent, now: i64) -> Result<Created, StoreError> {
+        let c = &self.conn;
+        // A body already stored under another id of this source and type: a resend under a fresh id, or a
+        // distinct event with the same bytes. Looked for in the same transaction as the insert.
+        let resent_of = match event.resent_bodies.within() {
+            None => None,
+            Some(_) => self.body_holder(event, now)?,
+        };
+        if let (Some(holder), ResentBodies::Refused { .. }) = (&resent_of, event.resent_bodies) {
+            // A retry of this very event stays its own duplicate, whoever holds the body now.
+            return Ok(match find(c, &event.key)? {
+                Some((_, own)) if !own.is_expired(now) => rules::duplicate_of(&own),
+                _ => rules::duplicate_of(holder),
+            });
+        }
+        let resent_of = resent_of.map(|holder| holder.event_id);
+        if self.insert(event, resent_of.as_ref(), now)? {
+            if resent_of.is_none() {
+                self.remember_body(event, now)?;
+            }
+            return Ok(rules::created(resent_of));
+        }
+        let Some((id, existing)) = find(c, &event.key)? else {
+            return Err(StoreError::Unavailable(format!(
+                "the create of {} was refused but no row stands in the way",
+                event.key
+            )));
+        };
+        // Past retention a completed event no longer counts for dedup: a webhook reusing its id is a new event.
+        // Reconciliation never replaces a record: past retention it cannot tell "never received" from "done".
+        if existing.is_expired(now) && event.origin == Origin::Webhook {
+            c.execute("DELETE FROM payloads WHERE event = ?1", [id])
+                .map_err(sql)?;
+            c.execute("DELETE FROM events WHERE id = ?1", [id]).map_err(sql)?;
+            self.insert(event, resent_of.as_ref(), now)?;
+            if resent_of.is_none() {
+                self.remember_body(event, now)?;
+            }
+            return Ok(rules::created(resent_of));
+        }
+        Ok(rules::duplicate_of(&existing))
+    }
+
+    /// The live event that holds `event`'s body under another id of its source and type, if any.
+    fn body_holder(&self, event: &NewEvent, now: i64) -> Result<Option<Event>, StoreError> {
+        let c = &self.conn;
+        let holder: Option<String> = c
+            .prepare_cached(
+                "SELECT event_id FROM bodies
+                 WHERE source = ?1 AND event_type = ?2 AND payload_sha256 = ?3 AND expires_at > ?4",
+            )
+            .and_then(|mut s| {
+                s.query_row(
+                    params![
+                        event.key.source.as_str(),
+                        event.event_type.as_deref().unwrap_or(""),
+                        event.payload_sha256,
+                        now
+                    ],
+                    |r| r.get(0),
+                )
+                .optional()
+            })
+            .map_err(sql)?;
+        let Some(holder) = holder.filter(|h| h != event.key.event_id.as_str()) else {
+            return Ok(None);
+        };
+        let id = EventId::parse(&holder).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        Ok(find(c, &EventKey::new(event.key.source.clone(), id))?
+            .map(|(_, existing)| existing)
+            .filter(|existing| !existing.is_expired(now)))
+    }
+
+    /// Remembers the body of a just-created event as held by it, for the source's retention, where no other live
+    /// event holds it: a later resend names the first event that carried the body, as on DynamoDB.
+    fn remember_body(&self, event: &NewEvent, now: i64) -> Result<(), StoreError> {
+        let Some(within) = event.resent_bodies.within() else {
+            return Ok(());
+        };
+        self.conn
+            .prepare_cached(
+                "INSERT INTO bodies (source, event_type, payload_sha256, event_id, expires_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (source, event_type, payload_sha256) DO UPDATE
+                 SET event_id = excluded.event_id, expires_at = excluded.expires_at",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    event.key.source.as_str(),
+                    event.event_type.as_deref().unwrap_or(""),
+                    event.payload_sha256,
+                    event.key.event_id.as_str(),
+                    now.saturating_add(ms(within))
+                ])
+            })
+            .map_err(sql)?;
+        Ok(())
+    }
+
+    /// Inserts `e` as RECEIVED unless its key is taken. A failure after the first insert leaves nothing: the batch
+    /// (or, once a batch has failed, the job's savepoint) is rolled back.
+    fn insert(&self, e: &NewEvent, resent_of: Option<&EventId>, now: i64) -> Result<bool, StoreError> {
+        let c = &self.conn;
+        let n = c
+            .prepare_cached(
+                "INSERT INTO events (source, event_id, event_type, status, payload_sha256, received_at, updated_at,
+                                     due_at, origin, resent_of)
+                 VALUES (?1, ?2, ?3, 'RECEIVED', ?4, ?5, ?5, ?6, ?7, ?8)
+                 ON CONFLICT (source, event_id) DO NOTHING",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    e.key.source.as_str(),
+                    e.key.event_id.as_str(),
+                    e.event_type,
+                    e.payload_sha256,
+                    now,
+                    self.due.received(now),
+                    e.origin.as_str(),
+                    resent_of.map(EventId::as_str),
+                ])
+            })
+            .map_err(sql)?;
+        if n == 0 {
+            return Ok(false);
+        }
+        let id = c.last_insert_rowid();
+        let headers = serde_json::to_string(&e.headers).map_err(|err| {
+            StoreError::Unavailable(format!("cannot encode the headers of {}: {err}", e.key))
+        })?;
+        c.prepare_cached("INSERT OR REPLACE INTO payloads (event, headers, body) VALUES (?1, ?2, ?3)")
+            .and_then(|mut s| s.execute(params![id, headers, e.payload.as_ref()]))
+            .map_err(sql)?;
+        Ok(true)
+    }
+
+    fn claim(&self, key: &EventKey, owner: &str, lease: i64, now: i64) -> Result<Claim, StoreError> {
+        let c = &self.conn;
+        let until = now.saturating_add(lease);
+        let claimed = c
+            .prepare_cached(&format!(
+                "UPDATE events SET status = 'PROCESSING', lease_owner = ?3, lease_until = ?4, due_at = ?5,
+                        attempts = attempts + 1, updated_at = ?6
+                 WHERE source = ?1 AND event_id = ?2
+                   AND (status = 'RECEIVED'
+                        OR (status = 'FAILED' AND next_attempt_at <= ?7)
+                        OR (status = 'PROCESSING' AND lease_until <= ?6))
+                 RETURNING {COLUMNS}"
+            ))
+            .and_then(|mut s| {
+                s.query_row(
+                    params![
+                        key.source.as_str(),
+                        key.event_id.as_str(),
+                        owner,
+                        until,
+                        self.due.processing(until),
+                        now,
+                        rules::failed_claimable_by(now)
+                    ],
+                    event_row,
+                )
+                .optional()
+            })
+            .map_err(sql)?;
+        match claimed {
+            // The claim stands even when the body is gone: the caller holds the lease and settles it DEAD.
+            Some((id, event)) => Ok(match with_payload(c, id, event)? {
+                Ok(event) => Claim::Claimed(Box::new(event)),
+                Err(event) => {
+                    let why = rules::missing_body(&event);
+                    Claim::Corrupt(Box::new(event), why)
+                }
+            }),
+            None => Ok(rules::refused_claim(find(c, key)?.map(|(_, e)| e).as_ref(), now)),
+        }
+    }
+
+    fn settle(
+        &self,
+        key: &EventKey,
+        owner: &str,
+        settlement: &Settlement,
+        now: i64,
+    ) -> Result<Settled, StoreError> {
+        let c = &self.conn;
+        let k = (key.source.as_str(), key.event_id.as_str(), owner);
+        let n = match settlement {
+            Settlement::Completed { retention } => c
+                .prepare_cached(
+                    "UPDATE events SET status = 'COMPLETED', completed_at = ?4, expires_at = ?5, updated_at = ?4,
+                            lease_owner = NULL, lease_until = NULL, next_attempt_at = NULL, due_at = NULL
+                     WHERE source = ?1 AND event_id = ?2 AND status = 'PROCESSING' AND lease_owner = ?3",
+                )
+                .and_then(|mut s| s.execute(params![k.0, k.1, k.2, now, now.saturating_add(ms(*retention))])),
+            Settlement::Failed { error, delay } => {
+                let next = now.saturating_add(ms(*delay));
+                c.prepare_cached(
+                    "UPDATE events SET status = 'FAILED', last_error = ?4, next_attempt_at = ?5, due_at = ?7,
+                            updated_at = ?6, lease_owner = NULL, lease_until = NULL
+                     WHERE source = ?1 AND event_id = ?2 AND status = 'PROCESSING' AND lease_owner = ?3",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![k.0, k.1, k.2, error, next, now, self.due.failed(next)])
+                })
+            }
+            Settlement::Dead { error } => c
+                .prepare_cached(
+                    "UPDATE events SET status = 'DEAD', last_error = ?4, updated_at = ?5, due_at = ?6,
+                            notified_at = NULL, lease_owner = NULL, lease_until = NULL, next_attempt_at = NULL
+                     WHERE source = ?1 AND event_id = ?2 AND status = 'PROCESSING' AND lease_owner = ?3",
+                )
+                .and_then(|mut s| s.execute(params![k.0, k.1, k.2, error, now, self.due.dead(now)])),
+        }
+        .map_err(sql)?;
+        Ok(if n == 1 { Settled::Done } else { Settled::LeaseLost })
+    }
+
+    fn mark_dead(&self, key: &EventKey, reason: &str, now: i64) -> Result<MarkDead, StoreError> {
+        let c = &self.conn;
+        let dead = c
+            .prepare_cached(&format!(
+                "UPDATE events SET status = 'DEAD', last_error = ?3, updated_at = ?4, due_at = ?5,
+                        notified_at = NULL, lease_owner = NULL, lease_until = NULL, next_attempt_at = NULL
+                 WHERE source = ?1 AND event_id = ?2
+                   AND (status IN ('RECEIVED', 'FAILED') OR (status = 'PROCESSING' AND lease_until <= ?4))
+                 RETURNING {COLUMNS}"
+            ))
+            .and_then(|mut s| {
+                s.query_row(
+                    params![
+                        key.source.as_str(),
+                        key.event_id.as_str(),
+                        reason,
+                        now,
+                        self.due.dead(now)
+                    ],
+                    event_row,
+                )
+                .optional()
+            })
+            .map_err(sql)?;
+        Ok(match dead {
+            Some((_, event)) => MarkDead::NewlyDead(Box::new(event)),
+            None => rules::refused_mark_dead(find(c, key)?.map(|(_, e)| e).as_ref(), now),
+        })
+    }
+
+    fn replay(&self, key: &EventKey, force: bool, now: i64) -> Result<Replay, StoreError> {
+        let c = &self.conn;
+        let n = c
+            .prepare_cached(
+                "UPDATE events SET status = 'RECEIVED', attempts = 0, replays = replays + 1, updated_at = ?3,
+                        replayed_at = ?3, due_at = ?5, lease_owner = NULL, lease_until = NULL,
+                        next_attempt_at = NULL, completed_at = NULL, expires_at = NULL, notified_at = NULL
+                 WHERE source = ?1 AND event_id = ?2
+                   AND (status = 'DEAD' OR (?4 AND status = 'COMPLETED' AND expires_at > ?3))",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    key.source.as_str(),
+                    key.event_id.as_str(),
+                    now,
+                    force,
+                    self.due.replayed(now)
+                ])
+            })
+            .map_err(sql)?;
+        if n == 1 {
+            return Ok(Replay::Replayed);
+        }
+        Ok(rules::refused_replay(find(c, key)?.map(|(_, e)| e).as_ref()))
+    }
+}
+
+/// Copies committed WAL frames into the database file at most every [`CHECKPOINT_EVERY`] while commits come in;
+/// ends with the writer. PASSIVE: it never blocks the writer; a WAL wholly copied is written again from its start
+/// by the writer's next transaction.
+pub(super) fn checkpointer(conn: Connection, ticks: std::sync::mpsc::Receiver<()>) {
+    while ticks.recv().is_ok() {
+        std::thread::sleep(CHECKPOINT_EVERY);
+        if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+            tracing::warn!(error = %e, "checkpoint failed; the next one will try again");
+        }
+    }
+}
+
+/// A statement without parameters or rows, prepared once.
+fn run(conn: &Connection, sql: &str) -> rusqlite::Result<usize> {
+    conn.prepare_cached(sql)?.execute([])
+}

@@ -1,0 +1,21 @@
+//! The embedded runtime end to end: every test here runs real `inbox serve` processes (the `inbox` binary of this
+//! package, built with its crash points) over HTTP, with SIGKILLs and restarts, against a fresh data directory each.
+//!
+//! One test binary (`cargo test --test embedded`); each module is one suite, run alone with its path as the filter:
+//! `cargo test --test embedded crashpoints::`.
+
+// The helpers every suite uses: the server under test, the operator commands, a sink, signatures.
+mod common;
+
+mod crash;
+mod crashpoints;
+mod hardening;
+mod health;
+mod hostile;
+mod memory;
+mod processing;
+mod receive;
+mod reconcile;
+mod security;
+mod soak;
+mod storm;

@@ -27,8 +27,14 @@ pub const LEASE_MARGIN: Duration = Duration::from_secs(2);
 /// and the notice: at least once).
 #[async_trait]
 pub trait Notifier: Send + Sync + 'static {
-    async fn dead(&self, event: &Event) -> Result<(), String>;
+    async fn dead(&self, event: &Event) -> Result<(), NotifyError>;
 }
+
+/// Why a notice did not go out: where it was to go and what answered (never the event's payload). The notice is
+/// offered again later, after its own backoff.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct NotifyError(pub String);
 
 /// The summary an alarm carries for a dead event: what an operator needs to act, never the payload.
 pub fn dead_summary(event: &Event) -> serde_json::Value {
@@ -480,7 +486,7 @@ async fn send_alarms(
                         *n
                     };
                     let wait = backoff(&ALARM_RETRY, n).max(ALARM_RETRY.base);
-                    tracing::warn!(source = %key.source, event_id = %key.event_id, error = %bounded_error(&e),
+                    tracing::warn!(source = %key.source, event_id = %key.event_id, error = %bounded_error(&e.to_string()),
                         retry_in_ms = wait.as_millis() as u64, "alarm not sent; it will be tried again");
                     ledger.defer_alarm(&key, now_ms().saturating_add(ms(wait))).await
                 }

@@ -13,7 +13,7 @@ use serde::Serialize;
 use tracing::Instrument;
 
 use super::{emf, ReconciledSource, ReconcilerRuntime, Runtime};
-use crate::aws::sqs::{announced_until, parse_pointer, visibility_seconds};
+use crate::aws::sqs::{announced_until, parse_pointer};
 use crate::machine::{Dropped, Outcome, SweepReport, LEASE_MARGIN};
 use crate::metrics::Metrics;
 use crate::ports::{Checkpoint, Checkpoints, MarkDead, StoreError};
@@ -145,17 +145,8 @@ async fn process_record(rt: &Runtime, record: &SqsMessage, lease: Duration) -> b
         Then::HideFor(delay) => delay,
     };
     if let Some(receipt) = record.receipt_handle.as_deref() {
-        let changed = rt
-            .queue
-            .client()
-            .change_message_visibility()
-            .queue_url(rt.queue.url())
-            .receipt_handle(receipt)
-            .visibility_timeout(visibility_seconds(again))
-            .send()
-            .await;
-        if let Err(e) = changed {
-            tracing::warn!(error = %aws_sdk_sqs::error::DisplayErrorContext(e),
+        if let Err(e) = rt.queue.hide(receipt, again).await {
+            tracing::warn!(error = %e,
                 "could not set the retry delay; SQS redelivers after the default visibility timeout");
         }
     }

@@ -4,7 +4,7 @@ use std::sync::OnceLock;
 
 use async_trait::async_trait;
 
-use crate::machine::{dead_summary, Notifier};
+use crate::machine::{dead_summary, Notifier, NotifyError};
 use crate::model::Event;
 
 pub struct SnsNotifier {
@@ -32,7 +32,7 @@ impl SnsNotifier {
 
 #[async_trait]
 impl Notifier for SnsNotifier {
-    async fn dead(&self, event: &Event) -> Result<(), String> {
+    async fn dead(&self, event: &Event) -> Result<(), NotifyError> {
         let Some(topic) = &self.topic_arn else {
             return Ok(());
         };
@@ -45,6 +45,11 @@ impl Notifier for SnsNotifier {
             .send()
             .await
             .map(|_| ())
-            .map_err(|e| format!("SNS publish: {}", aws_sdk_sns::error::DisplayErrorContext(e)))
+            .map_err(|e| {
+                NotifyError(format!(
+                    "SNS publish: {}",
+                    aws_sdk_sns::error::DisplayErrorContext(e)
+                ))
+            })
     }
 }

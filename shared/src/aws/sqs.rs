@@ -90,6 +90,20 @@ impl SqsQueue {
             .map(|_| ())
             .map_err(|e| QueueError(aws_sdk_sqs::error::DisplayErrorContext(e).to_string()))
     }
+
+    /// Holds a received message back for `delay` (its backoff) before SQS hands it out again: the processor's
+    /// answer for a message it reports failed.
+    pub async fn hide(&self, receipt: &str, delay: Duration) -> Result<(), QueueError> {
+        self.client
+            .change_message_visibility()
+            .queue_url(&self.url)
+            .receipt_handle(receipt)
+            .visibility_timeout(visibility_seconds(delay))
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| QueueError(aws_sdk_sqs::error::DisplayErrorContext(e).to_string()))
+    }
 }
 
 #[async_trait]

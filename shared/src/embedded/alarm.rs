@@ -7,7 +7,7 @@ use async_trait::async_trait;
 
 use crate::delivery_health::HealthAlarm;
 use crate::handlers::HttpClient;
-use crate::machine::{dead_summary, Notifier};
+use crate::machine::{dead_summary, Notifier, NotifyError};
 use crate::model::Event;
 
 #[derive(Clone)]
@@ -24,7 +24,7 @@ impl NotifyUrl {
 
 impl NotifyUrl {
     /// POSTs `summary` to the URL, if one is set.
-    async fn post(&self, summary: &serde_json::Value) -> Result<(), String> {
+    async fn post(&self, summary: &serde_json::Value) -> Result<(), NotifyError> {
         let Some(url) = &self.url else {
             return Ok(());
         };
@@ -37,18 +37,21 @@ impl NotifyUrl {
             .body(summary.to_string())
             .send()
             .await
-            .map_err(|e| format!("notify_url: {}", e.without_url()))?;
+            .map_err(|e| NotifyError(format!("notify_url: {}", e.without_url())))?;
         if resp.status().is_success() {
             Ok(())
         } else {
-            Err(format!("notify_url answered HTTP {}", resp.status().as_u16()))
+            Err(NotifyError(format!(
+                "notify_url answered HTTP {}",
+                resp.status().as_u16()
+            )))
         }
     }
 }
 
 #[async_trait]
 impl Notifier for NotifyUrl {
-    async fn dead(&self, event: &Event) -> Result<(), String> {
+    async fn dead(&self, event: &Event) -> Result<(), NotifyError> {
         self.post(&dead_summary(event)).await
     }
 }

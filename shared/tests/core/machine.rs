@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use inbox_core::config::Config;
 use inbox_core::embedded::sqlite::SqliteLedger;
 use inbox_core::handlers::{http_client, Handler, HandlerError, Registry};
-use inbox_core::machine::{Dropped, Machine, Notifier, Outcome};
+use inbox_core::machine::{Dropped, Machine, Notifier, NotifyError, Outcome};
 use inbox_core::metrics::Metrics;
 use inbox_core::model::{Event, EventId, EventKey, NewEvent, SourceName, Status};
 use inbox_core::ports::Browse;
@@ -42,10 +42,10 @@ struct Alarms {
 
 #[async_trait]
 impl Notifier for Alarms {
-    async fn dead(&self, event: &Event) -> Result<(), String> {
+    async fn dead(&self, event: &Event) -> Result<(), NotifyError> {
         self.tried.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         if *self.fail.lock().unwrap() {
-            return Err("notify_url down".into());
+            return Err(NotifyError("notify_url down".into()));
         }
         self.sent.lock().unwrap().push(event.event_id.to_string());
         Ok(())

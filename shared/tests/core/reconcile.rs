@@ -139,6 +139,26 @@ fn no_progress() -> impl FnMut(&inbox_core::reconcile::Progress) + Send {
     |_| {}
 }
 
+/// A run with the default options and no progress shown, as most tests here make one.
+trait RunOnce {
+    async fn once(
+        &self,
+        ledger: &dyn inbox_core::ports::Store,
+        queue: &dyn inbox_core::ports::Queue,
+    ) -> Result<Summary, inbox_core::reconcile::RunError>;
+}
+
+impl RunOnce for Reconciler {
+    async fn once(
+        &self,
+        ledger: &dyn inbox_core::ports::Store,
+        queue: &dyn inbox_core::ports::Queue,
+    ) -> Result<Summary, inbox_core::reconcile::RunError> {
+        self.run(ledger, queue, RunOptions::default(), &mut no_progress())
+            .await
+    }
+}
+
 fn github(url: &str, token: &str) -> Arc<dyn Provider> {
     let hook: GithubHook = "repos/octo/hello/hooks/1".parse().unwrap();
     Arc::new(Github::new(base(url), hook, Auth::token(token.into())).unwrap())
@@ -237,15 +257,7 @@ async fn github_one_run_recovers_every_missing_guid_with_its_event_name() {
     let reconciler = Reconciler::new(s.clone(), "github", github(&url, "ghp_good"), LOOKBACK, SETTLE);
 
     // WHEN one run goes over it
-    let summary = reconciler
-        .run(
-            &*ledger,
-            queue.as_ref(),
-            RunOptions::default(),
-            &mut no_progress(),
-        )
-        .await
-        .unwrap();
+    let summary = reconciler.once(&*ledger, queue.as_ref()).await.unwrap();
 
     // THEN every guid with a delivery in the window that the ledger lacked is there, counted once, typed
     let at: Vec<_> = deliveries.iter().map(|d| (d.guid.clone(), d.at_ms)).collect();
@@ -309,12 +321,7 @@ async fn rate_limits_are_waited_out() {
         LOOKBACK,
         SETTLE,
     )
-    .run(
-        &*ledger,
-        queue.as_ref(),
-        RunOptions::default(),
-        &mut no_progress(),
-    )
+    .once(&*ledger, queue.as_ref())
     .await
     .unwrap();
     assert!(
@@ -331,12 +338,7 @@ async fn rate_limits_are_waited_out() {
     let url = fake.start().await;
     let started = std::time::Instant::now();
     let summary = Reconciler::new(g.clone(), "github", github(&url, "ghp_good"), LOOKBACK, SETTLE)
-        .run(
-            &*ledger,
-            queue.as_ref(),
-            RunOptions::default(),
-            &mut no_progress(),
-        )
+        .once(&*ledger, queue.as_ref())
         .await
         .unwrap();
     assert!(
@@ -355,12 +357,7 @@ async fn rate_limits_are_waited_out() {
             time: Duration::from_millis(100),
             pages: 10,
         })
-        .run(
-            &*ledger,
-            queue.as_ref(),
-            RunOptions::default(),
-            &mut no_progress(),
-        )
+        .once(&*ledger, queue.as_ref())
         .await
         .unwrap_err();
     assert!(matches!(err.kind, RunErrorKind::RateLimited(_)), "{err}");
@@ -384,15 +381,7 @@ async fn a_failure_mid_walk_keeps_the_checkpoint_and_the_next_run_leaves_no_gap(
         LOOKBACK,
         Duration::ZERO,
     );
-    reconciler
-        .run(
-            &*ledger,
-            queue.as_ref(),
-            RunOptions::default(),
-            &mut no_progress(),
-        )
-        .await
-        .unwrap();
+    reconciler.once(&*ledger, queue.as_ref()).await.unwrap();
     let before = ledger.checkpoint(&s).await.unwrap().unwrap();
 
     // WHEN 250 events arrive that no webhook delivered, from just before the checkpoint up to now, and the next
@@ -410,15 +399,7 @@ async fn a_failure_mid_walk_keeps_the_checkpoint_and_the_next_run_leaves_no_gap(
     fake.add(fresh.clone());
     let served = fake.requests();
     fake.faults.lock().unwrap().fail_request = Some(served + 2);
-    let err = reconciler
-        .run(
-            &*ledger,
-            queue.as_ref(),
-            RunOptions::default(),
-            &mut no_progress(),
-        )
-        .await
-        .unwrap_err();
+    let err = reconciler.once(&*ledger, queue.as_ref()).await.unwrap_err();
 
     // THEN the run says so, the checkpoint has not moved, the failed run is recorded
     assert!(matches!(err.kind, RunErrorKind::Provider(_)), "{err}");
@@ -433,15 +414,7 @@ async fn a_failure_mid_walk_keeps_the_checkpoint_and_the_next_run_leaves_no_gap(
     );
 
     // … and the next run recovers the rest: no gap.
-    let summary = reconciler
-        .run(
-            &*ledger,
-            queue.as_ref(),
-            RunOptions::default(),
-            &mut no_progress(),
-        )
-        .await
-        .unwrap();
+    let summary = reconciler.once(&*ledger, queue.as_ref()).await.unwrap();
     assert_eq!(summary.recovered, 150);
     let ids = ledger.ids(&s).await;
     assert!(fresh.iter().all(|(id, _, _)| ids.contains(id)));
@@ -462,12 +435,7 @@ async fn bad_credentials_are_a_clear_error_naming_the_source() {
         LOOKBACK,
         SETTLE,
     )
-    .run(
-        &*ledger,
-        queue.as_ref(),
-        RunOptions::default(),
-        &mut no_progress(),
-    )
+    .once(&*ledger, queue.as_ref())
     .await
     .unwrap_err();
     let text = err.to_string();
@@ -488,12 +456,7 @@ async fn bad_credentials_are_a_clear_error_naming_the_source() {
         LOOKBACK,
         SETTLE,
     )
-    .run(
-        &*ledger,
-        queue.as_ref(),
-        RunOptions::default(),
-        &mut no_progress(),
-    )
+    .once(&*ledger, queue.as_ref())
     .await
     .unwrap_err();
     let text = err.to_string();
@@ -514,12 +477,7 @@ async fn bad_credentials_are_a_clear_error_naming_the_source() {
         LOOKBACK,
         SETTLE,
     )
-    .run(
-        &*ledger,
-        queue.as_ref(),
-        RunOptions::default(),
-        &mut no_progress(),
-    )
+    .once(&*ledger, queue.as_ref())
     .await
     .unwrap_err();
     assert!(matches!(err.kind, RunErrorKind::BadCredentials { .. }), "{err}");
@@ -546,15 +504,7 @@ async fn at_steady_state_a_run_rereads_only_the_overlap() {
     let mut runs: Vec<Summary> = Vec::new();
     for _ in 0..10 {
         let before = fake.requests();
-        let summary = reconciler
-            .run(
-                &*ledger,
-                queue.as_ref(),
-                RunOptions::default(),
-                &mut no_progress(),
-            )
-            .await
-            .unwrap();
+        let summary = reconciler.once(&*ledger, queue.as_ref()).await.unwrap();
         assert_eq!(summary.requests as usize, fake.requests() - before);
         runs.push(summary);
     }
@@ -640,15 +590,7 @@ async fn stripe_connect_sends_the_account_and_from_config_resolves_the_key() {
     let reconciler = Reconciler::from_config(&s, &config, &Env).await.unwrap();
     let ledger = store();
     let (queue, _d) = InProcessQueue::new(100);
-    let summary = reconciler
-        .run(
-            &*ledger,
-            queue.as_ref(),
-            RunOptions::default(),
-            &mut no_progress(),
-        )
-        .await
-        .unwrap();
+    let summary = reconciler.once(&*ledger, queue.as_ref()).await.unwrap();
     assert_eq!(summary.recovered, 3);
     assert_eq!(
         fake.accounts.lock().unwrap().as_slice(),
@@ -730,16 +672,7 @@ async fn github_a_delivery_whose_detail_fails_is_kept_and_recovered_by_a_later_r
     let ledger = store();
     let (queue, mut enqueued) = InProcessQueue::new(10_000);
     let reconciler = Reconciler::new(s.clone(), "github", github(&url, "ghp_good"), LOOKBACK, SETTLE);
-    let run = || async {
-        reconciler
-            .run(
-                &*ledger,
-                queue.as_ref(),
-                RunOptions::default(),
-                &mut no_progress(),
-            )
-            .await
-    };
+    let run = || async { reconciler.once(&*ledger, queue.as_ref()).await };
 
     // WHEN a run meets them
     let first = run().await.unwrap();
@@ -831,16 +764,7 @@ async fn stripe_an_event_the_ledger_refuses_is_kept_and_fetched_alone_later() {
         LOOKBACK,
         SETTLE,
     );
-    let run = || async {
-        reconciler
-            .run(
-                &*ledger,
-                queue.as_ref(),
-                RunOptions::default(),
-                &mut no_progress(),
-            )
-            .await
-    };
+    let run = || async { reconciler.once(&*ledger, queue.as_ref()).await };
 
     // WHEN a run meets it THEN the other 149 are recovered, it is kept, and the checkpoint advanced
     let first = run().await.unwrap();
@@ -956,12 +880,7 @@ async fn kept_events_older_than_the_lookback_are_given_up_and_older_checkpoints_
         LOOKBACK,
         SETTLE,
     )
-    .run(
-        &*ledger,
-        queue.as_ref(),
-        RunOptions::default(),
-        &mut no_progress(),
-    )
+    .once(&*ledger, queue.as_ref())
     .await
     .unwrap();
 
@@ -1001,15 +920,7 @@ async fn more_failures_than_a_checkpoint_keeps_end_the_run_with_the_checkpoint_u
         LOOKBACK,
         SETTLE,
     );
-    let err = reconciler
-        .run(
-            &*ledger,
-            queue.as_ref(),
-            RunOptions::default(),
-            &mut no_progress(),
-        )
-        .await
-        .unwrap_err();
+    let err = reconciler.once(&*ledger, queue.as_ref()).await.unwrap_err();
     // THEN the run ends once past the bound, saying so, and gives none up: the checkpoint has not moved
     assert!(
         matches!(err.kind, RunErrorKind::TooManyFailed(n) if n == inbox_core::reconcile::MAX_FAILED_KEPT + 1),
@@ -1025,14 +936,6 @@ async fn more_failures_than_a_checkpoint_keeps_end_the_run_with_the_checkpoint_u
         .contains("could not be stored"));
     // … and once the cause is gone the next run recovers all of them.
     ledger.accept();
-    let summary = reconciler
-        .run(
-            &*ledger,
-            queue.as_ref(),
-            RunOptions::default(),
-            &mut no_progress(),
-        )
-        .await
-        .unwrap();
+    let summary = reconciler.once(&*ledger, queue.as_ref()).await.unwrap();
     assert_eq!((summary.recovered, summary.kept), (600, 0));
 }

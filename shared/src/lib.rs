@@ -24,7 +24,7 @@ pub mod ports;
 pub mod receiver;
 pub mod reconcile;
 pub mod rules;
-pub mod schemes;
+pub use inbox_schemes as schemes;
 pub mod secrets;
 pub mod source;
 pub mod sync;

@@ -23,7 +23,7 @@ fn source_toml(sink: &str) -> String {
 
 fn signer(secret: &str) -> Signer {
     Signer::new(
-        Scheme::Hmac(HmacParams {
+        Scheme::from(HmacParams {
             header: HeaderName::from_static("x-orders-signature"),
             algorithm: Algorithm::Sha256,
             encoding: Encoding::Hex,

@@ -333,7 +333,7 @@ async fn hmac_with_header_id() {
         source: "acme",
         toml: "scheme = \"hmac\"\nsignature_header = \"X-Acme-Signature\"\nalgorithm = \"sha256\"\n\
                encoding = \"hex\"\nprefix = \"sha256=\"\nid = \"header:X-Acme-Delivery\"\ntype = \"header:X-Acme-Event\"",
-        scheme: Scheme::Hmac(HmacParams {
+        scheme: Scheme::from(HmacParams {
             header: header("x-acme-signature"),
             algorithm: Algorithm::Sha256,
             encoding: Encoding::Hex,
@@ -357,7 +357,7 @@ async fn hmac_with_json_id() {
         source: "partner",
         toml: "scheme = \"hmac\"\nsignature_header = \"X-Partner-Signature\"\nalgorithm = \"sha512\"\n\
                encoding = \"base64\"\nid = \"json:/data/id\"\ntype = \"json:/type\"",
-        scheme: Scheme::Hmac(HmacParams {
+        scheme: Scheme::from(HmacParams {
             header: header("x-partner-signature"),
             algorithm: Algorithm::Sha512,
             encoding: Encoding::Base64,

@@ -714,7 +714,7 @@ impl RawSource {
                     })
                     .and_then(|v| locator("id", v))?;
                 let event_type = self.event_type.as_deref().map(|v| locator("type", v)).transpose()?;
-                return Ok(Scheme::Hmac(HmacParams {
+                return Ok(Scheme::from(HmacParams {
                     header,
                     algorithm,
                     encoding,

@@ -51,7 +51,8 @@ fn full_example_loads_with_overrides() {
     assert_eq!(stripe.secrets[1], SecretRef::File("/run/secrets/old".into()));
     let acme = &c.sources[&SourceName::parse("acme").unwrap()];
     assert!(
-        matches!(acme.scheme, Scheme::Hmac(ref p) if p.prefix == "sha256=" && p.algorithm == Algorithm::Sha256)
+        matches!(acme.scheme.preset().map(|p| &p.family), Some(inbox_schemes::Family::Hmac(h))
+            if h.signature.prefix == "sha256=" && h.algorithm == Algorithm::Sha256)
     );
     assert_eq!(acme.handler, HandlerConfig::Log);
     assert_eq!(acme.tolerance, DEFAULT_TOLERANCE);

@@ -37,7 +37,7 @@ fn schemes() -> Vec<Scheme> {
         Scheme::Svix,
         Scheme::Shopify,
         Scheme::Slack,
-        Scheme::Hmac(HmacParams {
+        Scheme::from(HmacParams {
             header: HeaderName::from_static("x-signature"),
             algorithm: Algorithm::Sha256,
             encoding: Encoding::Hex,
@@ -45,7 +45,7 @@ fn schemes() -> Vec<Scheme> {
             id: Locator::Json("id".into()),
             event_type: Some(Locator::Json("type".into())),
         }),
-        Scheme::Hmac(HmacParams {
+        Scheme::from(HmacParams {
             header: HeaderName::from_static("x-signature"),
             algorithm: Algorithm::Sha512,
             encoding: Encoding::Base64,
@@ -53,7 +53,7 @@ fn schemes() -> Vec<Scheme> {
             id: Locator::Header(HeaderName::from_static("x-event-id")),
             event_type: None,
         }),
-        Scheme::Hmac(HmacParams {
+        Scheme::from(HmacParams {
             header: HeaderName::from_static("x-signature"),
             algorithm: Algorithm::Sha1,
             encoding: Encoding::Hex,

@@ -4,9 +4,11 @@
 //! bytes, compares MACs in constant time, accepts any of several keys (rotation) and any of several signatures,
 //! and never panics on input. Errors and `Debug` output never carry a secret, a signature or a body.
 
+pub mod families;
 mod github;
-mod hmac;
 mod json;
+pub mod providers;
+pub mod request;
 mod shopify;
 mod slack;
 mod standard;
@@ -24,6 +26,10 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use secrecy::{ExposeSecret, SecretSlice};
 use sha2::Digest as _;
 use subtle::{Choice, ConstantTimeEq};
+
+pub use families::{Family, Signer};
+pub use providers::{Identify, Preset};
+pub use request::{Answer, Credentials, Identified, Item, KeyRequest, PublicKey, Request, Signed};
 
 /// An HMAC key. Its bytes never reach `Debug` output or an error message.
 #[derive(Clone)]
@@ -96,6 +102,10 @@ pub enum Locator {
     Json(String),
     /// The hex SHA-256 of the body: for senders without ids (identical bodies are then one event).
     BodySha256,
+    /// A field of a form-encoded body (`form:MessageSid`).
+    Form(String),
+    /// A query parameter of the URL (`query:id`).
+    Query(String),
 }
 
 impl FromStr for Locator {
@@ -118,8 +128,14 @@ impl FromStr for Locator {
             }
             return Ok(Locator::Json(pointer.to_owned()));
         }
+        if let Some(name) = s.strip_prefix("form:").filter(|n| !n.is_empty()) {
+            return Ok(Locator::Form(name.to_owned()));
+        }
+        if let Some(name) = s.strip_prefix("query:").filter(|n| !n.is_empty()) {
+            return Ok(Locator::Query(name.to_owned()));
+        }
         Err(ParseError(format!(
-            "unknown locator {s:?} (expected \"header:NAME\", \"json:/POINTER\" or \"sha256\")"
+            "unknown locator {s:?} (expected \"header:NAME\", \"json:/POINTER\", \"form:NAME\", \"query:NAME\" or \"sha256\")"
         )))
     }
 }
@@ -127,9 +143,10 @@ impl FromStr for Locator {
 /// A configuration string that did not parse; the message says what was expected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct ParseError(String);
+pub struct ParseError(pub(crate) String);
 
-/// The generic HMAC scheme: `header` carries `prefix` + encode(HMAC(key, body)).
+/// The simplest spelling of the general `hmac` family: `header` carries `prefix` + encode(HMAC(key, body)); the
+/// id and type where the locators say. `Scheme::from` makes it a scheme.
 #[derive(Clone, Debug)]
 pub struct HmacParams {
     pub header: HeaderName,
@@ -149,7 +166,43 @@ pub enum Scheme {
     Svix,
     Shopify,
     Slack,
-    Hmac(HmacParams),
+    /// A named provider, or a family configured field by field (`hmac`, `token`, `ed25519`, ...).
+    Preset(Box<Preset>),
+}
+
+impl From<HmacParams> for Scheme {
+    fn from(p: HmacParams) -> Scheme {
+        let family = Family::Hmac(families::Hmac::of_body(
+            families::Signature {
+                at: families::At::Header(p.header),
+                format: families::Format::Plain,
+                prefix: p.prefix,
+                encoding: p.encoding,
+            },
+            p.algorithm,
+        ));
+        let resendable = matches!(p.id, Locator::Header(_));
+        let kept = [Some(&p.id), p.event_type.as_ref()]
+            .into_iter()
+            .flatten()
+            .filter_map(|locator| match locator {
+                Locator::Header(name) => Some(name.clone()),
+                _ => None,
+            })
+            .collect();
+        Scheme::Preset(Box::new(Preset {
+            kept,
+            resendable,
+            ..Preset::new(
+                "hmac",
+                family,
+                Identify::At {
+                    id: p.id,
+                    event_type: p.event_type,
+                },
+            )
+        }))
+    }
 }
 
 /// The sender's own id for a delivery, and its type where the scheme carries one.
@@ -171,6 +224,9 @@ pub enum VerifyError {
     Timestamp { skew_secs: i64 },
     #[error("no signature matched")]
     Mismatch,
+    /// The request points at a key somewhere other than the provider's own hosts: refused, nothing fetched.
+    #[error("the key the request points at ({0}) is not on the provider's hosts")]
+    UntrustedKey(String),
 }
 
 impl VerifyError {
@@ -201,9 +257,41 @@ pub enum KeyError {
     Empty,
     #[error("{scheme} secret is not valid base64 after the \"whsec_\" prefix")]
     NotBase64 { scheme: &'static str },
+    #[error("secret is not valid {0}")]
+    NotDecodable(&'static str),
+    #[error("public key: {0}")]
+    PublicKey(String),
 }
 
 impl Scheme {
+    /// The scheme named in configuration: one of the built-in schemes or a named provider. Families configured
+    /// field by field (`hmac`, `token`, ...) are built by the configuration, not here.
+    pub fn named(name: &str) -> Option<Scheme> {
+        Some(match name {
+            "github" => Scheme::Github,
+            "stripe" => Scheme::Stripe,
+            "standard-webhooks" => Scheme::StandardWebhooks,
+            "svix" => Scheme::Svix,
+            "shopify" => Scheme::Shopify,
+            "slack" => Scheme::Slack,
+            _ => Scheme::Preset(Box::new(providers::preset(name)?)),
+        })
+    }
+
+    /// Every scheme name `named` knows.
+    pub fn names() -> Vec<&'static str> {
+        let mut names = vec![
+            "github",
+            "stripe",
+            "standard-webhooks",
+            "svix",
+            "shopify",
+            "slack",
+        ];
+        names.extend(providers::NAMES);
+        names
+    }
+
     /// The scheme's name as written in configuration.
     pub fn name(&self) -> &'static str {
         match self {
@@ -213,23 +301,47 @@ impl Scheme {
             Scheme::Svix => "svix",
             Scheme::Shopify => "shopify",
             Scheme::Slack => "slack",
-            Scheme::Hmac(_) => "hmac",
+            Scheme::Preset(p) => p.name,
         }
+    }
+
+    /// The preset, where the scheme is one.
+    pub fn preset(&self) -> Option<&Preset> {
+        match self {
+            Scheme::Preset(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// The family it belongs to (`hmac` for the built-in HMAC schemes).
+    pub fn family(&self) -> &'static str {
+        self.preset().map_or("hmac", |p| p.family.name())
     }
 
     /// Whether the signature covers a timestamp that `verify` checks against its tolerance.
     pub fn has_timestamp(&self) -> bool {
-        matches!(
-            self,
-            Scheme::Stripe | Scheme::StandardWebhooks | Scheme::Svix | Scheme::Slack
-        )
+        match self {
+            Scheme::Stripe | Scheme::StandardWebhooks | Scheme::Svix | Scheme::Slack => true,
+            Scheme::Github | Scheme::Shopify => false,
+            Scheme::Preset(p) => p.family.has_timestamp(),
+        }
     }
 
-    /// The configured secret string -> HMAC key. Standard Webhooks/Svix: base64 after an optional `whsec_`;
-    /// Stripe: the whole `whsec_...` string's bytes (as Stripe does); others: the string's bytes.
+    /// The provider's documented tolerance for its timestamp, where it differs from the default.
+    pub fn default_tolerance_secs(&self) -> Option<u64> {
+        self.preset().and_then(|p| p.tolerance_secs)
+    }
+
+    /// The configured secret string -> key. Standard Webhooks/Svix: base64 after an optional `whsec_`;
+    /// Stripe: the whole `whsec_...` string's bytes (as Stripe does); a family: its secret encoding; others: the
+    /// string's bytes.
     pub fn key_from_secret(&self, secret: &str) -> Result<Key, KeyError> {
         let bytes = match self {
             Scheme::StandardWebhooks | Scheme::Svix => standard::key_bytes(self.name(), secret)?,
+            Scheme::Preset(p) => match &p.family {
+                Family::Hmac(h) => return h.secret.key(secret),
+                _ => secret.as_bytes().to_vec(),
+            },
             _ => secret.as_bytes().to_vec(),
         };
         if bytes.is_empty() {
@@ -238,8 +350,50 @@ impl Scheme {
         Ok(Key::new(bytes))
     }
 
-    /// Verifies the raw body against any of `keys` and any signature the request carries, in constant time.
-    /// Timestamped schemes first reject a timestamp more than `tolerance_secs` away from `now_unix`.
+    /// Parses a `public_key` as the provider prints it, for the asymmetric families.
+    pub fn public_key(&self, text: &str) -> Result<PublicKey, KeyError> {
+        let family = self.preset().map(|p| &p.family);
+        request::parse_public_key(family, text)
+    }
+
+    /// A key the request points at, to fetch before `verify` (PayPal's and SNS's certificates, a JWK set).
+    /// `Err`: it points somewhere other than the provider's own hosts (a 401; nothing is fetched).
+    pub fn key_request(&self, creds: &Credentials, req: &Request) -> Result<Option<KeyRequest>, VerifyError> {
+        match self {
+            Scheme::Preset(p) => p.family.key_request(req, creds),
+            _ => Ok(None),
+        }
+    }
+
+    /// Verifies a request against any of the source's keys and any signature the request carries, in constant
+    /// time. Timestamped schemes first reject a timestamp more than `tolerance_secs` away from `now_unix`.
+    /// `fetched`: the key `key_request` asked for.
+    pub fn verify_request(
+        &self,
+        creds: &Credentials,
+        req: &Request,
+        now_unix: i64,
+        tolerance_secs: u64,
+        fetched: Option<&PublicKey>,
+    ) -> Result<(), VerifyError> {
+        let clock = Clock {
+            now_unix,
+            tolerance_secs,
+        };
+        let keys = &creds.secrets;
+        let (headers, body) = (req.headers, req.body);
+        match self {
+            Scheme::Github => github::verify(keys, headers, body),
+            Scheme::Stripe => stripe::verify(keys, headers, body, clock),
+            Scheme::StandardWebhooks => standard::verify(&standard::WEBHOOK, keys, headers, body, clock),
+            Scheme::Svix => standard::verify(&standard::SVIX, keys, headers, body, clock),
+            Scheme::Shopify => shopify::verify(keys, headers, body),
+            Scheme::Slack => slack::verify(keys, headers, body, clock),
+            Scheme::Preset(p) => p.family.verify(creds, req, clock, fetched),
+        }
+    }
+
+    /// `verify_request` for a `POST` with headers and a body only, and shared secrets only.
     pub fn verify(
         &self,
         keys: &[Key],
@@ -248,31 +402,50 @@ impl Scheme {
         now_unix: i64,
         tolerance_secs: u64,
     ) -> Result<(), VerifyError> {
-        let clock = Clock {
+        let uri = http::Uri::from_static("/");
+        let creds = Credentials::secrets(keys.to_vec());
+        self.verify_request(
+            &creds,
+            &Request::post(&uri, headers, body),
             now_unix,
             tolerance_secs,
-        };
-        match self {
-            Scheme::Github => github::verify(keys, headers, body),
-            Scheme::Stripe => stripe::verify(keys, headers, body, clock),
-            Scheme::StandardWebhooks => standard::verify(&standard::WEBHOOK, keys, headers, body, clock),
-            Scheme::Svix => standard::verify(&standard::SVIX, keys, headers, body, clock),
-            Scheme::Shopify => shopify::verify(keys, headers, body),
-            Scheme::Slack => slack::verify(keys, headers, body, clock),
-            Scheme::Hmac(params) => hmac::verify(params, keys, headers, body),
-        }
+            None,
+        )
     }
 
-    /// The sender's event id and type. Call after `verify` succeeded.
-    pub fn identify(&self, headers: &HeaderMap, body: &[u8]) -> Result<Identity, IdError> {
-        match self {
+    /// The delivery's events: one, or several for a batched delivery. Call after verification succeeded.
+    pub fn identify_request(&self, req: &Request) -> Result<Identified, IdError> {
+        let (headers, body) = (req.headers, req.body);
+        let one = match self {
             Scheme::Github => github::identify(headers),
             Scheme::Stripe => stripe::identify(body),
             Scheme::StandardWebhooks => standard::identify(&standard::WEBHOOK, headers, body),
             Scheme::Svix => standard::identify(&standard::SVIX, headers, body),
             Scheme::Shopify => shopify::identify(headers),
             Scheme::Slack => slack::identify(body),
-            Scheme::Hmac(params) => hmac::identify(params, headers, body),
+            Scheme::Preset(p) => {
+                return match &p.identify {
+                    Identify::At { id, event_type } => {
+                        locate(req, id, event_type.as_ref()).map(Identified::One)
+                    }
+                    Identify::Batch(batch) => batch.split(req),
+                    Identify::Custom(identify) => identify(req),
+                }
+            }
+        };
+        one.map(Identified::One)
+    }
+
+    /// The sender's event id and type, for a scheme that carries one event per delivery.
+    pub fn identify(&self, headers: &HeaderMap, body: &[u8]) -> Result<Identity, IdError> {
+        let uri = http::Uri::from_static("/");
+        match self.identify_request(&Request::post(&uri, headers, body))? {
+            Identified::One(identity) => Ok(identity),
+            Identified::Batch(items) => items
+                .into_iter()
+                .next()
+                .map(|item| item.identity)
+                .ok_or_else(|| IdError::Missing("the batch is empty".to_owned())),
         }
     }
 
@@ -282,17 +455,48 @@ impl Scheme {
     pub fn signs_body_but_not_id(&self) -> bool {
         match self {
             Scheme::Github | Scheme::Shopify => true,
-            Scheme::Hmac(params) => matches!(params.id, Locator::Header(_)),
+            Scheme::Preset(p) => p.resendable,
             Scheme::Stripe | Scheme::StandardWebhooks | Scheme::Svix | Scheme::Slack => false,
         }
     }
 
-    /// The answer to a scheme handshake, which is answered without storing (call after `verify` succeeded).
+    /// Whether the provider sends `GET` requests (handshakes only): the route exists for such sources only.
+    pub fn accepts_get(&self) -> bool {
+        self.preset().is_some_and(|p| p.get)
+    }
+
+    /// A handshake the provider does not sign, answered before verification and never stored (a `GET`
+    /// challenge, Microsoft Graph's `validationToken`). `None`: not a handshake; `Some(Err)`: one that fails.
+    pub fn unsigned_handshake(
+        &self,
+        creds: &Credentials,
+        req: &Request,
+    ) -> Option<Result<Answer, VerifyError>> {
+        self.preset()
+            .and_then(|p| p.before)
+            .and_then(|before| before(req, creds))
+    }
+
+    /// The answer to a signed handshake, which is answered without storing (call after verification).
+    pub fn signed_handshake(&self, creds: &Credentials, req: &Request) -> Option<Answer> {
+        match self {
+            Scheme::Slack => slack::handshake(req.body).map(|v| Answer::json(&v)),
+            Scheme::Preset(p) => p.after.and_then(|after| after(req, creds)),
+            _ => None,
+        }
+    }
+
+    /// The answer to a signed handshake in a JSON body (Slack's `url_verification`).
     pub fn handshake(&self, body: &[u8]) -> Option<serde_json::Value> {
         match self {
             Scheme::Slack => slack::handshake(body),
             _ => None,
         }
+    }
+
+    /// The answer the provider requires to an accepted delivery, instead of the receiver's JSON.
+    pub fn required_answer(&self, req: &Request) -> Option<Answer> {
+        self.preset().and_then(|p| p.answer).map(|answer| answer(req))
     }
 
     /// Headers kept with a stored event so a replay forwards what was received: content-type and the
@@ -306,9 +510,43 @@ impl Scheme {
             Scheme::Svix => kept.extend(standard::SVIX.kept_headers()),
             Scheme::Shopify => kept.extend(shopify::kept_headers()),
             Scheme::Slack => kept.extend(slack::kept_headers()),
-            Scheme::Hmac(params) => kept.extend(hmac::kept_headers(params)),
+            Scheme::Preset(p) => kept.extend(p.kept.iter().cloned()),
         }
         kept
+    }
+
+    /// Signs a request like the provider does: the headers to add (signature, timestamp, and the id and type
+    /// where they are headers), and the body where the signature lives in it. `None` where `signer` cannot sign
+    /// for this scheme (a shared secret for an asymmetric one).
+    pub fn sign_request(
+        &self,
+        signer: &Signer,
+        creds: &Credentials,
+        req: &Request,
+        identity: &Identity,
+        now_unix: i64,
+    ) -> Option<Signed> {
+        let Scheme::Preset(p) = self else {
+            let Signer::Secret(key) = signer else { return None };
+            let headers = self.sign(key, req.body, identity, now_unix);
+            return Some(Signed {
+                headers: headers
+                    .into_iter()
+                    .filter_map(|(n, v)| Some((n, v.to_str().ok()?.to_owned())))
+                    .collect(),
+                body: None,
+            });
+        };
+        let mut signed = p.family.sign(signer, req, creds, identity, now_unix)?;
+        if let Identify::At { id, event_type } = &p.identify {
+            if let Locator::Header(name) = id {
+                signed.headers.push((name.clone(), identity.event_id.clone()));
+            }
+            if let (Some(Locator::Header(name)), Some(t)) = (event_type, &identity.event_type) {
+                signed.headers.push((name.clone(), t.clone()));
+            }
+        }
+        Some(signed)
     }
 
     /// Signs `body` like the provider does and returns the headers to send with it (the signature, the
@@ -328,7 +566,20 @@ impl Scheme {
             Scheme::Svix => standard::SVIX.sign(key, body, identity, now_unix),
             Scheme::Shopify => shopify::sign(key, body, identity),
             Scheme::Slack => slack::sign(key, body, now_unix),
-            Scheme::Hmac(params) => hmac::sign(params, key, body, identity),
+            Scheme::Preset(_) => {
+                let uri = http::Uri::from_static("/");
+                let headers = HeaderMap::new();
+                let req = Request::post(&uri, &headers, body);
+                self.sign_request(
+                    &Signer::Secret(key.clone()),
+                    &Credentials::default(),
+                    &req,
+                    identity,
+                    now_unix,
+                )
+                .map(|s| s.headers)
+                .unwrap_or_default()
+            }
         };
         pairs
             .into_iter()
@@ -337,17 +588,66 @@ impl Scheme {
     }
 }
 
+/// The id and type where the locators say.
+fn locate(req: &Request, id: &Locator, event_type: Option<&Locator>) -> Result<Identity, IdError> {
+    let pointers: Vec<&str> = [Some(id), event_type]
+        .into_iter()
+        .filter_map(|locator| match locator {
+            Some(Locator::Json(pointer)) => Some(pointer.as_str()),
+            _ => None,
+        })
+        .collect();
+    let body = Body::new(req.body, &pointers);
+    let event_id = match id {
+        Locator::Header(name) => id_from_header(req.headers, name)?,
+        Locator::Json(pointer) => body.id_at(pointer)?,
+        Locator::BodySha256 => body.sha256_hex(),
+        Locator::Form(name) => {
+            let place = format!("form {name}");
+            valid_id(
+                &place,
+                req.form(name).ok_or_else(|| IdError::Missing(place.clone()))?,
+            )?
+        }
+        Locator::Query(name) => {
+            let place = format!("query {name}");
+            valid_id(
+                &place,
+                req.query(name).ok_or_else(|| IdError::Missing(place.clone()))?,
+            )?
+        }
+    };
+    let event_type = match event_type {
+        None => None,
+        Some(Locator::Header(name)) => type_from_header(req.headers, name)?,
+        Some(Locator::Json(pointer)) => body.type_at(pointer)?,
+        Some(Locator::BodySha256) => Some(body.sha256_hex()),
+        Some(Locator::Form(name)) => req.form(name).filter(|t| !t.is_empty()),
+        Some(Locator::Query(name)) => req.query(name).filter(|t| !t.is_empty()),
+    };
+    Ok(Identity { event_id, event_type })
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Shared helpers.
 
 /// The verifier's clock: the caller's `now` and the accepted skew either way.
-#[derive(Clone, Copy)]
-struct Clock {
-    now_unix: i64,
-    tolerance_secs: u64,
+#[derive(Clone, Copy, Debug)]
+pub struct Clock {
+    pub now_unix: i64,
+    pub tolerance_secs: u64,
 }
 
 impl Clock {
+    /// Checks a unix-seconds timestamp against the tolerance, both ways; saturating.
+    pub fn check_unix(self, ts: i64) -> Result<(), VerifyError> {
+        let skew_secs = self.now_unix.saturating_sub(ts);
+        if skew_secs.unsigned_abs() > self.tolerance_secs {
+            return Err(VerifyError::Timestamp { skew_secs });
+        }
+        Ok(())
+    }
+
     /// Checks a unix-seconds timestamp header value. Saturating both ways: no value can overflow.
     fn check(self, header: &HeaderName, raw: &str) -> Result<(), VerifyError> {
         if raw.is_empty() || !raw.bytes().all(|b| b.is_ascii_digit()) {

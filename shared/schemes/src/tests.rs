@@ -31,7 +31,7 @@ pub(super) fn map(pairs: &[(&str, &str)]) -> HeaderMap {
 }
 
 fn generic(algorithm: Algorithm, encoding: Encoding, prefix: &str) -> Scheme {
-    Scheme::Hmac(HmacParams {
+    Scheme::from(HmacParams {
         header: HeaderName::from_static("x-acme-signature"),
         algorithm,
         encoding,
@@ -439,7 +439,7 @@ fn hostile_bodies_and_headers_never_panic() {
 
 #[test]
 fn json_numbers_become_decimal_text() {
-    let scheme = Scheme::Hmac(HmacParams {
+    let scheme = Scheme::from(HmacParams {
         header: HeaderName::from_static("x-sig"),
         algorithm: Algorithm::Sha256,
         encoding: Encoding::Hex,
@@ -469,7 +469,7 @@ fn json_numbers_become_decimal_text() {
 
 #[test]
 fn body_sha256_locator() {
-    let scheme = Scheme::Hmac(HmacParams {
+    let scheme = Scheme::from(HmacParams {
         header: HeaderName::from_static("x-sig"),
         algorithm: Algorithm::Sha256,
         encoding: Encoding::Hex,

@@ -1,0 +1,220 @@
+//! The asymmetric families: `ed25519` (Discord), `ecdsa` over P-256 (SendGrid) and `rsa` (a configured key, as
+//! Wise does, or a certificate the request points at, as PayPal and AWS SNS do). The checks are aws-lc-rs's, the
+//! crypto library rustls already links; nothing here is hand-rolled.
+
+use aws_lc_rs::signature::{self as sig, UnparsedPublicKey, VerificationAlgorithm};
+
+use super::{missing, Signature, Template, Timestamp};
+use crate::request::{provider_https_url, Credentials, KeyRequest, PublicKey, Request, Signed};
+use crate::{Clock, Key, VerifyError};
+
+/// A signature over a template, with an optional signed timestamp.
+#[derive(Clone, Debug)]
+pub struct Asymmetric {
+    pub signature: Signature,
+    pub signed: Template,
+    pub timestamp: Option<Timestamp>,
+}
+
+impl Asymmetric {
+    /// The bytes that were signed and the candidate signatures, the timestamp checked first.
+    fn message(
+        &self,
+        req: &Request,
+        creds: &Credentials,
+        clock: Clock,
+    ) -> Result<(Vec<u8>, Vec<Vec<u8>>), VerifyError> {
+        let (candidates, beside) = self.signature.read(req)?;
+        let timestamp = match &self.timestamp {
+            Some(ts) => Some(ts.check(req, beside, clock)?),
+            None => None,
+        };
+        if candidates.is_empty() {
+            return Err(missing(&self.signature.at));
+        }
+        Ok((self.signed.render(req, creds, timestamp.as_deref())?, candidates))
+    }
+
+    pub fn verify_ed25519(
+        &self,
+        creds: &Credentials,
+        req: &Request,
+        clock: Clock,
+    ) -> Result<(), VerifyError> {
+        let Some(PublicKey::Ed25519(key)) = &creds.public_key else {
+            return Err(VerifyError::Mismatch);
+        };
+        let (message, candidates) = self.message(req, creds, clock)?;
+        check(&sig::ED25519, key, &message, &candidates)
+    }
+
+    pub fn verify_p256(&self, creds: &Credentials, req: &Request, clock: Clock) -> Result<(), VerifyError> {
+        let Some(PublicKey::P256(key)) = &creds.public_key else {
+            return Err(VerifyError::Mismatch);
+        };
+        let (message, candidates) = self.message(req, creds, clock)?;
+        // DER (what SendGrid sends) or the fixed 64-byte form: whichever the candidate's length says.
+        let der = check(&sig::ECDSA_P256_SHA256_ASN1, key, &message, &candidates);
+        if der.is_ok() {
+            return der;
+        }
+        check(&sig::ECDSA_P256_SHA256_FIXED, key, &message, &candidates)
+    }
+
+    fn sign_with(
+        &self,
+        req: &Request,
+        creds: &Credentials,
+        now_unix: i64,
+        sign: impl Fn(&[u8]) -> Option<Vec<u8>>,
+    ) -> Option<Signed> {
+        let ts = self.timestamp.as_ref().map(|t| t.render(now_unix));
+        let mut headers = Vec::new();
+        if let (
+            Some(Timestamp {
+                at: Some(super::At::Header(name)),
+                ..
+            }),
+            Some(ts),
+        ) = (&self.timestamp, &ts)
+        {
+            headers.push((name.clone(), ts.clone()));
+        }
+        let message = self.signed.render(req, creds, ts.as_deref()).ok()?;
+        let tag = sign(&message)?;
+        headers.push((
+            self.signature.header_name()?.clone(),
+            self.signature.write(&tag, ts.as_deref()),
+        ));
+        Some(Signed { headers, body: None })
+    }
+
+    pub fn sign_ed25519(
+        &self,
+        pkcs8: &Key,
+        req: &Request,
+        creds: &Credentials,
+        now_unix: i64,
+    ) -> Option<Signed> {
+        let pair = sig::Ed25519KeyPair::from_pkcs8(pkcs8.expose())
+            .or_else(|_| sig::Ed25519KeyPair::from_pkcs8_maybe_unchecked(pkcs8.expose()))
+            .ok()?;
+        self.sign_with(req, creds, now_unix, |m| Some(pair.sign(m).as_ref().to_vec()))
+    }
+
+    pub fn sign_p256(
+        &self,
+        pkcs8: &Key,
+        req: &Request,
+        creds: &Credentials,
+        now_unix: i64,
+    ) -> Option<Signed> {
+        let pair =
+            sig::EcdsaKeyPair::from_pkcs8(&sig::ECDSA_P256_SHA256_ASN1_SIGNING, pkcs8.expose()).ok()?;
+        let rng = aws_lc_rs::rand::SystemRandom::new();
+        self.sign_with(req, creds, now_unix, |m| {
+            Some(pair.sign(&rng, m).ok()?.as_ref().to_vec())
+        })
+    }
+}
+
+/// Accepts if any candidate is a valid signature of `message` under `key`.
+pub(crate) fn check(
+    algorithm: &'static dyn VerificationAlgorithm,
+    key: &[u8],
+    message: &[u8],
+    candidates: &[Vec<u8>],
+) -> Result<(), VerifyError> {
+    let key = UnparsedPublicKey::new(algorithm, key);
+    if candidates.iter().any(|c| key.verify(message, c).is_ok()) {
+        Ok(())
+    } else {
+        Err(VerifyError::Mismatch)
+    }
+}
+
+/// The hash and padding of an RSA signature.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RsaAlgorithm {
+    Pkcs1Sha1,
+    Pkcs1Sha256,
+    PssSha256,
+}
+
+impl RsaAlgorithm {
+    fn verification(self) -> &'static dyn VerificationAlgorithm {
+        match self {
+            RsaAlgorithm::Pkcs1Sha1 => &sig::RSA_PKCS1_2048_8192_SHA1_FOR_LEGACY_USE_ONLY,
+            RsaAlgorithm::Pkcs1Sha256 => &sig::RSA_PKCS1_2048_8192_SHA256,
+            RsaAlgorithm::PssSha256 => &sig::RSA_PSS_2048_8192_SHA256,
+        }
+    }
+}
+
+/// Where the RSA key comes from.
+#[derive(Clone, Debug)]
+pub enum RsaKey {
+    /// The source's `public_key` (PEM).
+    Configured,
+    /// A certificate at a URL the request names (`at`), fetched only from one of `hosts` over HTTPS (an entry
+    /// starting with `.` admits its subdomains).
+    Certificate { at: super::At, hosts: Vec<&'static str> },
+}
+
+#[derive(Clone, Debug)]
+pub struct Rsa {
+    pub spec: Asymmetric,
+    pub algorithm: RsaAlgorithm,
+    pub key: RsaKey,
+}
+
+impl Rsa {
+    pub fn key_request(&self, req: &Request) -> Result<Option<KeyRequest>, VerifyError> {
+        let RsaKey::Certificate { at, hosts } = &self.key else {
+            return Ok(None);
+        };
+        let url = at.first(req)?;
+        match provider_https_url(&url, hosts) {
+            Some(url) => Ok(Some(KeyRequest::Certificate { url })),
+            None => Err(VerifyError::UntrustedKey(at.to_string())),
+        }
+    }
+
+    pub fn verify(
+        &self,
+        creds: &Credentials,
+        req: &Request,
+        clock: Clock,
+        fetched: Option<&PublicKey>,
+    ) -> Result<(), VerifyError> {
+        let key = match (&self.key, fetched, &creds.public_key) {
+            (RsaKey::Certificate { .. }, Some(PublicKey::Rsa(key)), _) => key,
+            (RsaKey::Configured, _, Some(PublicKey::Rsa(key))) => key,
+            _ => return Err(VerifyError::Mismatch),
+        };
+        let (message, candidates) = self.spec.message(req, creds, clock)?;
+        check(self.algorithm.verification(), key, &message, &candidates)
+    }
+
+    pub fn sign(
+        &self,
+        pkcs8: &Key,
+        _key_url: Option<&str>,
+        req: &Request,
+        creds: &Credentials,
+        now_unix: i64,
+    ) -> Option<Signed> {
+        let pair = sig::RsaKeyPair::from_pkcs8(pkcs8.expose()).ok()?;
+        let padding: &'static dyn sig::RsaEncoding = match self.algorithm {
+            RsaAlgorithm::Pkcs1Sha1 => return None,
+            RsaAlgorithm::Pkcs1Sha256 => &sig::RSA_PKCS1_SHA256,
+            RsaAlgorithm::PssSha256 => &sig::RSA_PSS_SHA256,
+        };
+        let rng = aws_lc_rs::rand::SystemRandom::new();
+        self.spec.sign_with(req, creds, now_unix, |m| {
+            let mut out = vec![0; pair.public_modulus_len()];
+            pair.sign(padding, &rng, m, &mut out).ok()?;
+            Some(out)
+        })
+    }
+}

@@ -1,0 +1,224 @@
+//! The named providers: each one small file that fills in a family (docs/DESIGN.md "Providers: who can send")
+//! with what its documentation says (headers, signed string, encoding, tolerance, id and type, handshake and
+//! answer; the page cited at the top of the file), and one line in the list below.
+
+use http::HeaderName;
+use serde_json::value::RawValue;
+
+use crate::families::Family;
+use crate::request::{Answer, Credentials, Identified, Item, Request};
+use crate::{IdError, Identity, Locator, VerifyError};
+
+/// An unsigned handshake's hook: `None` if the request is not one, else its answer or why it is refused.
+pub type Unsigned = fn(&Request, &Credentials) -> Option<Result<Answer, VerifyError>>;
+
+/// A provider's (or a configured family's) whole way of sending: how to verify, where the id and type are, what
+/// to answer.
+#[derive(Clone, Debug)]
+pub struct Preset {
+    /// The scheme name as written in configuration.
+    pub name: &'static str,
+    pub family: Family,
+    pub identify: Identify,
+    /// The provider's documented tolerance for its signed timestamp, where it documents one (else 300 s).
+    pub tolerance_secs: Option<u64>,
+    /// Headers kept with a stored event beside content-type (the id, type and timestamp headers; never a
+    /// signature).
+    pub kept: Vec<HeaderName>,
+    /// Handshakes the provider does not sign (a `GET` challenge, Microsoft Graph's `validationToken`): answered
+    /// before any signature check, never stored. `None` from the hook: not a handshake.
+    pub before: Option<Unsigned>,
+    /// Handshakes the provider signs (Slack `url_verification`, Zoom, Twitch, Discord PING, SNS
+    /// `SubscriptionConfirmation`): answered after verification, never stored.
+    pub after: Option<fn(&Request, &Credentials) -> Option<Answer>>,
+    /// The answer the provider requires to a stored event, instead of the receiver's JSON (Adyen `[accepted]`).
+    pub answer: Option<fn(&Request) -> Answer>,
+    /// Whether the provider sends `GET` requests to the endpoint (handshakes only): the route exists only then.
+    pub get: bool,
+    /// Whether a captured delivery could be resent under a fresh id with its signature still valid (the signature
+    /// covers the body but neither the id nor a timestamp); see `Scheme::signs_body_but_not_id`.
+    pub resendable: bool,
+}
+
+impl Preset {
+    /// A preset with no handshake, no answer and no GET: the common case, to fill in with `..`.
+    pub fn new(name: &'static str, family: Family, identify: Identify) -> Self {
+        Preset {
+            name,
+            family,
+            identify,
+            tolerance_secs: None,
+            kept: Vec::new(),
+            before: None,
+            after: None,
+            answer: None,
+            get: false,
+            resendable: false,
+        }
+    }
+}
+
+/// Where a delivery's events are.
+#[derive(Clone, Debug)]
+pub enum Identify {
+    /// One event: its id and type found where the locators say.
+    At {
+        id: Locator,
+        event_type: Option<Locator>,
+    },
+    /// Several events in one request (SendGrid's array, GoCardless `events`, Microsoft Graph `value`).
+    Batch(Batch),
+    /// The provider's own rule (an id it implies, a type it spreads over two fields).
+    Custom(fn(&Request) -> Result<Identified, IdError>),
+}
+
+impl Identify {
+    pub fn at(id: &str, event_type: Option<&str>) -> Self {
+        // Presets are written by hand and covered by their vectors: a bad locator is a programming error.
+        #[allow(clippy::expect_used)]
+        let parse = |s: &str| s.parse::<Locator>().expect("a preset's locator parses");
+        Identify::At {
+            id: parse(id),
+            event_type: event_type.map(parse),
+        }
+    }
+}
+
+/// A batched delivery: a JSON array (in the body, or in one form field of it), one event per element.
+#[derive(Clone, Debug)]
+pub struct Batch {
+    /// The form field that holds the JSON (Mandrill's `mandrill_events`); `None`: the body is the JSON.
+    pub form: Option<&'static str>,
+    /// A JSON pointer to the array; `""` for the body itself.
+    pub items: &'static str,
+    /// A pointer inside each element to the event object stored (Adyen `/NotificationRequestItem`); `""` for the
+    /// element itself.
+    pub item: &'static str,
+    /// Pointers inside the event object to its id and type.
+    pub id: &'static str,
+    pub event_type: Option<&'static str>,
+}
+
+/// Items in one delivery at most: more is refused as malformed (the store writes a batch in one transaction).
+pub const MAX_BATCH_ITEMS: usize = 1000;
+
+impl Batch {
+    pub fn split(&self, req: &Request) -> Result<Identified, IdError> {
+        let field;
+        let json: &[u8] = match self.form {
+            Some(name) => {
+                field = req
+                    .form(name)
+                    .ok_or_else(|| IdError::Missing(format!("form {name}")))?;
+                field.as_bytes()
+            }
+            None => req.body,
+        };
+        let text = std::str::from_utf8(json).map_err(|_| IdError::MalformedBody)?;
+        let root: &RawValue = serde_json::from_str(text).map_err(|_| IdError::MalformedBody)?;
+        let array =
+            raw_at(root, self.items).ok_or_else(|| IdError::Missing(format!("json {}", self.items)))?;
+        let elements: Vec<&RawValue> = serde_json::from_str(array.get())
+            .map_err(|_| IdError::Missing(format!("json {} (an array)", self.items)))?;
+        if elements.is_empty() {
+            return Err(IdError::Missing(format!("json {} holds no events", self.items)));
+        }
+        if elements.len() > MAX_BATCH_ITEMS {
+            return Err(IdError::Invalid(format!(
+                "more than {MAX_BATCH_ITEMS} events in one delivery"
+            )));
+        }
+        let mut items = Vec::with_capacity(elements.len());
+        for (i, element) in elements.into_iter().enumerate() {
+            let event = raw_at(element, self.item)
+                .ok_or_else(|| IdError::Missing(format!("item {i}: json {}", self.item)))?;
+            let value: serde_json::Value =
+                serde_json::from_str(event.get()).map_err(|_| IdError::MalformedBody)?;
+            let text_at = |pointer: &str| match value.pointer(pointer) {
+                Some(serde_json::Value::String(s)) => Some(s.clone()),
+                Some(n @ serde_json::Value::Number(_)) => Some(n.to_string()),
+                _ => None,
+            };
+            let place = format!("item {i}: json {}", self.id);
+            let event_id = crate::valid_id(&place, text_at(self.id).ok_or(IdError::Missing(place.clone()))?)?;
+            let event_type = self.event_type.and_then(text_at).filter(|t| !t.is_empty());
+            items.push(Item {
+                identity: Identity { event_id, event_type },
+                payload: event.get().as_bytes().to_vec(),
+            });
+        }
+        Ok(Identified::Batch(items))
+    }
+}
+
+/// The raw JSON value at an RFC 6901 pointer, its bytes as they were.
+pub fn raw_at<'a>(root: &'a RawValue, pointer: &str) -> Option<&'a RawValue> {
+    if pointer.is_empty() {
+        return Some(root);
+    }
+    let mut at = root;
+    for token in pointer.strip_prefix('/')?.split('/') {
+        let token = token.replace("~1", "/").replace("~0", "~");
+        let text = at.get().trim_start();
+        at = if text.starts_with('[') {
+            let list: Vec<&RawValue> = serde_json::from_str(at.get()).ok()?;
+            *list.get(token.parse::<usize>().ok()?)?
+        } else {
+            let map: std::collections::HashMap<String, &RawValue> = serde_json::from_str(at.get()).ok()?;
+            *map.get(&token)?
+        };
+    }
+    Some(at)
+}
+
+/// The providers list: `"scheme-name" => module,` one line each, in the catalogue's groups.
+macro_rules! providers {
+    ($($name:literal => $module:ident,)*) => {
+        $(mod $module;)*
+
+        /// Every named provider's scheme name.
+        pub const NAMES: &[&str] = &[$($name),*];
+
+        /// The preset of a named provider.
+        pub fn preset(name: &str) -> Option<Preset> {
+            match name {
+                $($name => Some($module::preset()),)*
+                _ => None,
+            }
+        }
+    };
+}
+
+providers! {
+    // Batch a: asymmetric and cloud.
+
+    // End of batch a.
+
+    // Batch b: payments.
+
+    // End of batch b.
+
+    // Batch c: payments and commerce.
+
+    // End of batch c.
+
+    // Batch d: developer tools.
+
+    // End of batch d.
+
+    // Batch e: messaging and mail.
+
+    // End of batch e.
+
+    // Batch f: messaging and identity.
+
+    // End of batch f.
+
+    // Batch g: identity and SaaS.
+
+    // End of batch g.
+
+    // Batch h: SaaS.
+
+    // End of batch h.
+}

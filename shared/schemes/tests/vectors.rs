@@ -1,0 +1,320 @@
+//! Every provider's vectors (`tests/vectors/*.json`, made by the provider's own SDK or from its documentation;
+//! the generators are in `tests/vectors/generate/`), run the way the receiver runs a request: the unsigned
+//! handshake, the key the request points at, the signature, the signed handshake, the events, the answer. Each
+//! vector is also refused with one body byte changed, with a stale clock where the provider signs a timestamp,
+//! and with the wrong key. `VECTOR=name` runs one provider's.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Uri};
+use inbox_schemes::request::spki_of_certificate;
+use inbox_schemes::{Answer, Credentials, Identified, KeyRequest, PublicKey, Request, Scheme, VerifyError};
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+struct Vector {
+    provider: String,
+    made_by: String,
+    #[allow(dead_code)]
+    made_with: String,
+    #[allow(dead_code)]
+    docs: String,
+    config: Config,
+    wrong_config: Config,
+    signs_timestamp: bool,
+    tolerance_secs: u64,
+    cases: Vec<Case>,
+    #[serde(default)]
+    certificates: BTreeMap<String, String>,
+    #[serde(default)]
+    jwks: BTreeMap<String, serde_json::Value>,
+}
+
+#[derive(Deserialize, Default, Clone)]
+struct Config {
+    #[serde(default)]
+    secrets: Option<Vec<String>>,
+    #[serde(default)]
+    public_key: Option<String>,
+    #[serde(default)]
+    url: Option<String>,
+    #[serde(default)]
+    verify_token: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Case {
+    name: String,
+    method: String,
+    url: String,
+    headers: Vec<(String, String)>,
+    #[serde(default)]
+    body: Option<String>,
+    #[serde(default)]
+    body_base64: Option<String>,
+    now: i64,
+    expect: Expect,
+}
+
+#[derive(Deserialize)]
+struct Expect {
+    kind: String,
+    #[serde(default)]
+    event_id: Option<String>,
+    #[serde(default)]
+    event_type: Option<String>,
+    #[serde(default)]
+    items: Vec<ItemExpect>,
+    #[serde(default)]
+    answer: Option<AnswerExpect>,
+}
+
+#[derive(Deserialize)]
+struct ItemExpect {
+    event_id: String,
+    #[serde(default)]
+    event_type: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct AnswerExpect {
+    status: u16,
+    content_type: String,
+    body: String,
+}
+
+fn credentials(scheme: &Scheme, config: &Config, fallback: &Config) -> Credentials {
+    let secrets = config.secrets.as_ref().or(fallback.secrets.as_ref());
+    let public_key = config.public_key.as_ref().or(fallback.public_key.as_ref());
+    Credentials {
+        secrets: secrets
+            .into_iter()
+            .flatten()
+            .map(|s| scheme.key_from_secret(s).expect("the vector's secret is a key"))
+            .collect(),
+        public_key: public_key.map(|k| scheme.public_key(k).expect("the vector's public key parses")),
+        url: config.url.clone().or(fallback.url.clone()),
+        verify_token: config
+            .verify_token
+            .as_ref()
+            .or(fallback.verify_token.as_ref())
+            .map(|t| inbox_schemes::Key::new(t.as_bytes().to_vec())),
+    }
+}
+
+/// What the receiver would do with the request: an answer (handshake or required), or the events, or a refusal.
+#[derive(Debug)]
+enum Outcome {
+    Handshake(Answer),
+    Events(Identified, Option<Answer>),
+    Refused(VerifyError),
+}
+
+fn run(vector: &Vector, scheme: &Scheme, creds: &Credentials, req: &Request, now: i64) -> Outcome {
+    if let Some(answer) = scheme.unsigned_handshake(creds, req) {
+        return match answer {
+            Ok(answer) => Outcome::Handshake(answer),
+            Err(e) => Outcome::Refused(e),
+        };
+    }
+    let fetched = match scheme.key_request(creds, req) {
+        Err(e) => return Outcome::Refused(e),
+        Ok(None) => None,
+        Ok(Some(KeyRequest::Certificate { url })) => {
+            let pem = vector
+                .certificates
+                .get(&url)
+                .unwrap_or_else(|| panic!("{}: no certificate for {url}", vector.provider));
+            let der = pem::parse(pem).unwrap();
+            Some(PublicKey::Rsa(spki_of_certificate(der.contents()).unwrap()))
+        }
+        Ok(Some(KeyRequest::Jwks { kid, .. })) => {
+            let jwk = vector
+                .jwks
+                .get(&kid)
+                .unwrap_or_else(|| panic!("{}: no JWK {kid}", vector.provider));
+            Some(PublicKey::Jwks(vec![(kid.clone(), jwk.to_string())]))
+        }
+    };
+    let tolerance = scheme.default_tolerance_secs().unwrap_or(vector.tolerance_secs);
+    if let Err(e) = scheme.verify_request(creds, req, now, tolerance, fetched.as_ref()) {
+        return Outcome::Refused(e);
+    }
+    if let Some(answer) = scheme.signed_handshake(creds, req) {
+        return Outcome::Handshake(answer);
+    }
+    match scheme.identify_request(req) {
+        Ok(identified) => Outcome::Events(identified, scheme.required_answer(req)),
+        Err(e) => panic!("{}: verified but not identified: {e}", vector.provider),
+    }
+}
+
+fn check_answer(provider: &str, case: &str, got: &Answer, want: &AnswerExpect) {
+    assert_eq!(got.status, want.status, "{provider} {case}: answer status");
+    assert!(
+        got.content_type
+            .starts_with(want.content_type.split(';').next().unwrap()),
+        "{provider} {case}: content type {} (want {})",
+        got.content_type,
+        want.content_type
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&got.body),
+        want.body,
+        "{provider} {case}: answer body"
+    );
+}
+
+#[test]
+fn every_vector_verifies_and_is_refused_when_changed() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vectors");
+    let only = std::env::var("VECTOR").ok();
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    files.sort();
+    let mut ran = 0;
+    let mut by = BTreeMap::<String, Vec<String>>::new();
+    for path in files {
+        let vector: Vector = serde_json::from_str(&std::fs::read_to_string(&path).unwrap())
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        if only.as_deref().is_some_and(|o| o != vector.provider) {
+            continue;
+        }
+        let p = vector.provider.as_str();
+        let scheme = Scheme::named(p).unwrap_or_else(|| panic!("{p}: no such scheme"));
+        assert_eq!(
+            scheme.has_timestamp(),
+            vector.signs_timestamp,
+            "{p}: signs a timestamp"
+        );
+        let creds = credentials(&scheme, &vector.config, &Config::default());
+        let wrong = credentials(&scheme, &vector.wrong_config, &vector.config);
+        by.entry(vector.made_by.clone()).or_default().push(p.to_owned());
+        for case in &vector.cases {
+            let c = case.name.as_str();
+            let body = match (&case.body, &case.body_base64) {
+                (_, Some(b64)) => {
+                    use base64::Engine as _;
+                    base64::engine::general_purpose::STANDARD.decode(b64).unwrap()
+                }
+                (Some(text), None) => text.clone().into_bytes(),
+                (None, None) => Vec::new(),
+            };
+            let uri: Uri = case.url.parse().unwrap();
+            let uri: Uri = uri.path_and_query().map_or("/", |p| p.as_str()).parse().unwrap();
+            let method: Method = case.method.parse().unwrap();
+            let mut headers = HeaderMap::new();
+            for (name, value) in &case.headers {
+                headers.append(
+                    HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                    HeaderValue::from_str(value).unwrap(),
+                );
+            }
+            let req = Request {
+                method: &method,
+                uri: &uri,
+                headers: &headers,
+                body: &body,
+            };
+            let outcome = run(&vector, &scheme, &creds, &req, case.now);
+            match (case.expect.kind.as_str(), &outcome) {
+                ("handshake", Outcome::Handshake(answer)) => {
+                    check_answer(
+                        p,
+                        c,
+                        answer,
+                        case.expect.answer.as_ref().expect("a handshake's answer"),
+                    );
+                    // Nothing to store: a handshake is never identified as an event here.
+                }
+                ("event", Outcome::Events(Identified::One(id), answer)) => {
+                    assert_eq!(
+                        Some(&id.event_id),
+                        case.expect.event_id.as_ref(),
+                        "{p} {c}: event id"
+                    );
+                    assert_eq!(id.event_type, case.expect.event_type, "{p} {c}: event type");
+                    match (&case.expect.answer, answer) {
+                        (Some(want), Some(got)) => check_answer(p, c, got, want),
+                        (None, None) => {}
+                        (want, got) => panic!("{p} {c}: required answer {:?} vs {got:?}", want.is_some()),
+                    }
+                }
+                ("batch", Outcome::Events(Identified::Batch(items), answer)) => {
+                    let got: Vec<_> = items
+                        .iter()
+                        .map(|i| (i.identity.event_id.clone(), i.identity.event_type.clone()))
+                        .collect();
+                    let want: Vec<_> = case
+                        .expect
+                        .items
+                        .iter()
+                        .map(|i| (i.event_id.clone(), i.event_type.clone()))
+                        .collect();
+                    assert_eq!(got, want, "{p} {c}: the batch's items");
+                    if let Some(want) = &case.expect.answer {
+                        check_answer(p, c, answer.as_ref().expect("a required answer"), want);
+                    }
+                }
+                (kind, other) => panic!("{p} {c}: expected {kind}, got {other:?}"),
+            }
+            // Refusals: only requests that carry a signature (an unsigned handshake answers without one).
+            if scheme.unsigned_handshake(&creds, &req).is_some() {
+                ran += 1;
+                continue;
+            }
+            let refused = |what: &str, outcome: Outcome| match outcome {
+                Outcome::Refused(e) => println!("{p} {c}: {what} -> 401 ({e}; reason {})", e.reason()),
+                other => panic!("{p} {c}: {what} was not refused: {other:?}"),
+            };
+            if !body.is_empty() {
+                let mut changed = body.clone();
+                let at = changed.len() / 2;
+                changed[at] = if changed[at] == b'x' { b'y' } else { b'x' };
+                let req = Request {
+                    body: &changed,
+                    ..req
+                };
+                refused(
+                    "one body byte changed",
+                    run(&vector, &scheme, &creds, &req, case.now),
+                );
+            }
+            if vector.signs_timestamp {
+                let stale = case.now
+                    + vector
+                        .tolerance_secs
+                        .max(scheme.default_tolerance_secs().unwrap_or(0)) as i64
+                    + 3600;
+                refused("a stale timestamp", run(&vector, &scheme, &creds, &req, stale));
+            }
+            refused("the wrong key", run(&vector, &scheme, &wrong, &req, case.now));
+            ran += 1;
+        }
+    }
+    for (made_by, providers) in &by {
+        println!(
+            "made by {made_by}: {} providers: {}",
+            providers.len(),
+            providers.join(", ")
+        );
+    }
+    assert!(ran > 0 || only.is_some(), "no vectors ran");
+}
+
+/// Every named provider has its vectors, and every vector names a provider.
+#[test]
+fn every_named_provider_has_a_vector() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vectors");
+    let missing: Vec<_> = inbox_schemes::providers::NAMES
+        .iter()
+        .filter(|name| !dir.join(format!("{name}.json")).exists())
+        .collect();
+    assert!(missing.is_empty(), "providers without a vector: {missing:?}");
+}

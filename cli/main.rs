@@ -117,7 +117,7 @@ enum Command {
         config: PathBuf,
         #[arg(long)]
         source: SourceName,
-        /// The body; by default a small JSON event with a fresh id.
+        /// The body; by default a small event with a fresh id, where the source's scheme looks for it.
         #[arg(long)]
         body: Option<String>,
         /// The event id, for schemes that carry it in a header; by default a fresh one.
@@ -128,6 +128,10 @@ enum Command {
         /// The server's base URL; by default `server.listen` from the config.
         #[arg(long)]
         url: Option<String>,
+        /// A PKCS#8 private key (PEM) to sign with, for the asymmetric schemes (ed25519, ecdsa, rsa, jwt): the
+        /// source's config holds only the public key.
+        #[arg(long)]
+        private_key: Option<PathBuf>,
     },
 }
 
@@ -347,7 +351,19 @@ async fn run(cli: Cli) -> Result<()> {
             event_id,
             event_type,
             url,
-        } => commands::send::run(&config, source, body, event_id, event_type, url).await,
+            private_key,
+        } => {
+            commands::send::run(
+                &config,
+                source,
+                body,
+                event_id,
+                event_type,
+                url,
+                private_key.as_deref(),
+            )
+            .await
+        }
         Command::Reconcile {
             store,
             source,

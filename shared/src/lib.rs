@@ -17,6 +17,7 @@ pub mod embedded;
 #[doc(hidden)]
 pub mod failpoint;
 pub mod handlers;
+pub mod keys;
 pub mod machine;
 pub mod metrics;
 pub mod model;

@@ -15,6 +15,10 @@ use crate::model::{Event, EventId, EventKey, NewEvent, Origin, SourceName, Statu
 #[async_trait]
 pub trait Ledger: Send + Sync + 'static {
     async fn create(&self, event: NewEvent) -> Result<Created, StoreError>;
+    /// The events of one batched delivery, made durable in one atomic write: every item is created (or found a
+    /// duplicate) or, on an error, none is. A retried batch finds the items already stored as duplicates and
+    /// creates the rest. Answers each item's outcome, in order.
+    async fn create_batch(&self, events: Vec<NewEvent>) -> Result<Vec<Created>, StoreError>;
 
     async fn peek(&self, key: &EventKey) -> Result<Option<Event>, StoreError> {
         Ok(self.get(key).await?.map(|mut e| {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -21,11 +21,12 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::Instrument;
 
 use crate::delivery_health::{DeliveryHealth, Seen};
+use crate::keys::KeySource;
 use crate::metrics::{Metrics, Reject};
 use crate::model::{EventId, EventKey, KeptHeaders, NewEvent, Origin, Status};
 use crate::ports::{Created, Ledger, Queue, StoreError};
 use crate::rules;
-use crate::schemes::{checked_type, IdError, VerifyError};
+use crate::schemes::{checked_type, Answer, IdError, Identified, Identity, Item, Request, VerifyError};
 use crate::source::{Source, Sources};
 use crate::time::{ms, now_ms};
 
@@ -48,6 +49,8 @@ pub struct Receiver {
     /// In which order a delivery is written and enqueued: the runtime's choice, since it composes the store and
     /// the queue (docs/DESIGN.md, "Ordering on each runtime").
     pub intake: Intake,
+    /// Fetches the keys a request points at (PayPal's and SNS's certificates, JWK sets), cached.
+    pub keys: Arc<dyn KeySource>,
 }
 
 /// The order of a first delivery's durable write and its message.
@@ -109,7 +112,8 @@ impl InflightBytes {
 /// public Function URL: no, metrics go to CloudWatch there).
 pub fn router(receiver: Arc<Receiver>, expose_metrics: bool) -> Router {
     let mut router = Router::new()
-        .route("/webhooks/{source}", post(receive))
+        // GET only answers the handshakes of sources whose provider sends them; others get 405.
+        .route("/webhooks/{source}", post(receive).get(receive))
         .route("/healthz", get(healthz));
     if expose_metrics {
         router = router.route("/metrics", get(metrics));
@@ -158,6 +162,8 @@ fn error(status: StatusCode, code: &'static str, message: &'static str) -> Respo
 async fn receive(
     State(r): State<Arc<Receiver>>,
     source: Result<Path<String>, PathRejection>,
+    method: Method,
+    uri: Uri,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
@@ -165,9 +171,16 @@ async fn receive(
         rejected(&r, Metrics::UNKNOWN, "", Reject::UnknownSource);
         return error(StatusCode::NOT_FOUND, "unknown_source", "no such source");
     };
+    if method != Method::POST && !source.scheme.accepts_get() {
+        return error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            "method not allowed on this route",
+        );
+    }
     let span = tracing::info_span!("receive", source = %source.name, event_id = tracing::field::Empty);
     async move {
-        match accept(&r, &source, &headers, body).await {
+        match accept(&r, &source, &method, &uri, &headers, body).await {
             Ok(response) => response,
             Err(reject) => {
                 rejected(&r, source.index, source.name.as_str(), reject.reason());
@@ -203,6 +216,10 @@ enum Rejection {
     Unavailable(StoreError),
     /// Too many request bytes in memory already: answered before the rest of the body is read.
     Saturated,
+    /// The key the request points at could not be fetched: the sender retries.
+    KeyUnavailable,
+    /// A `GET` that is not the provider's handshake.
+    NotAHandshake,
 }
 
 impl Rejection {
@@ -213,7 +230,10 @@ impl Rejection {
             Rejection::Signature(r) => *r,
             Rejection::MissingId => Reject::MissingId,
             Rejection::MalformedBody => Reject::MalformedBody,
-            Rejection::Unavailable(_) | Rejection::Saturated => Reject::Unavailable,
+            Rejection::Unavailable(_) | Rejection::Saturated | Rejection::KeyUnavailable => {
+                Reject::Unavailable
+            }
+            Rejection::NotAHandshake => Reject::MalformedBody,
         }
     }
 }
@@ -257,6 +277,21 @@ impl IntoResponse for Rejection {
                 "body is not the JSON this source sends",
             ),
             Rejection::Saturated => unavailable("1"),
+            Rejection::KeyUnavailable => {
+                let mut resp = error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "key_unavailable",
+                    "the provider's signing key cannot be fetched right now; retry later",
+                );
+                resp.headers_mut()
+                    .insert(header::RETRY_AFTER, header::HeaderValue::from_static("5"));
+                resp
+            }
+            Rejection::NotAHandshake => error(
+                StatusCode::BAD_REQUEST,
+                "not_a_handshake",
+                "this source answers GET only for its provider's handshake",
+            ),
             Rejection::Unavailable(e) => unavailable(if matches!(e, StoreError::Busy) { "1" } else { "5" }),
         }
     }
@@ -341,6 +376,8 @@ async fn read_body(
 async fn accept(
     r: &Receiver,
     source: &Source,
+    method: &Method,
+    uri: &Uri,
     headers: &HeaderMap,
     body: Body,
 ) -> Result<Response, Rejection> {
@@ -361,34 +398,76 @@ async fn accept(
     let (body, memory) =
         read_body(body, source.max_body_bytes, declared, r.read_timeout, &r.inflight).await?;
 
-    // 2. The signature, over the raw bytes.
-    let now_unix = now_ms() / 1000;
-    if let Err(e) = source
-        .scheme
-        .verify(&source.keys, headers, &body, now_unix, source.tolerance_secs)
-    {
+    let req = Request {
+        method,
+        uri,
+        headers,
+        body: &body,
+    };
+    let creds = &source.credentials;
+    let refused = |e: VerifyError| {
         tracing::debug!(reason = %e, "rejected: signature");
         r.health.seen(source.index, Seen::Refused);
-        let reason = match e {
+        Rejection::Signature(match e {
             VerifyError::Timestamp { .. } => Reject::Timestamp,
             _ => Reject::Signature,
-        };
-        return Err(Rejection::Signature(reason));
-    }
-    crate::failpoint!("after_verify");
-    if let Some(answer) = source.scheme.handshake(&body) {
+        })
+    };
+    // A handshake the provider does not sign (a GET challenge): answered, never stored.
+    if let Some(answered) = source.scheme.unsigned_handshake(creds, &req) {
+        let answer = answered.map_err(refused)?;
         tracing::info!("answered a handshake; nothing stored");
-        return Ok((StatusCode::OK, Json(answer)).into_response());
+        return Ok(answer_with(answer));
+    }
+    if method != Method::POST {
+        return Err(Rejection::NotAHandshake);
     }
 
-    // 3. The event id.
-    let identity = source.scheme.identify(headers, &body).map_err(|e| {
+    // 2. The signature, over the raw bytes; first the key the request points at, from the provider's own hosts.
+    let fetched = match source.scheme.key_request(creds, &req).map_err(refused)? {
+        None => None,
+        Some(wanted) => match r.keys.fetch(&wanted).await {
+            Ok(key) => Some(key),
+            Err(e) => {
+                tracing::warn!(error = %e, "the provider's key could not be fetched: answered 503");
+                return Err(Rejection::KeyUnavailable);
+            }
+        },
+    };
+    let now_unix = now_ms() / 1000;
+    source
+        .scheme
+        .verify_request(creds, &req, now_unix, source.tolerance_secs, fetched.as_ref())
+        .map_err(refused)?;
+    crate::failpoint!("after_verify");
+    if let Some(answer) = source.scheme.signed_handshake(creds, &req) {
+        if let Some(url) = &answer.confirm {
+            // Confirmed before the answer: if the confirmation cannot be made, the provider sends it again.
+            if let Err(e) = r.keys.confirm(url).await {
+                tracing::warn!(error = %e, "a subscription could not be confirmed: answered 503");
+                return Err(Rejection::KeyUnavailable);
+            }
+        }
+        tracing::info!("answered a handshake; nothing stored");
+        return Ok(answer_with(answer));
+    }
+    let required = source.scheme.required_answer(&req);
+
+    // 3. The event id; several for a batched delivery.
+    let identified = source.scheme.identify_request(&req).map_err(|e| {
         tracing::debug!(reason = %e, "rejected: event id");
         match e {
             IdError::MalformedBody => Rejection::MalformedBody,
             _ => Rejection::MissingId,
         }
     })?;
+    let identity = match identified {
+        Identified::One(identity) => identity,
+        Identified::Batch(items) => {
+            let answer = accept_batch(r, source, headers, items, memory).await?;
+            return Ok(required.map_or(answer, answer_with));
+        }
+    };
     let event_id = EventId::parse(&identity.event_id).map_err(|e| {
         tracing::debug!(reason = %e, "rejected: event id");
         Rejection::MissingId
@@ -461,7 +540,10 @@ async fn accept(
                 crate::failpoint!("after_enqueue_before_answer");
             }
             tracing::debug!("accepted");
-            Ok(Json(json!({"status": "accepted", "event_id": key.event_id})).into_response())
+            Ok(required.map_or_else(
+                || Json(json!({"status": "accepted", "event_id": key.event_id})).into_response(),
+                answer_with,
+            ))
         }
         Created::Duplicate {
             event_id,
@@ -511,9 +593,121 @@ async fn accept(
             {
                 enqueue(r, source, stored).await;
             }
-            Ok(Json(json!({"status": "duplicate", "event_id": event_id, "state": status})).into_response())
+            Ok(required.map_or_else(
+                || {
+                    Json(json!({"status": "duplicate", "event_id": event_id, "state": status}))
+                        .into_response()
+                },
+                answer_with,
+            ))
         }
     }
+}
+
+/// A provider's answer: a handshake's, or the one it requires to its events.
+fn answer_with(answer: Answer) -> Response {
+    let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::OK);
+    let mut resp = (status, answer.body).into_response();
+    if let Ok(value) = header::HeaderValue::from_str(answer.content_type) {
+        resp.headers_mut().insert(header::CONTENT_TYPE, value);
+    }
+    // An echoed challenge is the provider's text, never a page to render.
+    resp.headers_mut().insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        header::HeaderValue::from_static("nosniff"),
+    );
+    resp
+}
+
+/// A batched delivery (docs/DESIGN.md "Providers: who can send"): one event per item, all made durable in one
+/// atomic write before the one answer, which lists each item's outcome. A retried batch finds the items already
+/// stored as duplicates and stores the rest. Every item is written before its message (the ledger's index vouches
+/// for any whose enqueue is lost), in both runtimes.
+async fn accept_batch(
+    r: &Receiver,
+    source: &Source,
+    headers: &HeaderMap,
+    items: Vec<Item>,
+    memory: Option<OwnedSemaphorePermit>,
+) -> Result<Response, Rejection> {
+    let mut events = Vec::with_capacity(items.len());
+    let mut notes = Vec::new();
+    for Item { identity, payload } in items {
+        let Identity { event_id, event_type } = identity;
+        let event_id = EventId::parse(&event_id).map_err(|e| {
+            tracing::debug!(reason = %e, "rejected: an item's event id");
+            Rejection::MissingId
+        })?;
+        let key = EventKey::new(source.name.clone(), event_id);
+        if events.iter().any(|e: &NewEvent| e.key == key) {
+            // The same id twice in one delivery is one event: the first item stands.
+            notes.push(key.event_id.to_string());
+            continue;
+        }
+        let mut kept = kept_headers(source, headers);
+        let (event_type, dropped) = checked_type(event_type);
+        if let Some(why) = dropped {
+            kept.push((TYPE_NOTE.to_owned(), format!("event type left out: {why}")));
+        }
+        let payload = Bytes::from(payload);
+        events.push(NewEvent {
+            payload_sha256: hex::encode(Sha256::digest(&payload)),
+            key,
+            event_type,
+            payload,
+            headers: kept,
+            origin: Origin::Webhook,
+            // The batch's scheme signs each item's id with its body: no resend under a fresh id to look for.
+            resent_bodies: crate::model::ResentBodies::Ignored,
+            announced: false,
+        });
+    }
+    if !notes.is_empty() {
+        tracing::info!(
+            repeated = notes.len(),
+            "ids repeated within one delivery: stored once"
+        );
+    }
+    let keys: Vec<EventKey> = events.iter().map(|e| e.key.clone()).collect();
+    let ledger = r.ledger.clone();
+    let created = tokio::spawn(async move {
+        let created = ledger.create_batch(events).await;
+        drop(memory);
+        created
+    })
+    .await
+    .map_err(|e| StoreError::Unavailable(format!("the create stopped: {e}")))
+    .and_then(|c| c)
+    .map_err(|e| {
+        tracing::warn!(error = %e, "store unavailable: answered 503");
+        Rejection::Unavailable(e)
+    })?;
+    crate::failpoint!("after_write_before_enqueue");
+    let mut outcomes = Vec::with_capacity(keys.len());
+    for (key, created) in keys.iter().zip(created) {
+        match created {
+            Created::New | Created::Resent { .. } => {
+                r.metrics.accepted(source.index);
+                r.health.seen(source.index, Seen::Accepted);
+                enqueue(r, source, key).await;
+                outcomes.push(json!({"event_id": key.event_id, "status": "accepted"}));
+            }
+            Created::Duplicate { status, since, .. } => {
+                r.metrics.duplicate(source.index);
+                r.health
+                    .seen(source.index, Seen::Duplicate { key, mismatch: false });
+                if r.intake == Intake::WriteThenEnqueue
+                    && status == Status::Received
+                    && now_ms().saturating_sub(since) >= ms(r.resend_grace)
+                {
+                    enqueue(r, source, key).await;
+                }
+                outcomes.push(json!({"event_id": key.event_id, "status": "duplicate", "state": status}));
+            }
+        }
+    }
+    tracing::debug!(items = outcomes.len(), "batch accepted");
+    Ok(Json(json!({"status": "accepted", "events": outcomes})).into_response())
 }
 
 /// The create, on a task of its own that holds the body's memory until the ledger is done with the body: a client

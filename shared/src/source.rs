@@ -9,7 +9,7 @@ use http::HeaderName;
 use crate::config::{Config, ConfigError, HandlerConfig, RetryPolicy};
 use crate::handlers::{Handler, Registry};
 use crate::model::{ResentBodies, SourceName};
-use crate::schemes::{Key, Scheme};
+use crate::schemes::{Credentials, Key, Scheme};
 use crate::secrets::SecretResolver;
 
 pub struct Source {
@@ -17,7 +17,8 @@ pub struct Source {
     /// Position in [`Sources::names`]: the metrics' index.
     pub index: usize,
     pub scheme: Scheme,
-    pub keys: Vec<Key>,
+    /// What the source verifies with: its keys (secrets resolved), public key, public URL and verify token.
+    pub credentials: Credentials,
     pub tolerance_secs: u64,
     pub max_body_bytes: usize,
     pub kept_headers: Vec<HeaderName>,
@@ -85,11 +86,28 @@ impl Sources {
                     .map_err(|e| ConfigError::new(&field, format!("{reference}: {e}")))?;
                 keys.push(key);
             }
+            let verify_token = match (&sc.verify_token, secrets) {
+                (Some(reference), Some(secrets)) => {
+                    let field = format!("{at}.verify_token");
+                    let value = secrets
+                        .resolve(reference)
+                        .await
+                        .map_err(|m| ConfigError::new(&field, format!("{reference}: {m}")))?;
+                    Some(Key::new(value.trim_end_matches(['\r', '\n']).as_bytes().to_vec()))
+                }
+                _ => None,
+            };
+            let credentials = Credentials {
+                secrets: keys,
+                public_key: sc.public_key.clone(),
+                url: sc.url.clone(),
+                verify_token,
+            };
             let source = Source {
                 name: name.clone(),
                 index,
                 scheme: sc.scheme.clone(),
-                keys,
+                credentials,
                 tolerance_secs: sc.tolerance.as_secs(),
                 max_body_bytes: sc.max_body_bytes,
                 kept_headers: sc.scheme.kept_headers(),

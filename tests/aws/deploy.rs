@@ -108,11 +108,15 @@ async fn the_config_parameter_and_the_secrets_are_read_from_ssm_and_secrets_mana
     std::env::set_var("INBOX_QUEUE_URL", &resources.queue_url);
     let worker = Runtime::from_env(Registry::new(http_client())).await.unwrap();
     let stripe = worker.sources.get("stripe").unwrap();
-    assert!(stripe.keys.is_empty(), "a worker reads no secret");
+    assert!(stripe.credentials.secrets.is_empty(), "a worker reads no secret");
     assert!(stripe.handler.is_some());
     let receiver = receiver_from_env().await.unwrap();
     let stripe = receiver.sources.get("stripe").unwrap();
-    assert_eq!(stripe.keys.len(), 2, "the receiver reads both secrets");
+    assert_eq!(
+        stripe.credentials.secrets.len(),
+        2,
+        "the receiver reads both secrets"
+    );
     assert!(stripe.handler.is_none(), "the receiver builds no handler");
     // Signed with the Secrets Manager secret, then the SSM one, then the first event again.
     let sm = stripe_body(&format!("evt_{p}_sm"));

@@ -9,6 +9,7 @@ mod github;
 mod json;
 pub mod providers;
 pub mod request;
+pub mod sample;
 mod shopify;
 mod slack;
 mod standard;

@@ -350,3 +350,14 @@ pub fn spki_of_certificate(der: &[u8]) -> Option<Vec<u8>> {
     let (tag, spki, _, _) = element(tbs)?;
     (tag == 0x30).then(|| spki.to_vec())
 }
+
+/// The key with `kid` from a JWK set's text.
+pub fn jwks_key(text: &str, kid: &str) -> Option<PublicKey> {
+    match jwks(text)? {
+        PublicKey::Jwks(keys) => {
+            let found: Vec<_> = keys.into_iter().filter(|(k, _)| k == kid).collect();
+            (!found.is_empty()).then_some(PublicKey::Jwks(found))
+        }
+        other => Some(other),
+    }
+}

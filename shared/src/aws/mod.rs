@@ -241,6 +241,8 @@ pub struct Runtime {
     /// Where the functions write their metrics (stdout, for CloudWatch Logs).
     pub emf: emf::Sink,
     pub sources: Sources,
+    /// The keys requests point at, for the receiver this runtime builds.
+    pub keys: Arc<dyn crate::keys::KeySource>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -275,7 +277,15 @@ pub async fn receiver_from_env() -> Result<Arc<Receiver>, RuntimeError> {
         &config,
     );
     let metrics = Arc::new(Metrics::new(sources.names()));
-    Ok(receiver(sources, ledger, queue, metrics, config.sweeper.grace))
+    let keys = crate::keys::from_env()?;
+    Ok(receiver(
+        sources,
+        ledger,
+        queue,
+        metrics,
+        config.sweeper.grace,
+        keys,
+    ))
 }
 
 /// The reconciler function's start: the ledger, its payload bucket and the queue, and the sources that have a
@@ -396,6 +406,7 @@ fn receiver(
     queue: Arc<SqsQueue>,
     metrics: Arc<Metrics>,
     resend_grace: Duration,
+    keys: Arc<dyn crate::keys::KeySource>,
 ) -> Arc<Receiver> {
     // A container sees a sliver of the traffic: the alarms that count are CloudWatch's, on the EMF metrics; here
     // the episodes are only logged.
@@ -419,6 +430,7 @@ fn receiver(
         intake: Intake::AnnounceThenWrite {
             window: crate::aws::functions::configured_timeout() + ANNOUNCE_MARGIN,
         },
+        keys,
     })
 }
 
@@ -441,6 +453,7 @@ impl Runtime {
             check_receive_budget(&config, n)?;
         }
         let sources = Sources::build(&config, secrets, &handlers).await?;
+        let keys = crate::keys::from_env()?;
         let metrics = Arc::new(Metrics::new(sources.names()));
         let (ledger, queue) = store(
             clients.dynamodb.clone(),
@@ -474,6 +487,7 @@ impl Runtime {
             metrics,
             emf: emf::Sink::Stdout,
             sources,
+            keys,
         })
     }
 
@@ -485,6 +499,7 @@ impl Runtime {
             self.queue.clone(),
             self.metrics.clone(),
             self.config.sweeper.grace,
+            self.keys.clone(),
         )
     }
 }

@@ -5,6 +5,7 @@
 //! block, which is in [`reconcile`]; the tests are in `tests.rs`.
 
 mod reconcile;
+mod scheme;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -14,7 +15,9 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::model::SourceName;
-use crate::schemes::{Algorithm, Encoding, HmacParams, Locator, Scheme};
+use crate::schemes::families::jwt::JwtKey;
+use crate::schemes::families::{Family, Jwt, Rsa, RsaKey};
+use crate::schemes::{PublicKey, Scheme};
 use crate::time::parse_duration;
 use reconcile::RawReconcile;
 
@@ -96,6 +99,12 @@ impl Default for SweeperConfig {
 pub struct SourceConfig {
     pub scheme: Scheme,
     pub secrets: Vec<SecretRef>,
+    /// The verification key of an asymmetric scheme, parsed.
+    pub public_key: Option<PublicKey>,
+    /// The endpoint's public URL as registered with the provider, where the scheme signs it.
+    pub url: Option<String>,
+    /// The token a provider's `GET` handshake carries (a reference, like the secrets).
+    pub verify_token: Option<SecretRef>,
     pub tolerance: Duration,
     pub max_body_bytes: usize,
     pub handler: HandlerConfig,
@@ -408,7 +417,13 @@ struct RawSource {
     handler: Option<RawHandler>,
     retry: Option<RawRetry>,
     refuse_resent_bodies: Option<bool>,
-    // The generic `hmac` scheme only.
+    /// The source's verification key as the provider prints it (public: not a secret reference).
+    public_key: Option<String>,
+    /// The endpoint's public URL as registered with the provider, where the provider signs it.
+    url: Option<String>,
+    /// A secret reference: the token a provider's GET handshake carries (Meta's `hub.verify_token`).
+    verify_token: Option<String>,
+    // A family configured field by field only (config/scheme.rs).
     signature_header: Option<String>,
     algorithm: Option<String>,
     encoding: Option<String>,
@@ -416,6 +431,16 @@ struct RawSource {
     id: Option<String>,
     #[serde(rename = "type")]
     event_type: Option<String>,
+    signed: Option<String>,
+    format: Option<String>,
+    timestamp: Option<String>,
+    timestamp_unit: Option<String>,
+    secret_encoding: Option<String>,
+    token: Option<String>,
+    issuer: Option<String>,
+    audience: Option<String>,
+    body_hash_claim: Option<String>,
+    batch: Option<String>,
     reconcile: Option<RawReconcile>,
 }
 
@@ -597,10 +622,85 @@ fn http_url(field: &str, text: &str) -> Result<reqwest::Url, ConfigError> {
 impl RawSource {
     fn validate(self, at: &str, retry: RetryPolicy) -> Result<SourceConfig, ConfigError> {
         let scheme = self.scheme(at)?;
-        if self.secrets.is_empty() {
+        let family = scheme.preset().map(|p| &p.family);
+        let asymmetric = matches!(
+            family,
+            Some(Family::Ed25519(_) | Family::Ecdsa(_))
+                | Some(Family::Rsa(_))
+                | Some(Family::Jwt(Jwt {
+                    key: JwtKey::Configured | JwtKey::Jwks { .. },
+                    ..
+                }))
+        );
+        let fetched = matches!(
+            family,
+            Some(Family::Rsa(Rsa {
+                key: RsaKey::Certificate { .. },
+                ..
+            })) | Some(Family::Jwt(Jwt {
+                key: JwtKey::Jwks { .. },
+                ..
+            }))
+        );
+        let public_key = match (&self.public_key, asymmetric && !fetched) {
+            (Some(text), _) => Some(
+                scheme
+                    .public_key(text)
+                    .map_err(|e| ConfigError::new(format!("{at}.public_key"), e.to_string()))?,
+            ),
+            (None, true) => {
+                return Err(ConfigError::new(
+                    format!("{at}.public_key"),
+                    format!(
+                        "missing: scheme {:?} verifies with the provider's public key",
+                        scheme.name()
+                    ),
+                ))
+            }
+            (None, false) => None,
+        };
+        if self.secrets.is_empty() && !asymmetric {
             return Err(ConfigError::new(
                 format!("{at}.secrets"),
                 "at least one secret reference is needed",
+            ));
+        }
+        let url = match &self.url {
+            None => None,
+            Some(text) => Some(http_url(&format!("{at}.url"), text)?.as_str().to_owned()),
+        };
+        let url_needed = match family {
+            Some(Family::Hmac(h)) => h.signed.uses_url(),
+            Some(Family::Jwt(j)) => j.audience_is_url,
+            Some(Family::Custom(_)) | None => false,
+            Some(Family::Ed25519(a) | Family::Ecdsa(a)) => a.signed.uses_url(),
+            Some(Family::Rsa(r)) => r.spec.signed.uses_url(),
+            Some(Family::Token(_)) => false,
+        } || scheme.preset().is_some_and(|p| p.needs_url);
+        if url_needed && url.is_none() {
+            return Err(ConfigError::new(
+                format!("{at}.url"),
+                format!(
+                    "missing: scheme {:?} signs the endpoint's public URL (as registered with the provider)",
+                    scheme.name()
+                ),
+            ));
+        }
+        let verify_token = self
+            .verify_token
+            .as_deref()
+            .map(|s| {
+                s.parse::<SecretRef>()
+                    .map_err(|m| ConfigError::new(format!("{at}.verify_token"), m))
+            })
+            .transpose()?;
+        if verify_token.is_none() && scheme.preset().is_some_and(|p| p.needs_verify_token) {
+            return Err(ConfigError::new(
+                format!("{at}.verify_token"),
+                format!(
+                    "missing: scheme {:?} answers a GET handshake that carries it",
+                    scheme.name()
+                ),
             ));
         }
         let secrets = self
@@ -612,10 +712,13 @@ impl RawSource {
                     .map_err(|m| ConfigError::new(format!("{at}.secrets[{i}]"), m))
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let default_tolerance = scheme
+            .default_tolerance_secs()
+            .map_or(DEFAULT_TOLERANCE, Duration::from_secs);
         let tolerance = duration(
             &format!("{at}.tolerance"),
             self.tolerance.as_ref(),
-            DEFAULT_TOLERANCE,
+            default_tolerance,
         )?;
         if tolerance.is_zero() && scheme.has_timestamp() {
             return Err(ConfigError::new(
@@ -668,6 +771,9 @@ impl RawSource {
         Ok(SourceConfig {
             scheme,
             secrets,
+            public_key,
+            url,
+            verify_token,
             tolerance,
             max_body_bytes,
             handler,
@@ -675,79 +781,6 @@ impl RawSource {
             refuse_resent_bodies,
             reconcile,
         })
-    }
-
-    fn scheme(&self, at: &str) -> Result<Scheme, ConfigError> {
-        let field = |f: &str| format!("{at}.{f}");
-        let scheme = match self.scheme.as_str() {
-            "github" => Scheme::Github,
-            "stripe" => Scheme::Stripe,
-            "standard-webhooks" => Scheme::StandardWebhooks,
-            "svix" => Scheme::Svix,
-            "shopify" => Scheme::Shopify,
-            "slack" => Scheme::Slack,
-            "hmac" => {
-                let header = self
-                    .signature_header
-                    .as_deref()
-                    .ok_or_else(|| ConfigError::new(field("signature_header"), "missing (needed by scheme \"hmac\")"))?;
-                let header = http::HeaderName::try_from(header)
-                    .map_err(|_| ConfigError::new(field("signature_header"), "not a valid header name"))?;
-                let algorithm = match self.algorithm.as_deref() {
-                    None => Algorithm::Sha256,
-                    Some(a) => a
-                        .parse()
-                        .map_err(|_| ConfigError::new(field("algorithm"), "must be sha1, sha256 or sha512"))?,
-                };
-                let encoding = match self.encoding.as_deref() {
-                    None => Encoding::Hex,
-                    Some(e) => e.parse().map_err(|_| ConfigError::new(field("encoding"), "must be hex or base64"))?,
-                };
-                let locator = |name: &str, v: &str| -> Result<Locator, ConfigError> {
-                    v.parse::<Locator>().map_err(|e| ConfigError::new(field(name), e.to_string()))
-                };
-                let id = self
-                    .id
-                    .as_deref()
-                    .ok_or_else(|| {
-                        ConfigError::new(field("id"), "missing: \"header:NAME\", \"json:/pointer\" or \"sha256\"")
-                    })
-                    .and_then(|v| locator("id", v))?;
-                let event_type = self.event_type.as_deref().map(|v| locator("type", v)).transpose()?;
-                return Ok(Scheme::from(HmacParams {
-                    header,
-                    algorithm,
-                    encoding,
-                    prefix: self.prefix.clone().unwrap_or_default(),
-                    id,
-                    event_type,
-                }));
-            }
-            other => {
-                return Err(ConfigError::new(
-                    field("scheme"),
-                    format!(
-                        "unknown scheme {other:?} (github, stripe, standard-webhooks, svix, shopify, slack or hmac)"
-                    ),
-                ))
-            }
-        };
-        for (name, set) in [
-            ("signature_header", self.signature_header.is_some()),
-            ("algorithm", self.algorithm.is_some()),
-            ("encoding", self.encoding.is_some()),
-            ("prefix", self.prefix.is_some()),
-            ("id", self.id.is_some()),
-            ("type", self.event_type.is_some()),
-        ] {
-            if set {
-                return Err(ConfigError::new(
-                    field(name),
-                    "only the \"hmac\" scheme takes this field",
-                ));
-            }
-        }
-        Ok(scheme)
     }
 }
 

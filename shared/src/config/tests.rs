@@ -52,7 +52,7 @@ fn full_example_loads_with_overrides() {
     let acme = &c.sources[&SourceName::parse("acme").unwrap()];
     assert!(
         matches!(acme.scheme.preset().map(|p| &p.family), Some(inbox_schemes::Family::Hmac(h))
-            if h.signature.prefix == "sha256=" && h.algorithm == Algorithm::Sha256)
+            if h.signature.prefix == "sha256=" && h.algorithm == crate::schemes::Algorithm::Sha256)
     );
     assert_eq!(acme.handler, HandlerConfig::Log);
     assert_eq!(acme.tolerance, DEFAULT_TOLERANCE);

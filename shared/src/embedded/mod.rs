@@ -154,6 +154,7 @@ pub async fn serve(
         resend_grace: config.sweeper.grace,
         // The ledger is its own queue: nothing is sent ahead of a create.
         intake: Intake::WriteThenEnqueue,
+        keys: crate::keys::from_env()?,
     });
     let listener = TcpListener::bind(config.server.listen)
         .await

@@ -152,7 +152,11 @@ async fn a_machine_without_handlers_leaves_the_event_for_a_worker() {
     .unwrap();
     let receiving = Sources::receiving(&config, &LocalSecrets).await.unwrap();
     let src = receiving.get("src").unwrap();
-    assert_eq!(src.keys.len(), 1, "the receiver still verifies signatures");
+    assert_eq!(
+        src.credentials.secrets.len(),
+        1,
+        "the receiver still verifies signatures"
+    );
     assert!(src.handler.is_none());
     let machine = Machine::new(
         Arc::new(rig.ledger.clone()),

@@ -38,6 +38,11 @@ pub struct Preset {
     /// Whether a captured delivery could be resent under a fresh id with its signature still valid (the signature
     /// covers the body but neither the id nor a timestamp); see `Scheme::signs_body_but_not_id`.
     pub resendable: bool,
+    /// Whether the provider signs (or checks) the endpoint's public URL in a way the family's template does not
+    /// show (a `Custom` family): the source must then configure `url`.
+    pub needs_url: bool,
+    /// Whether a `GET` handshake carries a token the source must configure (`verify_token`).
+    pub needs_verify_token: bool,
 }
 
 impl Preset {
@@ -54,6 +59,8 @@ impl Preset {
             answer: None,
             get: false,
             resendable: false,
+            needs_url: false,
+            needs_verify_token: false,
         }
     }
 }

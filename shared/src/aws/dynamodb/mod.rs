@@ -30,6 +30,9 @@
 //! This file holds [`DynamoLedger`] and its port impls; the condition and update expressions are in [`expressions`],
 //! the encoding of items in [`items`], the sharded sparse index in [`index`], and [`create_table`] in [`table`].
 
+/// Actions in one `TransactWriteItems` at most (DynamoDB's limit).
+const TRANSACTION_ITEMS: usize = 100;
+
 mod expressions;
 mod index;
 mod items;
@@ -202,6 +205,153 @@ impl DynamoLedger {
         }
     }
 
+    /// The item of a new record (its body put in S3 first where it is over the inline limit).
+    async fn new_item(
+        &self,
+        event: &NewEvent,
+        resent_of: Option<&EventId>,
+        now: i64,
+    ) -> Result<Item, StoreError> {
+        let pk = event.key.pk();
+        let compressed = zstd::bulk::compress(&event.payload, ZSTD_LEVEL)
+            .map_err(|e| StoreError::Unavailable(format!("cannot compress the payload of {pk}: {e}")))?;
+        let headers = serde_json::to_string(&event.headers)
+            .map_err(|e| StoreError::Unavailable(format!("cannot encode the headers of {pk}: {e}")))?;
+        let mut item = Item::from([
+            ("pk".to_owned(), AttributeValue::S(pk.clone())),
+            ("source".to_owned(), s(event.key.source.as_str())),
+            ("event_id".to_owned(), s(event.key.event_id.as_str())),
+            ("status".to_owned(), s(Status::Received.as_str())),
+            ("payload_sha256".to_owned(), digest(&event.payload_sha256)),
+            ("headers".to_owned(), s(headers)),
+            ("received_at".to_owned(), n(now)),
+            ("updated_at".to_owned(), n(now)),
+            // No `attempts` or `replays` yet: absent reads as 0, and each byte is paid by every write of the item.
+        ]);
+        // Indexed only where no message went out first: the sweeper must find it if its enqueue fails.
+        if !event.announced {
+            item.insert("gsi1pk".to_owned(), s(partition("open", &pk)));
+            item.insert("gsi1sk".to_owned(), n(self.due.received(now)));
+        }
+        if event.origin != Origin::Webhook {
+            item.insert("origin".to_owned(), s(event.origin.as_str()));
+        }
+        if let Some(t) = &event.event_type {
+            item.insert("event_type".to_owned(), s(t));
+        }
+        match &self.payloads {
+            Some(s3) if compressed.len() > self.inline_limit => {
+                // Body first, so no crash leaves an item without its body. A name of this attempt's own, so that
+                // no put lands on a body another record points at (a retry of a live event included), and pending,
+                // so that an attempt whose create is refused or fails leaves an object S3 expires.
+                let key = fresh_key(event.key.source.as_str(), event.key.event_id.as_str());
+                s3.put(&key, Bytes::from(compressed)).await?;
+                item.insert("payload_s3_key".to_owned(), s(key));
+                item.insert("payload_encoding".to_owned(), s("zstd"));
+            }
+            _ => {
+                item.insert(
+                    "payload_zstd".to_owned(),
+                    AttributeValue::B(Blob::new(compressed)),
+                );
+            }
+        }
+        if let Some(holder) = resent_of {
+            item.insert("resent_of".to_owned(), s(holder.as_str()));
+        }
+        Ok(item)
+    }
+
+    /// One transaction of at most [`TRANSACTION_ITEMS`] creates: every item is put, or (a condition failed) none
+    /// is, and the cancellation reasons say which items stand in the way; those are answered as duplicates and the
+    /// rest put again in a new transaction.
+    async fn create_together(&self, events: &[NewEvent], now: i64) -> Result<Vec<Created>, StoreError> {
+        use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+        use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
+        let mut items = Vec::with_capacity(events.len());
+        for event in events {
+            items.push(self.new_item(event, None, now).await?);
+        }
+        let mut outcome: Vec<Option<Created>> = vec![None; events.len()];
+        for _ in 0..3 {
+            let pending: Vec<usize> = (0..events.len()).filter(|i| outcome[*i].is_none()).collect();
+            if pending.is_empty() {
+                break;
+            }
+            let mut writes = Vec::with_capacity(pending.len());
+            for &i in &pending {
+                let put = Put::builder()
+                    .table_name(&self.table)
+                    .set_item(Some(items[i].clone()))
+                    .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+                let put = match events[i].origin {
+                    Origin::Webhook => put
+                        .condition_expression(CREATE_IF_ABSENT)
+                        .expression_attribute_names("#status", "status")
+                        .set_expression_attribute_values(Some(create_values(now).0)),
+                    Origin::Reconciled => put.condition_expression("attribute_not_exists(pk)"),
+                };
+                let put = put
+                    .build()
+                    .map_err(|e| StoreError::Unavailable(format!("cannot build a batch's put: {e}")))?;
+                writes.push(TransactWriteItem::builder().put(put).build());
+            }
+            let result = self
+                .client
+                .transact_write_items()
+                .set_transact_items(Some(writes))
+                .send()
+                .await;
+            let reasons = match result {
+                Ok(_) => {
+                    for &i in &pending {
+                        outcome[i] = Some(rules::created(None));
+                    }
+                    break;
+                }
+                Err(e)
+                    if e.as_service_error()
+                        .is_some_and(TransactWriteItemsError::is_transaction_canceled_exception) =>
+                {
+                    match e.into_service_error() {
+                        TransactWriteItemsError::TransactionCanceledException(c) => {
+                            c.cancellation_reasons.unwrap_or_default()
+                        }
+                        _ => Vec::new(),
+                    }
+                }
+                Err(e) => return Err(sdk_error(e)),
+            };
+            // Each item in the way is answered as the duplicate it is; the others go again.
+            let mut in_the_way = 0;
+            for (reason, &i) in reasons.iter().zip(&pending) {
+                if reason.code() != Some("ConditionalCheckFailed") {
+                    continue;
+                }
+                in_the_way += 1;
+                let existing = match reason.item() {
+                    Some(old) => Some(old.clone()),
+                    None => self.read(&events[i].key).await?,
+                };
+                if let Some(existing) = existing {
+                    outcome[i] = Some(rules::duplicate_of(&event_of(&existing)?));
+                }
+            }
+            if in_the_way == 0 {
+                return Err(StoreError::Busy);
+            }
+        }
+        outcome
+            .into_iter()
+            .zip(events)
+            .map(|(o, e)| {
+                o.ok_or_else(|| {
+                    StoreError::Unavailable(format!("the batch's create of {} did not settle", e.key.pk()))
+                })
+            })
+            .collect()
+    }
+
     /// A `GetItem` of `key`'s record, to be finished by the caller (consistency, projection).
     fn get_item(&self, key: &EventKey) -> GetItemFluentBuilder {
         self.client
@@ -353,52 +503,7 @@ impl Ledger for DynamoLedger {
                 resent_of = Some(holder.event_id);
             }
         }
-        let compressed = zstd::bulk::compress(&event.payload, ZSTD_LEVEL)
-            .map_err(|e| StoreError::Unavailable(format!("cannot compress the payload of {pk}: {e}")))?;
-        let headers = serde_json::to_string(&event.headers)
-            .map_err(|e| StoreError::Unavailable(format!("cannot encode the headers of {pk}: {e}")))?;
-        let mut item = Item::from([
-            ("pk".to_owned(), AttributeValue::S(pk.clone())),
-            ("source".to_owned(), s(event.key.source.as_str())),
-            ("event_id".to_owned(), s(event.key.event_id.as_str())),
-            ("status".to_owned(), s(Status::Received.as_str())),
-            ("payload_sha256".to_owned(), digest(&event.payload_sha256)),
-            ("headers".to_owned(), s(headers)),
-            ("received_at".to_owned(), n(now)),
-            ("updated_at".to_owned(), n(now)),
-            // No `attempts` or `replays` yet: absent reads as 0, and each byte is paid by every write of the item.
-        ]);
-        // Indexed only where no message went out first: the sweeper must find it if its enqueue fails.
-        if !event.announced {
-            item.insert("gsi1pk".to_owned(), s(partition("open", &pk)));
-            item.insert("gsi1sk".to_owned(), n(self.due.received(now)));
-        }
-        if event.origin != Origin::Webhook {
-            item.insert("origin".to_owned(), s(event.origin.as_str()));
-        }
-        if let Some(t) = &event.event_type {
-            item.insert("event_type".to_owned(), s(t));
-        }
-        match &self.payloads {
-            Some(s3) if compressed.len() > self.inline_limit => {
-                // Body first, so no crash leaves an item without its body. A name of this attempt's own, so that
-                // no put lands on a body another record points at (a retry of a live event included), and pending,
-                // so that an attempt whose create is refused or fails leaves an object S3 expires.
-                let key = fresh_key(event.key.source.as_str(), event.key.event_id.as_str());
-                s3.put(&key, Bytes::from(compressed)).await?;
-                item.insert("payload_s3_key".to_owned(), s(key));
-                item.insert("payload_encoding".to_owned(), s("zstd"));
-            }
-            _ => {
-                item.insert(
-                    "payload_zstd".to_owned(),
-                    AttributeValue::B(Blob::new(compressed)),
-                );
-            }
-        }
-        if let Some(holder) = &resent_of {
-            item.insert("resent_of".to_owned(), s(holder.as_str()));
-        }
+        let item = self.new_item(&event, resent_of.as_ref(), now).await?;
         // A refused create returns the item in the way; the read below only serves a store that does not.
         for _ in 0..3 {
             let existing = match self.put_new(item.clone(), event.origin, now).await? {
@@ -414,6 +519,19 @@ impl Ledger for DynamoLedger {
         Err(StoreError::Unavailable(format!(
             "the create of {pk} was refused but no item stands in the way"
         )))
+    }
+    /// One `TransactWriteItems` for up to 100 items (DynamoDB's limit): all put, or none. A larger batch is written
+    /// as consecutive transactions of 100 before the one answer; a crash between two leaves the first ones stored
+    /// and the delivery unanswered, and the sender's retry finds them as duplicates and stores the rest, so
+    /// nothing acknowledged is lost and nothing is stored twice. Items look for no resent bodies: a batch's scheme
+    /// signs the ids with the bodies.
+    async fn create_batch(&self, events: Vec<NewEvent>) -> Result<Vec<Created>, StoreError> {
+        let now = now_ms();
+        let mut answers = Vec::with_capacity(events.len());
+        for chunk in events.chunks(TRANSACTION_ITEMS) {
+            answers.extend(self.create_together(chunk, now).await?);
+        }
+        Ok(answers)
     }
     async fn claim(&self, key: &EventKey, owner: &str, lease: Duration) -> Result<Claim, StoreError> {
         let now = now_ms();

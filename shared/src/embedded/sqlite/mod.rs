@@ -138,7 +138,7 @@ impl SqliteLedger {
     /// Hands `op` to the writer; answers after the commit that holds it (or its failure). `create` does not wait
     /// for room in the writer's queue: a full queue is back-pressure, answered 503 by the receiver.
     async fn write(&self, op: Op) -> Result<Answer, StoreError> {
-        let wait = !matches!(op, Op::Create(_));
+        let wait = !matches!(op, Op::Create(_) | Op::CreateBatch(_));
         let (reply, answer) = oneshot::channel();
         let job = Job { op, reply };
         if wait {
@@ -231,6 +231,9 @@ fn sql(e: rusqlite::Error) -> StoreError {
 impl Ledger for SqliteLedger {
     async fn create(&self, event: NewEvent) -> Result<Created, StoreError> {
         self.ask(Op::Create(event)).await
+    }
+    async fn create_batch(&self, events: Vec<NewEvent>) -> Result<Vec<Created>, StoreError> {
+        self.ask(Op::CreateBatch(events)).await
     }
     async fn claim(&self, key: &EventKey, owner: &str, lease: Duration) -> Result<Claim, StoreError> {
         let op = Op::Claim {

@@ -22,6 +22,8 @@ const CHECKPOINT_EVERY: Duration = Duration::from_millis(5);
 /// One write, as data: what the writer runs inside a transaction.
 pub(super) enum Op {
     Create(NewEvent),
+    /// The events of one batched delivery: created together or not at all (one savepoint).
+    CreateBatch(Vec<NewEvent>),
     Claim {
         key: EventKey,
         owner: String,
@@ -73,6 +75,7 @@ pub(super) enum Op {
 /// What an operation answers.
 pub(super) enum Answer {
     Created(Created),
+    CreatedBatch(Vec<Created>),
     Claim(Claim),
     Settled(Settled),
     MarkDead(MarkDead),
@@ -109,7 +112,7 @@ macro_rules! from_answer {
     };
 }
 
-from_answer!(Created => Created, Claim => Claim, Settled => Settled, MarkDead => MarkDead, Replay => Replay,
+from_answer!(Created => Created, CreatedBatch => Vec<Created>, Claim => Claim, Settled => Settled, MarkDead => MarkDead, Replay => Replay,
     Count => usize, Version => i64);
 
 impl FromAnswer for () {
@@ -235,6 +238,14 @@ impl Writer {
         let c = &self.conn;
         Ok(match op {
             Op::Create(event) => Answer::Created(self.create(event, now)?),
+            // Inside this job's savepoint: one failing create rolls every item back, and the transaction's one
+            // commit makes them all durable at once.
+            Op::CreateBatch(events) => Answer::CreatedBatch(
+                events
+                    .iter()
+                    .map(|event| self.create(event, now))
+                    .collect::<Result<_, _>>()?,
+            ),
             Op::Claim { key, owner, lease } => Answer::Claim(self.claim(key, owner, *lease, now)?),
             Op::Settle {
                 key,

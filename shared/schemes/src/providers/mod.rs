@@ -199,6 +199,12 @@ providers! {
     // End of batch b.
 
     // Batch c: payments and commerce.
+    "coinbase" => coinbase,
+    "paystack" => paystack,
+    "polar" => polar,
+    "revolut" => revolut,
+    "squarespace" => squarespace,
+    "woocommerce" => woocommerce,
 
     // End of batch c.
 

@@ -54,3 +54,37 @@ fn ping(req: &Request, _: &Credentials) -> Option<Result<Answer, VerifyError>> {
     let digits = !id.is_empty() && id.len() <= 20 && id.iter().all(u8::is_ascii_digit);
     digits.then(|| Ok(Answer::empty(200)))
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use http::{HeaderMap, HeaderValue, Uri};
+
+    use crate::{Credentials, Request, Scheme};
+
+    fn is_ping(content_type: &str, signature: bool, body: &[u8]) -> bool {
+        let uri = Uri::from_static("/");
+        let mut headers = HeaderMap::new();
+        headers.insert("content-type", HeaderValue::from_str(content_type).unwrap());
+        if signature {
+            headers.insert("x-wc-webhook-signature", HeaderValue::from_static("AAAA"));
+        }
+        let req = Request::post(&uri, &headers, body);
+        let scheme = Scheme::named("woocommerce").unwrap();
+        scheme
+            .unsigned_handshake(&Credentials::default(), &req)
+            .is_some_and(|a| a.is_ok_and(|a| a.status == 200))
+    }
+
+    #[test]
+    fn only_the_exact_unsigned_ping_is_answered_unverified() {
+        let form = "application/x-www-form-urlencoded";
+        assert!(is_ping(form, false, b"webhook_id=12"));
+        assert!(!is_ping(form, true, b"webhook_id=12"));
+        assert!(!is_ping("application/json", false, b"webhook_id=12"));
+        assert!(!is_ping(form, false, b"webhook_id="));
+        assert!(!is_ping(form, false, b"webhook_id=12&x=1"));
+        assert!(!is_ping(form, false, b"webhook_id=1a"));
+        assert!(!is_ping(form, false, b"{\"id\":1}"));
+    }
+}

@@ -206,6 +206,16 @@ providers! {
     // End of batch b.
 
     // Batch c: payments and commerce.
+    "bigcommerce" => bigcommerce,
+    "coinbase" => coinbase,
+    "flutterwave" => flutterwave,
+    "mercadopago" => mercadopago,
+    "paystack" => paystack,
+    "polar" => polar,
+    "revolut" => revolut,
+    "squarespace" => squarespace,
+    "woocommerce" => woocommerce,
+    "xendit" => xendit,
 
     // End of batch c.
 

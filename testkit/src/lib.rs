@@ -3,5 +3,6 @@
 //! users import it by name and build it once.
 
 pub mod calls;
+pub mod https;
 pub mod providers;
 pub mod sockets;

@@ -219,6 +219,11 @@ providers! {
     // End of batch g.
 
     // Batch h: SaaS.
-
+    "airtable" => airtable,
+    "cal" => cal,
+    "mux" => mux,
+    "openai" => openai,
+    "replicate" => replicate,
+    "segment" => segment,
     // End of batch h.
 }

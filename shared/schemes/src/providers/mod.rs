@@ -220,10 +220,13 @@ providers! {
 
     // Batch h: SaaS.
     "airtable" => airtable,
+    "asana" => asana,
     "cal" => cal,
+    "intuit" => intuit,
     "mux" => mux,
     "openai" => openai,
     "replicate" => replicate,
     "segment" => segment,
+    "xero" => xero,
     // End of batch h.
 }

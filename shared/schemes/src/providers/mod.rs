@@ -225,8 +225,10 @@ providers! {
     "intuit" => intuit,
     "mux" => mux,
     "openai" => openai,
+    "persona" => persona,
     "replicate" => replicate,
     "segment" => segment,
+    "trello" => trello,
     "xero" => xero,
     // End of batch h.
 }

@@ -236,6 +236,16 @@ providers! {
     // End of batch g.
 
     // Batch h: SaaS.
-
+    "airtable" => airtable,
+    "asana" => asana,
+    "cal" => cal,
+    "intuit" => intuit,
+    "mux" => mux,
+    "openai" => openai,
+    "persona" => persona,
+    "replicate" => replicate,
+    "segment" => segment,
+    "trello" => trello,
+    "xero" => xero,
     // End of batch h.
 }

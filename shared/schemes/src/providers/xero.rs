@@ -1,0 +1,73 @@
+//! Xero: `x-xero-signature: <base64 HMAC-SHA256 of the body>`, keyed with the webhook key as text (not decoded).
+//! No timestamp. A body is `{"events":[...],"firstEventSequence":..,"lastEventSequence":..,"entropy":..}`: a
+//! batch whose events carry no id, so each one's id is the hex SHA-256 of its bytes as sent, its type
+//! `eventCategory.eventType` (`CONTACT.UPDATE`). Intent to receive is a signed delivery with no events: answered
+//! 200, not stored (a wrongly signed one gets the usual 401). Every answer to Xero has no body.
+//! <https://developer.xero.com/documentation/webhooks/configuring-your-server>
+
+use serde_json::value::RawValue;
+use sha2::Digest as _;
+
+use crate::families::{Family, Hmac, Signature};
+use crate::providers::{raw_at, Identify, Preset, MAX_BATCH_ITEMS};
+use crate::request::{Answer, Credentials, Identified, Item, Request};
+use crate::{Algorithm, Encoding, IdError, Identity};
+
+pub(super) fn preset() -> Preset {
+    let family = Family::Hmac(Hmac::of_body(
+        Signature::header("x-xero-signature", "", Encoding::Base64),
+        Algorithm::Sha256,
+    ));
+    Preset {
+        after: Some(intent_to_receive),
+        answer: Some(no_body),
+        ..Preset::new("xero", family, Identify::Custom(identify))
+    }
+}
+
+/// The `events` array's elements, their bytes as sent.
+fn events(body: &[u8]) -> Result<Vec<&RawValue>, IdError> {
+    let text = std::str::from_utf8(body).map_err(|_| IdError::MalformedBody)?;
+    let root: &RawValue = serde_json::from_str(text).map_err(|_| IdError::MalformedBody)?;
+    let array = raw_at(root, "/events").ok_or_else(|| IdError::Missing("json /events".to_owned()))?;
+    serde_json::from_str(array.get()).map_err(|_| IdError::Missing("json /events (an array)".to_owned()))
+}
+
+/// Intent to receive (and any delivery without events): 200 with no body, nothing stored.
+fn intent_to_receive(req: &Request, _: &Credentials) -> Option<Answer> {
+    events(req.body).ok().filter(Vec::is_empty).map(|_| Answer::empty(200))
+}
+
+/// Xero wants no body in any answer.
+fn no_body(_: &Request) -> Answer {
+    Answer::empty(200)
+}
+
+fn identify(req: &Request) -> Result<Identified, IdError> {
+    let events = events(req.body)?;
+    if events.is_empty() {
+        return Err(IdError::Missing("json /events holds no events".to_owned()));
+    }
+    if events.len() > MAX_BATCH_ITEMS {
+        return Err(IdError::Invalid(format!("more than {MAX_BATCH_ITEMS} events in one delivery")));
+    }
+    events
+        .into_iter()
+        .map(|raw| {
+            let event: serde_json::Value = serde_json::from_str(raw.get()).map_err(|_| IdError::MalformedBody)?;
+            let field = |name: &str| event.get(name).and_then(serde_json::Value::as_str);
+            let event_type = match (field("eventCategory"), field("eventType")) {
+                (Some(category), Some(kind)) => Some(format!("{category}.{kind}")),
+                _ => None,
+            };
+            Ok(Item {
+                identity: Identity {
+                    event_id: hex::encode(sha2::Sha256::digest(raw.get().as_bytes())),
+                    event_type,
+                },
+                payload: raw.get().as_bytes().to_vec(),
+            })
+        })
+        .collect::<Result<_, _>>()
+        .map(Identified::Batch)
+}

@@ -607,9 +607,14 @@ async fn accept(
 /// A provider's answer: a handshake's, or the one it requires to its events.
 fn answer_with(answer: Answer) -> Response {
     let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::OK);
-    let mut resp = (status, answer.body).into_response();
+    let mut resp = (status, answer.body.clone()).into_response();
     if let Ok(value) = header::HeaderValue::from_str(answer.content_type) {
         resp.headers_mut().insert(header::CONTENT_TYPE, value);
+    }
+    for (name, value) in &answer.headers {
+        if let Ok(value) = header::HeaderValue::from_str(value) {
+            resp.headers_mut().insert(name.clone(), value);
+        }
     }
     // An echoed challenge is the provider's text, never a page to render.
     resp.headers_mut().insert(

@@ -189,6 +189,8 @@ pub struct Answer {
     /// A URL the receiver fetches (`GET`) once the answer is decided, to confirm a subscription (AWS SNS's
     /// `SubscribeURL`); already checked to be on the provider's own HTTPS hosts.
     pub confirm: Option<String>,
+    /// Headers the provider requires on the answer (Asana's `X-Hook-Secret` echo).
+    pub headers: Vec<(HeaderName, String)>,
 }
 
 impl Answer {
@@ -198,6 +200,7 @@ impl Answer {
             content_type: "application/json",
             body: value.to_string().into_bytes(),
             confirm: None,
+            headers: Vec::new(),
         }
     }
 
@@ -207,7 +210,14 @@ impl Answer {
             content_type: "text/plain; charset=utf-8",
             body: body.into(),
             confirm: None,
+            headers: Vec::new(),
         }
+    }
+
+    /// The same answer with a header added.
+    pub fn with_header(mut self, name: HeaderName, value: impl Into<String>) -> Self {
+        self.headers.push((name, value.into()));
+        self
     }
 
     pub fn empty(status: u16) -> Self {
@@ -216,6 +226,7 @@ impl Answer {
             content_type: "text/plain; charset=utf-8",
             body: Vec::new(),
             confirm: None,
+            headers: Vec::new(),
         }
     }
 }

@@ -90,6 +90,8 @@ struct AnswerExpect {
     status: u16,
     content_type: String,
     body: String,
+    #[serde(default)]
+    headers: Vec<(String, String)>,
 }
 
 fn credentials(scheme: &Scheme, config: &Config, fallback: &Config) -> Credentials {

@@ -35,8 +35,9 @@ pub enum Family {
     Custom(Custom),
 }
 
-/// Signs a request like a provider: the signer, the request, the identity to carry, the unix time.
-pub type SignFn = fn(&Signer, &Request, &Identity, i64) -> Signed;
+/// Signs a request like a provider: the signer, the source's credentials (its `url`), the request, the identity
+/// to carry, the unix time.
+pub type SignFn = fn(&Signer, &Credentials, &Request, &Identity, i64) -> Signed;
 
 /// A provider that signs its own way (signatures inside the body, per item): its functions, pure like the rest.
 #[derive(Clone, Copy)]
@@ -139,7 +140,7 @@ impl Family {
                 r.sign(pkcs8, key_url.as_deref(), req, creds, now_unix)
             }
             (Family::Jwt(j), signer) => j.sign(signer, req, now_unix),
-            (Family::Custom(c), signer) => c.sign.map(|sign| sign(signer, req, identity, now_unix)),
+            (Family::Custom(c), signer) => c.sign.map(|sign| sign(signer, creds, req, identity, now_unix)),
             _ => None,
         }
     }

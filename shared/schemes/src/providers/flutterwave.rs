@@ -44,7 +44,7 @@ fn verify(creds: &Credentials, req: &Request, clock: Clock) -> Result<(), Verify
 }
 
 /// Signs as current deliveries do: the HMAC header.
-fn sign(signer: &Signer, req: &Request, _: &Identity, now_unix: i64) -> Signed {
+fn sign(signer: &Signer, _: &Credentials, req: &Request, _: &Identity, now_unix: i64) -> Signed {
     match signer {
         Signer::Secret(key) => hmac().sign(key, req, &Credentials::default(), now_unix),
         Signer::Private { .. } => Signed::default(),

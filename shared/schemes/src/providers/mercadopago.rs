@@ -90,7 +90,7 @@ fn bound_to_signed_id(req: &Request) -> Result<(), VerifyError> {
     }
 }
 
-fn sign(signer: &Signer, req: &Request, _: &Identity, now_unix: i64) -> Signed {
+fn sign(signer: &Signer, _: &Credentials, req: &Request, _: &Identity, now_unix: i64) -> Signed {
     let Signer::Secret(key) = signer else {
         return Signed::default();
     };

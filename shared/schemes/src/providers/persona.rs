@@ -68,7 +68,7 @@ fn verify(creds: &Credentials, req: &Request, clock: Clock) -> Result<(), Verify
     outcome
 }
 
-fn sign(signer: &Signer, req: &Request, _: &Identity, now_unix: i64) -> Signed {
+fn sign(signer: &Signer, _: &Credentials, req: &Request, _: &Identity, now_unix: i64) -> Signed {
     let Signer::Secret(key) = signer else {
         return Signed::default();
     };

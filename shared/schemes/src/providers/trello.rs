@@ -23,6 +23,7 @@ pub(super) fn preset() -> Preset {
         before: Some(head_check),
         // Trello's check is a HEAD, which the GET route answers.
         get: true,
+        needs_url: true,
         ..Preset::new("trello", family, Identify::at("json:/action/id", Some("json:/action/type")))
     }
 }
@@ -55,12 +56,16 @@ fn verify(creds: &Credentials, req: &Request, _: Clock) -> Result<(), VerifyErro
     crate::verify_mac(Algorithm::Sha1, &creds.secrets, &[&body, &url], &candidates, &SIGNATURE)
 }
 
-/// Signs for the request's own absolute URL (a sender knows where it posts); without one there is nothing to sign.
-fn sign(signer: &Signer, req: &Request, _: &Identity, _: i64) -> Signed {
-    let (Signer::Secret(key), Some(_)) = (signer, req.uri.scheme()) else {
+/// Signs for the configured `url` (else the request's own absolute URL); without either there is nothing to sign.
+fn sign(signer: &Signer, creds: &Credentials, req: &Request, _: &Identity, _: i64) -> Signed {
+    let Signer::Secret(key) = signer else {
         return Signed::default();
     };
-    let url = req.uri.to_string();
+    let url = match (&creds.url, req.uri.scheme()) {
+        (Some(url), _) => url.clone(),
+        (None, Some(_)) => req.uri.to_string(),
+        (None, None) => return Signed::default(),
+    };
     let tag = crate::mac(
         Algorithm::Sha1,
         key,

@@ -22,7 +22,8 @@ impl HttpsServer {
         let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
             .collect::<Result<_, _>>()
             .unwrap_or_default();
-        let key = PrivateKeyDer::from_pem_slice(key_pem).unwrap_or_else(|e| panic!("the test host's key: {e}"));
+        let key =
+            PrivateKeyDer::from_pem_slice(key_pem).unwrap_or_else(|e| panic!("the test host's key: {e}"));
         let config = rustls::ServerConfig::builder_with_provider(Arc::new(
             rustls::crypto::aws_lc_rs::default_provider(),
         ))
@@ -32,17 +33,25 @@ impl HttpsServer {
         .with_single_cert(certs, key)
         .unwrap_or_else(|e| panic!("the test host's certificate: {e}"));
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap_or_else(|e| panic!("bind: {e}"));
-        let addr = listener.local_addr().unwrap_or_else(|e| panic!("local addr: {e}"));
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap_or_else(|e| panic!("bind: {e}"));
+        let addr = listener
+            .local_addr()
+            .unwrap_or_else(|e| panic!("local addr: {e}"));
         let hits = Arc::new(Mutex::new(Vec::new()));
         let routes = Arc::new(routes);
         let seen = hits.clone();
         tokio::spawn(async move {
             loop {
-                let Ok((tcp, _)) = listener.accept().await else { return };
+                let Ok((tcp, _)) = listener.accept().await else {
+                    return;
+                };
                 let (acceptor, routes, seen) = (acceptor.clone(), routes.clone(), seen.clone());
                 tokio::spawn(async move {
-                    let Ok(mut tls) = acceptor.accept(tcp).await else { return };
+                    let Ok(mut tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
                     let mut head = Vec::new();
                     let mut buf = [0u8; 1024];
                     while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16 * 1024 {

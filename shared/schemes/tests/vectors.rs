@@ -174,6 +174,12 @@ fn check_answer(provider: &str, case: &str, got: &Answer, want: &AnswerExpect) {
         want.body,
         "{provider} {case}: answer body"
     );
+    let headers: Vec<(String, String)> = got
+        .headers
+        .iter()
+        .map(|(n, v)| (n.to_string(), v.clone()))
+        .collect();
+    assert_eq!(headers, want.headers, "{provider} {case}: answer headers");
 }
 
 #[test]

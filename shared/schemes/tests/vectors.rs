@@ -287,7 +287,9 @@ fn every_vector_verifies_and_is_refused_when_changed() {
                 Outcome::Refused(e) => println!("{p} {c}: {what} -> 401 ({e}; reason {})", e.reason()),
                 other => panic!("{p} {c}: {what} was not refused: {other:?}"),
             };
-            if !body.is_empty() && case.signs_body {
+            // A token signs nothing: whoever holds it may send any body (and a case may say its provider signs
+            // fields beside the body only).
+            if !body.is_empty() && case.signs_body && scheme.family() != "token" {
                 let mut changed = body.clone();
                 let at = changed.len() / 2;
                 changed[at] = if changed[at] == b'x' { b'y' } else { b'x' };

@@ -203,6 +203,9 @@ providers! {
     // End of batch c.
 
     // Batch d: developer tools.
+    "bitbucket" => bitbucket,
+    "gitea" => gitea,
+    "gitlab" => gitlab,
 
     // End of batch d.
 

@@ -206,6 +206,10 @@ providers! {
     "bitbucket" => bitbucket,
     "gitea" => gitea,
     "gitlab" => gitlab,
+    "launchdarkly" => launchdarkly,
+    "linear" => linear,
+    "sentry" => sentry,
+    "vercel" => vercel,
 
     // End of batch d.
 

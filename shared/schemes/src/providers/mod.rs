@@ -220,6 +220,19 @@ providers! {
     // End of batch c.
 
     // Batch d: developer tools.
+    "bitbucket" => bitbucket,
+    "buildkite" => buildkite,
+    "circleci" => circleci,
+    "gitea" => gitea,
+    "gitlab" => gitlab,
+    "heroku" => heroku,
+    "launchdarkly" => launchdarkly,
+    "linear" => linear,
+    "npm" => npm,
+    "pagerduty" => pagerduty,
+    "sentry" => sentry,
+    "terraform-cloud" => terraform_cloud,
+    "vercel" => vercel,
 
     // End of batch d.
 

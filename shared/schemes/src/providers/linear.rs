@@ -1,0 +1,84 @@
+//! Linear: `Linear-Signature` = hex HMAC-SHA256 of the raw body, keyed with the webhook's signing secret as
+//! text. The timestamp is the body's `webhookTimestamp` (unix milliseconds, inside the signed bytes), refused more
+//! than 60 s from now as Linear's SDK does; the `Linear-Timestamp` header is not trusted. The id is
+//! `Linear-Delivery`; the type is the body's `type` and `action` as `Issue.create`. No handshake.
+//! <https://linear.app/developers/webhooks>
+
+use http::HeaderName;
+
+use crate::families::{At, Family, Hmac, SecretEncoding, Signature, Template, Timestamp, Unit};
+use crate::json::{at_pointers, Leaf};
+use crate::providers::{Identify, Preset};
+use crate::request::{Identified, Request};
+use crate::{id_from_header, Algorithm, Encoding, IdError, Identity};
+
+const DELIVERY: HeaderName = HeaderName::from_static("linear-delivery");
+
+pub(super) fn preset() -> Preset {
+    let family = Family::Hmac(Hmac {
+        signature: Signature::header("linear-signature", "", Encoding::Hex),
+        signed: Template::body(),
+        algorithm: Algorithm::Sha256,
+        timestamp: Some(Timestamp {
+            at: Some(At::Json("/webhookTimestamp".to_owned())),
+            unit: Unit::Millis,
+        }),
+        secret: SecretEncoding::Raw,
+    });
+    Preset {
+        tolerance_secs: Some(60),
+        kept: vec![
+            DELIVERY,
+            HeaderName::from_static("linear-event"),
+            HeaderName::from_static("linear-timestamp"),
+        ],
+        ..Preset::new("linear", family, Identify::Custom(identify))
+    }
+}
+
+fn identify(req: &Request) -> Result<Identified, IdError> {
+    let event_id = id_from_header(req.headers, &DELIVERY)?;
+    let mut found = at_pointers(req.body, &["/type", "/action"])
+        .map_err(|_| IdError::MalformedBody)?
+        .into_iter()
+        .map(|leaf| match leaf {
+            Some(Leaf::String(s)) if !s.is_empty() => Some(s),
+            _ => None,
+        });
+    let event_type = match (found.next().flatten(), found.next().flatten()) {
+        (Some(kind), Some(action)) => Some(format!("{kind}.{action}")),
+        (kind, _) => kind,
+    };
+    Ok(Identified::One(Identity { event_id, event_type }))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use http::{HeaderMap, HeaderValue, Uri};
+
+    use crate::request::{Credentials, Request};
+    use crate::{Key, Scheme, VerifyError};
+
+    #[test]
+    fn the_timestamp_must_be_a_number_in_the_body() {
+        let scheme = Scheme::named("linear").unwrap();
+        let uri = Uri::from_static("/webhooks/linear");
+        let creds = Credentials::secrets(vec![Key::new(b"lin_wh_secret".to_vec())]);
+        for body in [
+            &br#"{"type":"Issue","action":"create"}"#[..],
+            br#"{"type":"Issue","action":"create","webhookTimestamp":1.7e12}"#,
+        ] {
+            let mut headers = HeaderMap::new();
+            // The header is not trusted: a fresh one does not stand in for the body's.
+            headers.insert("linear-timestamp", HeaderValue::from_static("1700000000000"));
+            headers.insert("linear-signature", HeaderValue::from_static("00"));
+            let req = Request::post(&uri, &headers, body);
+            let refused = scheme.verify_request(&creds, &req, 1_700_000_000, 60, None);
+            assert!(
+                matches!(refused, Err(VerifyError::MissingHeader(_) | VerifyError::MalformedHeader(_))),
+                "{refused:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,50 @@
+//! Sentry integration platform: `Sentry-Hook-Signature` = hex HMAC-SHA256 of the raw body, keyed with the
+//! integration's client secret. `Sentry-Hook-Timestamp` is sent but not signed, so it is not checked. The id is
+//! `Request-ID`; the type is `Sentry-Hook-Resource` and the body's `action` as `issue.created`. The installation
+//! webhook is an ordinary event; nothing needs a particular answer.
+//! <https://docs.sentry.io/organization/integrations/integration-platform/webhooks/>
+
+use http::HeaderName;
+
+use crate::families::{Family, Hmac, Signature};
+use crate::json::{at_pointers, Leaf};
+use crate::providers::{Identify, Preset};
+use crate::request::{Identified, Request};
+use crate::{id_from_header, type_from_header, Algorithm, Encoding, IdError, Identity};
+
+const REQUEST_ID: HeaderName = HeaderName::from_static("request-id");
+const RESOURCE: HeaderName = HeaderName::from_static("sentry-hook-resource");
+
+pub(super) fn preset() -> Preset {
+    let family = Family::Hmac(Hmac::of_body(
+        Signature::header("sentry-hook-signature", "", Encoding::Hex),
+        Algorithm::Sha256,
+    ));
+    Preset {
+        kept: vec![
+            REQUEST_ID,
+            RESOURCE,
+            HeaderName::from_static("sentry-hook-timestamp"),
+        ],
+        // The id is an unsigned header and no timestamp is signed.
+        resendable: true,
+        ..Preset::new("sentry", family, Identify::Custom(identify))
+    }
+}
+
+fn identify(req: &Request) -> Result<Identified, IdError> {
+    let event_id = id_from_header(req.headers, &REQUEST_ID)?;
+    let resource = type_from_header(req.headers, &RESOURCE)?;
+    let action = match at_pointers(req.body, &["/action"]) {
+        Ok(mut found) => match found.pop().flatten() {
+            Some(Leaf::String(s)) if !s.is_empty() => Some(s),
+            _ => None,
+        },
+        Err(_) => None,
+    };
+    let event_type = match (resource, action) {
+        (Some(resource), Some(action)) => Some(format!("{resource}.{action}")),
+        (resource, _) => resource,
+    };
+    Ok(Identified::One(Identity { event_id, event_type }))
+}

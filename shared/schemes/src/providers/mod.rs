@@ -207,6 +207,10 @@ providers! {
     // End of batch d.
 
     // Batch e: messaging and mail.
+    "customerio" => customerio,
+    "line" => line,
+    "resend" => resend,
+    "zoom" => zoom,
 
     // End of batch e.
 

@@ -209,7 +209,9 @@ providers! {
     // Batch e: messaging and mail.
     "customerio" => customerio,
     "line" => line,
+    "mandrill" => mandrill,
     "resend" => resend,
+    "twilio" => twilio,
     "zoom" => zoom,
 
     // End of batch e.

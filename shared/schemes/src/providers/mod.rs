@@ -237,6 +237,12 @@ providers! {
     // End of batch d.
 
     // Batch e: messaging and mail.
+    "customerio" => customerio,
+    "line" => line,
+    "mandrill" => mandrill,
+    "resend" => resend,
+    "twilio" => twilio,
+    "zoom" => zoom,
 
     // End of batch e.
 

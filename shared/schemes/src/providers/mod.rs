@@ -239,8 +239,11 @@ providers! {
     // Batch e: messaging and mail.
     "customerio" => customerio,
     "line" => line,
+    "mailgun" => mailgun,
     "mandrill" => mandrill,
+    "postmark" => postmark,
     "resend" => resend,
+    "telegram" => telegram,
     "twilio" => twilio,
     "zoom" => zoom,
 

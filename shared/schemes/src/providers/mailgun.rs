@@ -1,0 +1,107 @@
+//! Mailgun signs inside the JSON body: `signature.signature` = hex HMAC-SHA256 of `{timestamp}{token}` (the
+//! `signature` object's own fields) with the webhook signing key; a subaccount's event adds `parent-signature`,
+//! the same with the parent account's key, and either may match. The event itself is not signed. The timestamp
+//! check is optional in Mailgun's docs ("not too aggressive"): 15 minutes, the default of Mailgun's own SDK. The
+//! id is `event-data.id`, the type `event-data.event`. No handshake.
+//! <https://documentation.mailgun.com/docs/mailgun/user-manual/webhooks/securing-webhooks>
+
+use http::HeaderName;
+use sha2::{Digest, Sha256};
+
+use crate::families::{Custom, Family, Signer};
+use crate::providers::{Identify, Preset};
+use crate::request::{Credentials, Request, Signed};
+use crate::{decode, mac, verify_mac, Algorithm, Clock, Encoding, Identity, VerifyError};
+
+pub(super) fn preset() -> Preset {
+    let family = Family::Custom(Custom {
+        verify,
+        has_timestamp: true,
+        sign: Some(sign),
+    });
+    Preset {
+        tolerance_secs: Some(900),
+        ..Preset::new(
+            "mailgun",
+            family,
+            Identify::at("json:/event-data/id", Some("json:/event-data/event")),
+        )
+    }
+}
+
+/// The body's `signature` object.
+#[derive(serde::Deserialize)]
+struct Signature {
+    timestamp: serde_json::Value,
+    token: String,
+    signature: Option<String>,
+    #[serde(rename = "parent-signature")]
+    parent_signature: Option<String>,
+}
+
+#[derive(serde::Deserialize)]
+struct Body {
+    signature: Signature,
+}
+
+fn place() -> HeaderName {
+    HeaderName::from_static("signature")
+}
+
+fn verify(creds: &Credentials, req: &Request, clock: Clock) -> Result<(), VerifyError> {
+    let missing = || VerifyError::MissingHeader("json /signature".to_owned());
+    let body: Body = serde_json::from_slice(req.body).map_err(|_| missing())?;
+    let signature = body.signature;
+    // Mailgun writes the timestamp as a string of digits; a number is read the same way.
+    let timestamp = match &signature.timestamp {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Number(n) => n.to_string(),
+        _ => return Err(VerifyError::MalformedHeader("json /signature/timestamp".to_owned())),
+    };
+    if timestamp.is_empty() || !timestamp.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(VerifyError::MalformedHeader(
+            "json /signature/timestamp (not a unix time)".to_owned(),
+        ));
+    }
+    clock.check_unix(timestamp.parse::<i64>().unwrap_or(i64::MAX))?;
+    let candidates: Vec<Vec<u8>> = [signature.signature, signature.parent_signature]
+        .into_iter()
+        .flatten()
+        .filter_map(|s| decode(Encoding::Hex, &s))
+        .collect();
+    verify_mac(
+        Algorithm::Sha256,
+        &creds.secrets,
+        &[timestamp.as_bytes(), signature.token.as_bytes()],
+        &candidates,
+        &place(),
+    )
+}
+
+/// Writes the `signature` object into the body (an event-data object is wrapped as Mailgun sends it).
+fn sign(signer: &Signer, req: &Request, _: &Identity, now_unix: i64) -> Signed {
+    let Signer::Secret(key) = signer else {
+        return Signed::default();
+    };
+    let mut body = match serde_json::from_slice::<serde_json::Value>(req.body) {
+        Ok(serde_json::Value::Object(map)) if map.contains_key("event-data") => map,
+        Ok(event) => serde_json::Map::from_iter([("event-data".to_owned(), event)]),
+        Err(_) => return Signed::default(),
+    };
+    let timestamp = now_unix.to_string();
+    // 50 characters, like Mailgun's tokens; unique per body and time.
+    let token = hex::encode(Sha256::digest([req.body, timestamp.as_bytes()].concat()))[..50].to_owned();
+    let signature = hex::encode(mac(
+        Algorithm::Sha256,
+        key,
+        &[timestamp.as_bytes(), token.as_bytes()],
+    ));
+    body.insert(
+        "signature".to_owned(),
+        serde_json::json!({"timestamp": timestamp, "token": token, "signature": signature}),
+    );
+    Signed {
+        headers: Vec::new(),
+        body: Some(serde_json::Value::Object(body).to_string().into_bytes()),
+    }
+}

@@ -1,0 +1,29 @@
+//! Telegram Bot API: nothing is signed; `setWebhook`'s `secret_token` comes back as is in
+//! `X-Telegram-Bot-Api-Secret-Token`, compared in constant time. The id is the Update's `update_id` (an integer),
+//! the type the one field of the Update beside it (`message`, `callback_query`, ...). No handshake; any 2XX.
+//! <https://core.telegram.org/bots/api#setwebhook>
+
+use crate::families::{Family, Token};
+use crate::providers::{Identify, Preset};
+use crate::request::{Identified, Request};
+use crate::{IdError, Identity};
+
+pub(super) fn preset() -> Preset {
+    Preset::new(
+        "telegram",
+        Family::Token(Token::header("x-telegram-bot-api-secret-token")),
+        Identify::Custom(identify),
+    )
+}
+
+/// `update_id`, and the name of the Update's one optional field that is present.
+fn identify(req: &Request) -> Result<Identified, IdError> {
+    let update: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(req.body).map_err(|_| IdError::MalformedBody)?;
+    let event_id = match update.get("update_id") {
+        Some(serde_json::Value::Number(n)) => crate::valid_id("json /update_id", n.to_string())?,
+        _ => return Err(IdError::Missing("json /update_id".to_owned())),
+    };
+    let event_type = update.keys().find(|k| *k != "update_id").cloned();
+    Ok(Identified::One(Identity { event_id, event_type }))
+}

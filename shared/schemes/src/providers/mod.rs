@@ -228,7 +228,10 @@ providers! {
     // End of batch e.
 
     // Batch f: messaging and identity.
-
+    "intercom" => intercom,
+    "front" => front,
+    "clerk" => clerk,
+    "workos" => workos,
     // End of batch f.
 
     // Batch g: identity and SaaS.

@@ -230,6 +230,8 @@ providers! {
     // Batch f: messaging and identity.
     "intercom" => intercom,
     "front" => front,
+    "meta" => meta,
+    "x" => x,
     "clerk" => clerk,
     "workos" => workos,
     // End of batch f.

@@ -232,6 +232,8 @@ providers! {
     "front" => front,
     "meta" => meta,
     "x" => x,
+    "vonage" => vonage,
+    "twitch" => twitch,
     "clerk" => clerk,
     "workos" => workos,
     // End of batch f.

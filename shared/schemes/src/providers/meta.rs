@@ -92,6 +92,7 @@ pub(super) fn preset() -> Preset {
     Preset {
         before: Some(subscribe),
         get: true,
+        needs_verify_token: true,
         ..Preset::new("meta", family, Identify::Custom(identify))
     }
 }

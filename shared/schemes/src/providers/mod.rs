@@ -236,6 +236,7 @@ providers! {
     "twitch" => twitch,
     "clerk" => clerk,
     "workos" => workos,
+    "okta" => okta,
     // End of batch f.
 
     // Batch g: identity and SaaS.

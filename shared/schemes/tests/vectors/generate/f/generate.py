@@ -497,7 +497,8 @@ def okta():
         "tolerance_secs": 300,
         "notes": "Token family: the hook's authScheme {type: HEADER, key: Authorization, value: secret} is sent as "
                  "'Authorization: <value>' verbatim (for Basic, the value is 'Basic ' + base64(user:password)); the key "
-                 "may name another header. No signature, no timestamp. Verification: GET with "
+                 "may name another header. No signature, no timestamp (so a changed body cannot be detected: "
+                 "signs_body false). Verification: GET with "
                  "x-okta-verification-challenge, answered 200 JSON {\"verification\": value} within 3 s. Deliveries "
                  "batch: data.events[] each with uuid (the id) and eventType (the type); the envelope eventId "
                  "identifies the delivery. Answer 200 or 204 with an empty body.",
@@ -510,6 +511,7 @@ def okta():
                 "body": one,
                 "now": NOW,
                 "expect": {"kind": "batch", "items": items(one)},
+                "signs_body": False,
             },
             {
                 "name": "three events",
@@ -519,6 +521,7 @@ def okta():
                 "body": many,
                 "now": NOW,
                 "expect": {"kind": "batch", "items": items(many)},
+                "signs_body": False,
             },
             {
                 "name": "one-time verification",

@@ -250,7 +250,15 @@ providers! {
     // End of batch e.
 
     // Batch f: messaging and identity.
-
+    "intercom" => intercom,
+    "front" => front,
+    "meta" => meta,
+    "x" => x,
+    "vonage" => vonage,
+    "twitch" => twitch,
+    "clerk" => clerk,
+    "workos" => workos,
+    "okta" => okta,
     // End of batch f.
 
     // Batch g: identity and SaaS.

@@ -1,0 +1,299 @@
+//! Twitch EventSub webhooks: `Twitch-Eventsub-Message-Signature: sha256={hex HMAC-SHA256 of message id +
+//! timestamp + raw body}`, keyed with the subscription's secret, where the timestamp is
+//! `Twitch-Eventsub-Message-Timestamp`, RFC 3339 with nanoseconds: older than 10 minutes is refused, as Twitch
+//! says. By `Twitch-Eventsub-Message-Type`: a `notification` is stored under its message id with the
+//! subscription type (a batched one, `events[]`, as one event per item under its `id`); a `revocation` is stored
+//! under its message id with type `revocation`; a `webhook_callback_verification` is answered with its
+//! `challenge` as text and never stored.
+//! <https://dev.twitch.tv/docs/eventsub/handling-webhook-events/>
+
+use http::HeaderName;
+use serde_json::value::RawValue;
+
+use crate::families::{Custom, Family, Signer};
+use crate::providers::{raw_at, Identify, Preset, MAX_BATCH_ITEMS};
+use crate::request::{Answer, Credentials, Identified, Item, Request, Signed};
+use crate::{
+    decode, header_first, header_values, mac, valid_id, verify_mac, Algorithm, Clock, Encoding, IdError,
+    Identity, VerifyError,
+};
+
+const ID: &str = "twitch-eventsub-message-id";
+const TIMESTAMP: &str = "twitch-eventsub-message-timestamp";
+const SIGNATURE: &str = "twitch-eventsub-message-signature";
+const TYPE: &str = "twitch-eventsub-message-type";
+const SUBSCRIPTION_TYPE: &str = "twitch-eventsub-subscription-type";
+const SUBSCRIPTION_VERSION: &str = "twitch-eventsub-subscription-version";
+const PREFIX: &str = "sha256=";
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's `days_from_civil`).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The date of a day count since 1970-01-01 (`civil_from_days`).
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(month <= 2), month, day)
+}
+
+/// The unix second of an RFC 3339 date-time (`2023-11-14T22:13:20.123456789Z`, or with a `+hh:mm` offset); the
+/// fraction is dropped. `None` if it is not one.
+fn unix_of_rfc3339(text: &str) -> Option<i64> {
+    let b = text.as_bytes();
+    let num = |range: std::ops::Range<usize>| -> Option<i64> {
+        let part = b.get(range)?;
+        if part.is_empty() || !part.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        std::str::from_utf8(part).ok()?.parse().ok()
+    };
+    let sep = |i: usize, want: &[u8]| b.get(i).is_some_and(|c| want.contains(c));
+    if !(sep(4, b"-") && sep(7, b"-") && sep(10, b"Tt ") && sep(13, b":") && sep(16, b":")) {
+        return None;
+    }
+    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 || second > 60 {
+        return None;
+    }
+    let mut i = 19;
+    if sep(i, b".") {
+        i += 1;
+        let start = i;
+        while b.get(i).is_some_and(u8::is_ascii_digit) {
+            i += 1;
+        }
+        if i == start {
+            return None;
+        }
+    }
+    let offset = match b.get(i)? {
+        b'Z' | b'z' if i + 1 == b.len() => 0,
+        sign @ (b'+' | b'-') if i + 6 == b.len() && sep(i + 3, b":") => {
+            let minutes = num(i + 1..i + 3)? * 60 + num(i + 4..i + 6)?;
+            if *sign == b'+' {
+                minutes * 60
+            } else {
+                -minutes * 60
+            }
+        }
+        _ => return None,
+    };
+    let days = days_from_civil(year, month, day);
+    Some(days * 86_400 + hour * 3600 + minute * 60 + second - offset)
+}
+
+/// `now_unix` as Twitch writes it: RFC 3339, UTC, nanoseconds.
+fn rfc3339_of_unix(now_unix: i64) -> String {
+    let (days, secs) = (now_unix.div_euclid(86_400), now_unix.rem_euclid(86_400));
+    let (year, month, day) = civil_from_days(days);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.000000000Z",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60
+    )
+}
+
+fn verify(creds: &Credentials, req: &Request, clock: Clock) -> Result<(), VerifyError> {
+    let signature = HeaderName::from_static(SIGNATURE);
+    let timestamp_header = HeaderName::from_static(TIMESTAMP);
+    let candidates: Vec<Vec<u8>> = header_values(req.headers, &signature)?
+        .into_iter()
+        .filter_map(|v| v.trim().strip_prefix(PREFIX).and_then(|hex| decode(Encoding::Hex, hex)))
+        .collect();
+    let id = header_first(req.headers, &HeaderName::from_static(ID))?;
+    let timestamp = header_first(req.headers, &timestamp_header)?;
+    // Stale first: a replayed message is refused as stale, whatever its signature.
+    let unix = unix_of_rfc3339(timestamp.trim())
+        .ok_or_else(|| crate::malformed(&timestamp_header, "not an RFC 3339 time"))?;
+    clock.check_unix(unix)?;
+    verify_mac(
+        Algorithm::Sha256,
+        &creds.secrets,
+        &[id.as_bytes(), timestamp.as_bytes(), req.body],
+        &candidates,
+        &signature,
+    )
+}
+
+/// Signs like Twitch: a notification of `identity.event_type` under the message id `identity.event_id`.
+fn sign(signer: &Signer, req: &Request, identity: &Identity, now_unix: i64) -> Signed {
+    let Signer::Secret(key) = signer else {
+        return Signed::default();
+    };
+    let timestamp = rfc3339_of_unix(now_unix);
+    let tag = mac(
+        Algorithm::Sha256,
+        key,
+        &[identity.event_id.as_bytes(), timestamp.as_bytes(), req.body],
+    );
+    let mut headers = vec![
+        (HeaderName::from_static(ID), identity.event_id.clone()),
+        (HeaderName::from_static(TYPE), "notification".to_owned()),
+        (HeaderName::from_static(TIMESTAMP), timestamp),
+        (HeaderName::from_static(SIGNATURE), format!("{PREFIX}{}", hex::encode(tag))),
+    ];
+    if let Some(t) = &identity.event_type {
+        headers.push((HeaderName::from_static(SUBSCRIPTION_TYPE), t.clone()));
+    }
+    Signed { headers, body: None }
+}
+
+/// The callback verification: its `challenge`, as text (after the signature has been checked).
+fn challenge(req: &Request, _creds: &Credentials) -> Option<Answer> {
+    if req.header(TYPE)? != "webhook_callback_verification" {
+        return None;
+    }
+    let value: serde_json::Value = serde_json::from_slice(req.body).ok()?;
+    Some(match value.get("challenge") {
+        Some(serde_json::Value::String(c)) => Answer::text(c.as_bytes()),
+        _ => Answer::empty(400),
+    })
+}
+
+fn identify(req: &Request) -> Result<Identified, IdError> {
+    let header = |name: &str| req.header(name).map(str::to_owned);
+    let message_id = || {
+        valid_id(
+            &format!("header {ID}"),
+            header(ID).ok_or_else(|| IdError::Missing(format!("header {ID}")))?,
+        )
+    };
+    if req.header(TYPE) == Some("revocation") {
+        return Ok(Identified::One(Identity {
+            event_id: message_id()?,
+            event_type: Some("revocation".to_owned()),
+        }));
+    }
+    let text = std::str::from_utf8(req.body).map_err(|_| IdError::MalformedBody)?;
+    let root: &RawValue = serde_json::from_str(text).map_err(|_| IdError::MalformedBody)?;
+    let subscription_type = header(SUBSCRIPTION_TYPE).filter(|t| !t.is_empty()).or_else(|| {
+        let value: serde_json::Value = serde_json::from_str(raw_at(root, "/subscription/type")?.get()).ok()?;
+        value.as_str().map(str::to_owned)
+    });
+    let Some(events) = raw_at(root, "/events") else {
+        return Ok(Identified::One(Identity {
+            event_id: message_id()?,
+            event_type: subscription_type,
+        }));
+    };
+    // A batched subscription: one event per element, each under its own id.
+    let events: Vec<&RawValue> = serde_json::from_str(events.get())
+        .map_err(|_| IdError::Missing("json /events (an array)".to_owned()))?;
+    if events.is_empty() {
+        return Err(IdError::Missing("json /events holds no events".to_owned()));
+    }
+    if events.len() > MAX_BATCH_ITEMS {
+        return Err(IdError::Invalid(format!(
+            "more than {MAX_BATCH_ITEMS} events in one delivery"
+        )));
+    }
+    let mut items = Vec::with_capacity(events.len());
+    for (i, event) in events.into_iter().enumerate() {
+        let value: serde_json::Value = serde_json::from_str(event.get()).map_err(|_| IdError::MalformedBody)?;
+        let place = format!("item {i}: json /id");
+        let id = match value.get("id") {
+            Some(serde_json::Value::String(s)) => s.clone(),
+            _ => return Err(IdError::Missing(place)),
+        };
+        items.push(Item {
+            identity: Identity {
+                event_id: valid_id(&place, id)?,
+                event_type: subscription_type.clone(),
+            },
+            payload: event.get().as_bytes().to_vec(),
+        });
+    }
+    Ok(Identified::Batch(items))
+}
+
+pub(super) fn preset() -> Preset {
+    let family = Family::Custom(Custom {
+        verify,
+        has_timestamp: true,
+        sign: Some(sign),
+    });
+    Preset {
+        tolerance_secs: Some(600),
+        kept: [ID, TYPE, TIMESTAMP, SUBSCRIPTION_TYPE, SUBSCRIPTION_VERSION]
+            .into_iter()
+            .map(HeaderName::from_static)
+            .collect(),
+        after: Some(challenge),
+        ..Preset::new("twitch", family, Identify::Custom(identify))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_both_ways() {
+        assert_eq!(unix_of_rfc3339("2023-11-14T22:13:20.123456789Z"), Some(1_700_000_000));
+        assert_eq!(unix_of_rfc3339("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(unix_of_rfc3339("2023-11-15T00:13:20+02:00"), Some(1_700_000_000));
+        assert_eq!(unix_of_rfc3339("2000-02-29T12:00:00-01:30"), Some(951_831_000));
+        for bad in ["", "2023-11-14", "2023-11-14T22:13:20", "2023-11-14T22:13:20.Z", "2023-13-14T22:13:20Z",
+            "2023-11-14T22:13:20Zx", "+023-11-14T22:13:20Z", "1700000000"] {
+            assert_eq!(unix_of_rfc3339(bad), None, "{bad}");
+        }
+        for t in [0, 951_782_400, 1_700_000_000, 4_102_444_800] {
+            assert_eq!(unix_of_rfc3339(&rfc3339_of_unix(t)), Some(t));
+        }
+    }
+
+    #[test]
+    fn what_it_signs_verifies() {
+        let key = crate::Key::new(b"s3cRe7".to_vec());
+        let uri = http::Uri::from_static("/");
+        let empty = http::HeaderMap::new();
+        let body = br#"{"subscription":{"type":"channel.follow"},"event":{}}"#;
+        let identity = Identity {
+            event_id: "befa7b53".to_owned(),
+            event_type: Some("channel.follow".to_owned()),
+        };
+        let signed = sign(
+            &Signer::Secret(key.clone()),
+            &Request::post(&uri, &empty, body),
+            &identity,
+            1_700_000_000,
+        );
+        let mut headers = http::HeaderMap::new();
+        for (name, value) in signed.headers {
+            headers.insert(name, value.parse().unwrap());
+        }
+        let req = Request::post(&uri, &headers, body);
+        let creds = Credentials::secrets(vec![key]);
+        let clock = |now_unix| Clock {
+            now_unix,
+            tolerance_secs: 600,
+        };
+        verify(&creds, &req, clock(1_700_000_100)).unwrap();
+        assert!(matches!(
+            verify(&creds, &req, clock(1_700_000_601)),
+            Err(VerifyError::Timestamp { .. })
+        ));
+        assert_eq!(
+            identify(&req).unwrap(),
+            Identified::One(identity),
+            "a signed notification identifies as what was signed"
+        );
+    }
+}

@@ -538,15 +538,25 @@ impl Scheme {
                 body: None,
             });
         };
-        let mut signed = p.family.sign(signer, req, creds, identity, now_unix)?;
+        // The id and type headers first: a template may sign them (`{header:svix-id}`).
+        let mut carried = Vec::new();
         if let Identify::At { id, event_type } = &p.identify {
             if let Locator::Header(name) = id {
-                signed.headers.push((name.clone(), identity.event_id.clone()));
+                carried.push((name.clone(), identity.event_id.clone()));
             }
             if let (Some(Locator::Header(name)), Some(t)) = (event_type, &identity.event_type) {
-                signed.headers.push((name.clone(), t.clone()));
+                carried.push((name.clone(), t.clone()));
             }
         }
+        let mut headers = req.headers.clone();
+        for (name, value) in &carried {
+            if let Ok(v) = HeaderValue::from_str(value) {
+                headers.insert(name.clone(), v);
+            }
+        }
+        let with_ids = Request { headers: &headers, ..*req };
+        let mut signed = p.family.sign(signer, &with_ids, creds, identity, now_unix)?;
+        signed.headers.extend(carried);
         Some(signed)
     }
 

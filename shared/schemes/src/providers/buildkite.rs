@@ -52,7 +52,7 @@ fn verify(creds: &Credentials, req: &Request, clock: Clock) -> Result<(), Verify
 }
 
 /// Signs in signature mode.
-fn sign(signer: &Signer, req: &Request, _: &Identity, now_unix: i64) -> Signed {
+fn sign(signer: &Signer, _: &Credentials, req: &Request, _: &Identity, now_unix: i64) -> Signed {
     match signer {
         Signer::Secret(key) => signature().sign(key, req, &Credentials::default(), now_unix),
         Signer::Private { .. } => Signed::default(),

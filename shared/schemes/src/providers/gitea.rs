@@ -59,7 +59,7 @@ fn verify(creds: &Credentials, req: &Request, _: Clock) -> Result<(), VerifyErro
     verify_mac(Algorithm::Sha256, &creds.secrets, &[&signed], &candidates, &SIGNATURE)
 }
 
-fn sign(signer: &Signer, req: &Request, _: &Identity, _: i64) -> Signed {
+fn sign(signer: &Signer, _: &Credentials, req: &Request, _: &Identity, _: i64) -> Signed {
     let (Signer::Secret(key), Ok(signed)) = (signer, payload(req)) else {
         return Signed::default();
     };

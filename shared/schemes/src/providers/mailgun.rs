@@ -79,7 +79,7 @@ fn verify(creds: &Credentials, req: &Request, clock: Clock) -> Result<(), Verify
 }
 
 /// Writes the `signature` object into the body (an event-data object is wrapped as Mailgun sends it).
-fn sign(signer: &Signer, req: &Request, _: &Identity, now_unix: i64) -> Signed {
+fn sign(signer: &Signer, _: &Credentials, req: &Request, _: &Identity, now_unix: i64) -> Signed {
     let Signer::Secret(key) = signer else {
         return Signed::default();
     };

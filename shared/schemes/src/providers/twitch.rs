@@ -132,7 +132,7 @@ fn verify(creds: &Credentials, req: &Request, clock: Clock) -> Result<(), Verify
 }
 
 /// Signs like Twitch: a notification of `identity.event_type` under the message id `identity.event_id`.
-fn sign(signer: &Signer, req: &Request, identity: &Identity, now_unix: i64) -> Signed {
+fn sign(signer: &Signer, _: &Credentials, req: &Request, identity: &Identity, now_unix: i64) -> Signed {
     let Signer::Secret(key) = signer else {
         return Signed::default();
     };
@@ -271,6 +271,7 @@ mod tests {
         };
         let signed = sign(
             &Signer::Secret(key.clone()),
+            &Credentials::default(),
             &Request::post(&uri, &empty, body),
             &identity,
             1_700_000_000,

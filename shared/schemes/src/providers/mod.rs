@@ -202,7 +202,11 @@ providers! {
     // End of batch a.
 
     // Batch b: payments.
-
+    "square" => square,
+    "paddle" => paddle,
+    "checkout" => checkout,
+    "razorpay" => razorpay,
+    "lemonsqueezy" => lemonsqueezy,
     // End of batch b.
 
     // Batch c: payments and commerce.

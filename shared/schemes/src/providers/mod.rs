@@ -207,6 +207,8 @@ providers! {
     "checkout" => checkout,
     "razorpay" => razorpay,
     "lemonsqueezy" => lemonsqueezy,
+    "gocardless" => gocardless,
+    "recurly" => recurly,
     // End of batch b.
 
     // Batch c: payments and commerce.

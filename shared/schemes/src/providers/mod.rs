@@ -204,6 +204,8 @@ providers! {
     // Batch b: payments.
     "square" => square,
     "paddle" => paddle,
+    "adyen" => adyen,
+    "braintree" => braintree,
     "checkout" => checkout,
     "razorpay" => razorpay,
     "lemonsqueezy" => lemonsqueezy,

@@ -210,6 +210,7 @@ providers! {
     "razorpay" => razorpay,
     "lemonsqueezy" => lemonsqueezy,
     "gocardless" => gocardless,
+    "chargebee" => chargebee,
     "recurly" => recurly,
     // End of batch b.
 

@@ -202,7 +202,16 @@ providers! {
     // End of batch a.
 
     // Batch b: payments.
-
+    "square" => square,
+    "paddle" => paddle,
+    "adyen" => adyen,
+    "braintree" => braintree,
+    "checkout" => checkout,
+    "razorpay" => razorpay,
+    "lemonsqueezy" => lemonsqueezy,
+    "gocardless" => gocardless,
+    "chargebee" => chargebee,
+    "recurly" => recurly,
     // End of batch b.
 
     // Batch c: payments and commerce.

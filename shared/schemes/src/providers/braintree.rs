@@ -1,0 +1,208 @@
+//! Braintree: a form-encoded POST of `bt_signature` and `bt_payload` (base64 XML). `bt_signature` holds
+//! `{public key}|{hex HMAC-SHA1}` pairs joined by `&`; the HMAC key is SHA-1 of the private key, the message the
+//! `bt_payload` text (or it followed by a newline). A secret is `{public key}:{private key}`. No timestamp is
+//! checked. No event id is sent: the id is the hex SHA-256 of `bt_payload` (what is signed), the type its XML's
+//! `<kind>`. A webhook's creation is checked with `GET ?bt_challenge=...`, answered `{public key}|{hex HMAC-SHA1 of
+//! the challenge}`. <https://developer.paypal.com/braintree/docs/guides/webhooks/parse>
+//! <https://developers.braintreepayments.com/guides/webhooks/create>
+
+use base64::Engine as _;
+use http::{HeaderName, Method};
+use sha1::{Digest as _, Sha1};
+use subtle::{Choice, ConstantTimeEq};
+
+use crate::families::{Custom, Family, Signer};
+use crate::providers::{Identify, Preset};
+use crate::request::{Answer, Credentials, Identified, Request, Signed};
+use crate::{decode, mac, valid_id, Algorithm, Clock, Encoding, IdError, Identity, Key, VerifyError, BASE64};
+
+static PLACE: HeaderName = HeaderName::from_static("bt_signature");
+
+pub(super) fn preset() -> Preset {
+    let family = Family::Custom(Custom {
+        verify,
+        has_timestamp: false,
+        sign: Some(sign),
+    });
+    Preset {
+        before: Some(challenge),
+        get: true,
+        ..Preset::new("braintree", family, Identify::Custom(identify))
+    }
+}
+
+/// A configured secret split into its public key and its HMAC key (SHA-1 of the private key).
+fn split(secret: &Key) -> Option<(String, Key)> {
+    let text = std::str::from_utf8(secret.expose()).ok()?;
+    let (public, private) = text.split_once(':')?;
+    if public.is_empty() || private.is_empty() {
+        return None;
+    }
+    Some((
+        public.to_owned(),
+        Key::new(Sha1::digest(private.as_bytes()).to_vec()),
+    ))
+}
+
+fn verify(creds: &Credentials, req: &Request, _clock: Clock) -> Result<(), VerifyError> {
+    let signature = req
+        .form("bt_signature")
+        .ok_or_else(|| VerifyError::MissingHeader("form bt_signature".to_owned()))?;
+    let payload = req
+        .form("bt_payload")
+        .ok_or_else(|| VerifyError::MissingHeader("form bt_payload".to_owned()))?;
+    let pairs: Vec<(&str, Vec<u8>)> = signature
+        .split('&')
+        .filter_map(|pair| {
+            let (public, hex) = pair.split_once('|')?;
+            Some((public, decode(Encoding::Hex, hex)?))
+        })
+        .collect();
+    if pairs.is_empty() {
+        return Err(crate::malformed(&PLACE, "no usable signature"));
+    }
+    let with_newline = format!("{payload}\n");
+    let mut matched = Choice::from(0);
+    for (public, key) in creds.secrets.iter().filter_map(split) {
+        for message in [payload.as_bytes(), with_newline.as_bytes()] {
+            let expected = mac(Algorithm::Sha1, &key, &[message]);
+            for (their_public, candidate) in &pairs {
+                let same_key = Choice::from(u8::from(*their_public == public));
+                matched |= same_key & expected.as_slice().ct_eq(candidate.as_slice());
+            }
+        }
+    }
+    if bool::from(matched) {
+        Ok(())
+    } else {
+        Err(VerifyError::Mismatch)
+    }
+}
+
+/// `GET ?bt_challenge=<hex>`: answered with the first configured key, as the SDKs' `verify(challenge)` does.
+fn challenge(req: &Request, creds: &Credentials) -> Option<Result<Answer, VerifyError>> {
+    if req.method != Method::GET {
+        return None;
+    }
+    let challenge = req.query("bt_challenge")?;
+    let hex_ok = (20..=32).contains(&challenge.len())
+        && challenge.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    if !hex_ok {
+        return Some(Err(VerifyError::MalformedHeader(
+            "query bt_challenge (not 20-32 hex)".to_owned(),
+        )));
+    }
+    let Some((public, key)) = creds.secrets.iter().find_map(split) else {
+        return Some(Err(VerifyError::Mismatch));
+    };
+    let digest = hex::encode(mac(Algorithm::Sha1, &key, &[challenge.as_bytes()]));
+    Some(Ok(Answer::text(format!("{public}|{digest}"))))
+}
+
+/// Signs the request's body as the notification XML: the form body Braintree would post.
+fn sign(signer: &Signer, req: &Request, _identity: &Identity, _now_unix: i64) -> Signed {
+    let Some((public, key)) = (match signer {
+        Signer::Secret(secret) => split(secret),
+        Signer::Private { .. } => None,
+    }) else {
+        return Signed::default();
+    };
+    let payload = base64::engine::general_purpose::STANDARD.encode(req.body) + "\n";
+    let digest = hex::encode(mac(Algorithm::Sha1, &key, &[payload.as_bytes()]));
+    let form =
+        |s: &str| percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string();
+    let body = format!(
+        "bt_signature={}&bt_payload={}",
+        form(&format!("{public}|{digest}")),
+        form(&payload)
+    );
+    Signed {
+        headers: vec![(
+            http::header::CONTENT_TYPE,
+            "application/x-www-form-urlencoded".to_owned(),
+        )],
+        body: Some(body.into_bytes()),
+    }
+}
+
+fn identify(req: &Request) -> Result<Identified, IdError> {
+    let payload = req
+        .form("bt_payload")
+        .ok_or_else(|| IdError::Missing("form bt_payload".to_owned()))?;
+    let event_id = hex::encode(sha2::Sha256::digest(payload.as_bytes()));
+    // The type is optional: a payload whose XML cannot be read still stores, untyped.
+    let compact: String = payload.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+    let event_type = BASE64
+        .decode(compact)
+        .ok()
+        .and_then(|xml| kind(&String::from_utf8_lossy(&xml)))
+        .map(|kind| valid_id("the notification's kind", kind))
+        .transpose()
+        .ok()
+        .flatten();
+    Ok(Identified::One(Identity { event_id, event_type }))
+}
+
+/// The text of the first `<kind>` element.
+fn kind(xml: &str) -> Option<String> {
+    let start = xml.find("<kind>")? + "<kind>".len();
+    let end = start + xml[start..].find("</kind>")?;
+    let kind = xml[start..end].trim();
+    (!kind.is_empty()).then(|| kind.to_owned())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use http::{HeaderMap, HeaderValue, Uri};
+
+    use super::*;
+
+    #[test]
+    fn signs_what_it_verifies_and_answers_the_challenge() {
+        let secret = Key::new(b"pubkey1:0123456789abcdef0123456789abcdef".to_vec());
+        let xml = b"<notification><timestamp type=\"datetime\">2026-01-01T00:00:00Z</timestamp><kind>check</kind></notification>";
+        let (uri, empty) = (Uri::from_static("/"), HeaderMap::new());
+        let identity = Identity {
+            event_id: String::new(),
+            event_type: None,
+        };
+        let signed = sign(
+            &Signer::Secret(secret.clone()),
+            &Request::post(&uri, &empty, xml),
+            &identity,
+            0,
+        );
+        let body = signed.body.unwrap();
+        let mut headers = HeaderMap::new();
+        for (name, value) in signed.headers {
+            headers.insert(name, HeaderValue::from_str(&value).unwrap());
+        }
+        let req = Request::post(&uri, &headers, &body);
+        let clock = Clock {
+            now_unix: 0,
+            tolerance_secs: 300,
+        };
+        let creds = Credentials::secrets(vec![secret]);
+        assert!(verify(&creds, &req, clock).is_ok());
+        let other = Credentials::secrets(vec![Key::new(
+            b"pubkey2:0123456789abcdef0123456789abcdef".to_vec(),
+        )]);
+        assert!(verify(&other, &req, clock).is_err());
+        let Identified::One(found) = identify(&req).unwrap() else {
+            panic!("one event")
+        };
+        assert_eq!(found.event_type.as_deref(), Some("check"));
+
+        let get = Uri::from_static("/hooks?bt_challenge=20f9f8ed05f77439fe955c977e4c8a53");
+        let req = Request {
+            method: &Method::GET,
+            uri: &get,
+            headers: &empty,
+            body: b"",
+        };
+        let answer = challenge(&req, &creds).unwrap().unwrap();
+        assert!(String::from_utf8(answer.body).unwrap().starts_with("pubkey1|"));
+        assert!(challenge(&Request::post(&uri, &empty, b""), &creds).is_none());
+    }
+}

@@ -554,7 +554,10 @@ impl Scheme {
                 headers.insert(name.clone(), v);
             }
         }
-        let with_ids = Request { headers: &headers, ..*req };
+        let with_ids = Request {
+            headers: &headers,
+            ..*req
+        };
         let mut signed = p.family.sign(signer, &with_ids, creds, identity, now_unix)?;
         signed.headers.extend(carried);
         Some(signed)

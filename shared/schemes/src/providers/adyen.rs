@@ -111,7 +111,7 @@ fn verify(creds: &Credentials, req: &Request, _clock: Clock) -> Result<(), Verif
 }
 
 /// Signs each item in place (the body is rewritten with its `hmacSignature`s).
-fn sign(signer: &Signer, req: &Request, _identity: &Identity, _now_unix: i64) -> Signed {
+fn sign(signer: &Signer, _: &Credentials, req: &Request, _identity: &Identity, _now_unix: i64) -> Signed {
     let Signer::Secret(secret) = signer else {
         return Signed::default();
     };
@@ -189,6 +189,7 @@ mod tests {
         };
         let signed = sign(
             &Signer::Secret(secret.clone()),
+            &Credentials::default(),
             &Request::post(&uri, &headers, body),
             &identity,
             0,

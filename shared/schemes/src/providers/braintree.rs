@@ -100,7 +100,7 @@ fn challenge(req: &Request, creds: &Credentials) -> Option<Result<Answer, Verify
 }
 
 /// Signs the request's body as the notification XML: the form body Braintree would post.
-fn sign(signer: &Signer, req: &Request, _identity: &Identity, _now_unix: i64) -> Signed {
+fn sign(signer: &Signer, _: &Credentials, req: &Request, _identity: &Identity, _now_unix: i64) -> Signed {
     let Some((public, key)) = (match signer {
         Signer::Secret(secret) => split(secret),
         Signer::Private { .. } => None,
@@ -169,6 +169,7 @@ mod tests {
         };
         let signed = sign(
             &Signer::Secret(secret.clone()),
+            &Credentials::default(),
             &Request::post(&uri, &empty, xml),
             &identity,
             0,

@@ -48,7 +48,7 @@ fn verify(creds: &Credentials, req: &Request, clock: Clock) -> Result<(), Verify
     )
 }
 
-fn sign(signer: &Signer, req: &Request, _identity: &Identity, now_unix: i64) -> Signed {
+fn sign(signer: &Signer, _: &Credentials, req: &Request, _identity: &Identity, now_unix: i64) -> Signed {
     let Signer::Secret(key) = signer else {
         return Signed::default();
     };
@@ -102,6 +102,7 @@ mod tests {
         };
         let signed = sign(
             &Signer::Secret(key.clone()),
+            &Credentials::default(),
             &Request::post(&uri, &empty, body),
             &identity,
             1_700_000_000,

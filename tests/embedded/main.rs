@@ -14,6 +14,7 @@ mod health;
 mod hostile;
 mod memory;
 mod processing;
+mod providers;
 mod receive;
 mod reconcile;
 mod security;

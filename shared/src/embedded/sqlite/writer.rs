@@ -243,7 +243,11 @@ impl Writer {
             Op::CreateBatch(events) => Answer::CreatedBatch(
                 events
                     .iter()
-                    .map(|event| self.create(event, now))
+                    .map(|event| {
+                        let created = self.create(event, now);
+                        crate::failpoint!("batch_item_written");
+                        created
+                    })
                     .collect::<Result<_, _>>()?,
             ),
             Op::Claim { key, owner, lease } => Answer::Claim(self.claim(key, owner, *lease, now)?),

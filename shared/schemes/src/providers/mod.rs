@@ -215,7 +215,10 @@ providers! {
     // End of batch f.
 
     // Batch g: identity and SaaS.
-
+    "hubspot" => hubspot,
+    "calendly" => calendly,
+    "typeform" => typeform,
+    "dropbox" => dropbox,
     // End of batch g.
 
     // Batch h: SaaS.

@@ -218,7 +218,10 @@ providers! {
     "hubspot" => hubspot,
     "calendly" => calendly,
     "typeform" => typeform,
+    "docusign" => docusign,
+    "zendesk" => zendesk,
     "dropbox" => dropbox,
+    "box" => r#box,
     // End of batch g.
 
     // Batch h: SaaS.

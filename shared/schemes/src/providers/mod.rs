@@ -271,7 +271,16 @@ providers! {
     // End of batch f.
 
     // Batch g: identity and SaaS.
-
+    "auth0" => auth0,
+    "microsoft-graph" => microsoft_graph,
+    "hubspot" => hubspot,
+    "calendly" => calendly,
+    "typeform" => typeform,
+    "docusign" => docusign,
+    "zendesk" => zendesk,
+    "dropbox" => dropbox,
+    "dropbox-sign" => dropbox_sign,
+    "box" => r#box,
     // End of batch g.
 
     // Batch h: SaaS.

@@ -191,7 +191,8 @@ macro_rules! providers {
 
 providers! {
     // Batch a: asymmetric and cloud.
-
+    "discord" => discord,
+    "sendgrid" => sendgrid,
     // End of batch a.
 
     // Batch b: payments.

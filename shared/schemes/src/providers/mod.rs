@@ -191,8 +191,11 @@ macro_rules! providers {
 
 providers! {
     // Batch a: asymmetric and cloud.
+    "aws-sns" => aws_sns,
     "discord" => discord,
+    "paypal" => paypal,
     "sendgrid" => sendgrid,
+    "wise" => wise,
     // End of batch a.
 
     // Batch b: payments.

@@ -193,7 +193,9 @@ providers! {
     // Batch a: asymmetric and cloud.
     "aws-sns" => aws_sns,
     "discord" => discord,
+    "netlify" => netlify,
     "paypal" => paypal,
+    "plaid" => plaid,
     "sendgrid" => sendgrid,
     "wise" => wise,
     // End of batch a.

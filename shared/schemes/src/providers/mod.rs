@@ -192,7 +192,9 @@ macro_rules! providers {
 providers! {
     // Batch a: asymmetric and cloud.
     "aws-sns" => aws_sns,
+    "azure-event-grid" => azure_event_grid,
     "discord" => discord,
+    "google-pubsub" => google_pubsub,
     "netlify" => netlify,
     "paypal" => paypal,
     "plaid" => plaid,

@@ -1,6 +1,7 @@
 //! The asymmetric families: `ed25519` (Discord), `ecdsa` over P-256 (SendGrid) and `rsa` (a configured key, as
-//! Wise does, or a certificate the request points at, as PayPal and AWS SNS do). The checks are aws-lc-rs's, the
-//! crypto library rustls already links; nothing here is hand-rolled.
+//! Wise does, or a certificate the request points at, as PayPal and AWS SNS do, whose signed messages are their
+//! own: [`RsaMessage`]). The checks are aws-lc-rs's, the crypto library rustls already links; nothing here is
+//! hand-rolled.
 
 use aws_lc_rs::signature::{self as sig, UnparsedPublicKey, VerificationAlgorithm};
 
@@ -157,15 +158,33 @@ pub enum RsaKey {
     /// The source's `public_key` (PEM).
     Configured,
     /// A certificate at a URL the request names (`at`), fetched only from one of `hosts` over HTTPS (an entry
-    /// starting with `.` admits its subdomains).
+    /// starting with `.` admits its subdomains; a `*` label matches exactly one DNS label, as in
+    /// `sns.*.amazonaws.com`).
     Certificate { at: super::At, hosts: Vec<&'static str> },
 }
 
+/// What a provider signed its own way (PayPal's line with a CRC32 of the body, SNS's string to sign built from
+/// the JSON body): every message that may have been signed (one per configured secret where a secret is part of
+/// it), the candidate signatures, and the algorithm the request names.
+#[derive(Clone, Debug)]
+pub struct RsaMessage {
+    pub messages: Vec<Vec<u8>>,
+    pub signatures: Vec<Vec<u8>>,
+    pub algorithm: RsaAlgorithm,
+}
+
+/// Builds a provider's [`RsaMessage`], checking its own timestamp against the clock where it has one.
+pub type RsaMessageFn = fn(&Request, &Credentials, Clock) -> Result<RsaMessage, VerifyError>;
+
 #[derive(Clone, Debug)]
 pub struct Rsa {
+    /// The signature, template and timestamp; with `message` set, only `spec.timestamp.is_some()` is read (it
+    /// says whether the provider signs a timestamp) and `message` does the rest.
     pub spec: Asymmetric,
     pub algorithm: RsaAlgorithm,
     pub key: RsaKey,
+    /// The provider's own signed message, where a template cannot say it.
+    pub message: Option<RsaMessageFn>,
 }
 
 impl Rsa {
@@ -174,7 +193,7 @@ impl Rsa {
             return Ok(None);
         };
         let url = at.first(req)?;
-        match provider_https_url(&url, hosts) {
+        match certificate_url(&url, hosts) {
             Some(url) => Ok(Some(KeyRequest::Certificate { url })),
             None => Err(VerifyError::UntrustedKey(at.to_string())),
         }
@@ -192,6 +211,22 @@ impl Rsa {
             (RsaKey::Configured, _, Some(PublicKey::Rsa(key))) => key,
             _ => return Err(VerifyError::Mismatch),
         };
+        if let Some(build) = self.message {
+            let built = build(req, creds, clock)?;
+            if built.signatures.is_empty() {
+                return Err(missing(&self.spec.signature.at));
+            }
+            let verification = built.algorithm.verification();
+            return if built
+                .messages
+                .iter()
+                .any(|m| check(verification, key, m, &built.signatures).is_ok())
+            {
+                Ok(())
+            } else {
+                Err(VerifyError::Mismatch)
+            };
+        }
         let (message, candidates) = self.spec.message(req, creds, clock)?;
         check(self.algorithm.verification(), key, &message, &candidates)
     }
@@ -204,6 +239,10 @@ impl Rsa {
         creds: &Credentials,
         now_unix: i64,
     ) -> Option<Signed> {
+        if self.message.is_some() {
+            // The provider's own message: its signer lives with its preset, where it has one.
+            return None;
+        }
         let pair = sig::RsaKeyPair::from_pkcs8(pkcs8.expose()).ok()?;
         let padding: &'static dyn sig::RsaEncoding = match self.algorithm {
             RsaAlgorithm::Pkcs1Sha1 => return None,
@@ -217,4 +256,37 @@ impl Rsa {
             Some(out)
         })
     }
+}
+
+/// `url` if it is `https://` on one of `hosts` (see [`RsaKey::Certificate`]); a `*` label matches one DNS label
+/// of letters, digits and hyphens, so `sns.*.amazonaws.com` admits `sns.us-east-1.amazonaws.com` and nothing
+/// deeper (no bucket host such as `x.s3.amazonaws.com`).
+pub fn certificate_url(url: &str, hosts: &[&str]) -> Option<String> {
+    let (plain, patterns): (Vec<&str>, Vec<&str>) = hosts.iter().partition(|h| !h.contains('*'));
+    if let Some(url) = provider_https_url(url, &plain) {
+        return Some(url);
+    }
+    let host = url
+        .parse::<http::Uri>()
+        .ok()?
+        .authority()?
+        .host()
+        .to_ascii_lowercase();
+    let label = |l: &str| !l.is_empty() && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+    let matches = |pattern: &str| {
+        let (want, got): (Vec<&str>, Vec<&str>) = (pattern.split('.').collect(), host.split('.').collect());
+        want.len() == got.len()
+            && want.iter().zip(&got).all(|(w, g)| {
+                if *w == "*" {
+                    label(g)
+                } else {
+                    w.eq_ignore_ascii_case(g)
+                }
+            })
+    };
+    if !patterns.into_iter().any(matches) {
+        return None;
+    }
+    // The host matched a pattern: the scheme, user-info and port rules are provider_https_url's, on that host.
+    provider_https_url(url, &[host.as_str()])
 }

@@ -17,7 +17,8 @@ pub enum JwtKey {
     Secret,
     /// The source's `public_key` (PEM, or a JWK set).
     Configured,
-    /// A JWK set at a fixed provider URL (on one of `hosts`), the key chosen by the token's `kid`.
+    /// A JWK set at a fixed provider URL (on one of `hosts`), the key chosen by the token's `kid`. A configured
+    /// `public_key` (a JWK set) pins the keys instead: nothing is fetched, and only those keys verify.
     Jwks {
         url: &'static str,
         hosts: Vec<&'static str>,
@@ -57,14 +58,13 @@ impl Jwt {
         Ok(value[self.prefix.len()..].trim())
     }
 
-    pub fn key_request(
-        &self,
-        req: &Request,
-        _creds: &Credentials,
-    ) -> Result<Option<KeyRequest>, VerifyError> {
+    pub fn key_request(&self, req: &Request, creds: &Credentials) -> Result<Option<KeyRequest>, VerifyError> {
         let JwtKey::Jwks { url, hosts } = &self.key else {
             return Ok(None);
         };
+        if creds.public_key.is_some() {
+            return Ok(None); // pinned keys
+        }
         let header = jsonwebtoken::decode_header(self.token(req)?)
             .map_err(|_| crate::malformed(&self.header, "not a JWT"))?;
         let kid = header
@@ -93,9 +93,8 @@ impl Jwt {
                 .iter()
                 .filter_map(|k| DecodingKey::from_secret(k.expose()).ok())
                 .collect(),
-            (JwtKey::Jwks { .. }, Some(key), _) | (JwtKey::Configured, _, Some(key)) => {
-                decoding_keys(key, header.kid.as_deref())
-            }
+            (JwtKey::Jwks { .. } | JwtKey::Configured, _, Some(key))
+            | (JwtKey::Jwks { .. }, Some(key), None) => decoding_keys(key, header.kid.as_deref()),
             _ => Vec::new(),
         };
         let mut validation = Validation::new(header.alg);

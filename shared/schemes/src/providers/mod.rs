@@ -198,7 +198,15 @@ macro_rules! providers {
 
 providers! {
     // Batch a: asymmetric and cloud.
-
+    "aws-sns" => aws_sns,
+    "azure-event-grid" => azure_event_grid,
+    "discord" => discord,
+    "google-pubsub" => google_pubsub,
+    "netlify" => netlify,
+    "paypal" => paypal,
+    "plaid" => plaid,
+    "sendgrid" => sendgrid,
+    "wise" => wise,
     // End of batch a.
 
     // Batch b: payments.

@@ -25,6 +25,9 @@ struct Vector {
     config: Config,
     wrong_config: Config,
     signs_timestamp: bool,
+    /// `false` where the provider signs nothing that covers the body (a token, fields beside the events).
+    #[serde(default = "yes")]
+    signs_body: bool,
     tolerance_secs: u64,
     cases: Vec<Case>,
     #[serde(default)]
@@ -289,7 +292,7 @@ fn every_vector_verifies_and_is_refused_when_changed() {
             };
             // A token signs nothing: whoever holds it may send any body (and a case may say its provider signs
             // fields beside the body only).
-            if !body.is_empty() && case.signs_body && scheme.family() != "token" {
+            if !body.is_empty() && vector.signs_body && case.signs_body && scheme.family() != "token" {
                 let mut changed = body.clone();
                 let at = changed.len() / 2;
                 changed[at] = if changed[at] == b'x' { b'y' } else { b'x' };

@@ -56,7 +56,7 @@ fn verify(creds: &Credentials, req: &Request, _clock: Clock) -> Result<(), Verif
 }
 
 /// Sends the secret as the delivery-property header (a query key is the caller's URL).
-fn sign(signer: &Signer, _req: &Request, _identity: &Identity, _now_unix: i64) -> Signed {
+fn sign(signer: &Signer, _: &Credentials, _req: &Request, _identity: &Identity, _now_unix: i64) -> Signed {
     match signer {
         Signer::Secret(key) => Token::bearer().sign(key),
         Signer::Private { .. } => Signed::default(),

@@ -62,7 +62,7 @@ fn verify(creds: &Credentials, req: &Request, clock: Clock) -> Result<(), Verify
 }
 
 /// Signs like Box with one key: the primary signature, the delivery timestamp and the version headers.
-fn sign(signer: &Signer, req: &Request, _: &Identity, now_unix: i64) -> Signed {
+fn sign(signer: &Signer, _: &Credentials, req: &Request, _: &Identity, now_unix: i64) -> Signed {
     let Signer::Secret(key) = signer else {
         return Signed::default();
     };
@@ -213,6 +213,7 @@ mod tests {
         let req = Request::post(&uri, &headers, body);
         let signed = sign(
             &Signer::Secret(key.clone()),
+            &Credentials::default(),
             &req,
             &Identity {
                 event_id: "e1".to_owned(),

@@ -52,7 +52,7 @@ fn verify(creds: &Credentials, req: &Request, _: Clock) -> Result<(), VerifyErro
 }
 
 /// Signs like Connect with one key: `X-DocuSign-Signature-1`.
-fn sign(signer: &Signer, req: &Request, _: &Identity, _: i64) -> Signed {
+fn sign(signer: &Signer, _: &Credentials, req: &Request, _: &Identity, _: i64) -> Signed {
     let Signer::Secret(key) = signer else {
         return Signed::default();
     };

@@ -127,7 +127,7 @@ fn identify(req: &Request) -> Result<Identified, IdError> {
 
 /// Writes `event_hash` (and `event_time` where the event has none) into the event, in the multipart field or the
 /// JSON body it came in.
-fn sign(signer: &Signer, req: &Request, _: &Identity, now_unix: i64) -> Signed {
+fn sign(signer: &Signer, _: &Credentials, req: &Request, _: &Identity, now_unix: i64) -> Signed {
     let Signer::Secret(key) = signer else {
         return Signed::default();
     };
@@ -195,7 +195,7 @@ mod tests {
             event_type: None,
         };
         let plain = http::HeaderMap::new();
-        let signed = sign(&Signer::Secret(key.clone()), &Request::post(&uri, &plain, json), &identity, 0);
+        let signed = sign(&Signer::Secret(key.clone()), &Credentials::default(), &Request::post(&uri, &plain, json), &identity, 0);
         let body = signed.body.unwrap();
         verify(&creds, &Request::post(&uri, &plain, &body), clock).unwrap();
 
@@ -204,7 +204,7 @@ mod tests {
         let mut wrapped = b"--xyz\r\nContent-Disposition: form-data; name=\"json\"\r\n\r\n".to_vec();
         wrapped.extend_from_slice(json);
         wrapped.extend_from_slice(b"\r\n--xyz--\r\n");
-        let signed = sign(&Signer::Secret(key), &Request::post(&uri, &multipart, &wrapped), &identity, 0);
+        let signed = sign(&Signer::Secret(key), &Credentials::default(), &Request::post(&uri, &multipart, &wrapped), &identity, 0);
         let body = signed.body.unwrap();
         verify(&creds, &Request::post(&uri, &multipart, &body), clock).unwrap();
     }

@@ -81,7 +81,7 @@ fn verify(creds: &Credentials, req: &Request, _: Clock) -> Result<(), VerifyErro
 }
 
 /// Writes the key as every item's `clientState` (Graph's way of "signing").
-fn sign(signer: &Signer, req: &Request, _: &Identity, _: i64) -> Signed {
+fn sign(signer: &Signer, _: &Credentials, req: &Request, _: &Identity, _: i64) -> Signed {
     let Signer::Secret(key) = signer else {
         return Signed::default();
     };

@@ -55,7 +55,7 @@ fn verify(creds: &Credentials, req: &Request, clock: Clock) -> Result<(), Verify
 }
 
 /// Signs like Zendesk: the timestamp and the signature headers (the invocation id is the caller's).
-fn sign(signer: &Signer, req: &Request, _: &Identity, now_unix: i64) -> Signed {
+fn sign(signer: &Signer, _: &Credentials, req: &Request, _: &Identity, now_unix: i64) -> Signed {
     let Signer::Secret(key) = signer else {
         return Signed::default();
     };

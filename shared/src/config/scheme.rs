@@ -270,6 +270,7 @@ impl RawSource {
                             }
                         },
                         key: RsaKey::Configured,
+                        message: None,
                     }),
                 }
             }

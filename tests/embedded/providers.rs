@@ -539,7 +539,7 @@ async fn a_certificate_is_fetched_only_from_the_providers_host_and_checked_to_a_
         "a certificate named on another host was fetched"
     );
 
-    let untrusted = format!("https://sns.us-east-1.amazonaws.com/untrusted.pem");
+    let untrusted = "https://sns.us-east-1.amazonaws.com/untrusted.pem";
     let answer = sns(sns_message(
         "Notification",
         topic,

@@ -14,6 +14,8 @@ mod stack;
 mod flow;
 // Crash points on AWS: an invocation dies at a point, and the next one, the redrive or the sweeper finishes.
 mod crashes;
+// Batched deliveries and an asymmetric provider through the receiver function.
+mod providers;
 // The duplicate storm through the receiver router.
 mod storm;
 // The reconciler function against a fake Stripe.

@@ -96,6 +96,18 @@ pub async fn stack_with(
     handler: &str,
     register: impl FnOnce(Registry, &Clients, &Resources, &Config) -> Registry,
 ) -> Stack {
+    stack_with_sources(sdk, settings, retry, handler, register, "").await
+}
+
+/// [`stack_with`] with more sources beside `stripe` (TOML `[sources.X]` tables, secrets from the environment).
+pub async fn stack_with_sources(
+    sdk: &aws_config::SdkConfig,
+    settings: QueueSettings,
+    retry: &str,
+    handler: &str,
+    register: impl FnOnce(Registry, &Clients, &Resources, &Config) -> Registry,
+    more_sources: &str,
+) -> Stack {
     let mut resources = create_stack(sdk, &prefix(), settings).await.unwrap();
     // Some of these stacks reach the redrive path on purpose (fewer receives than attempts), which the start-up
     // check refuses; `a_retry_budget_the_redrive_policy_would_cut_short_is_refused` covers the check.
@@ -106,7 +118,7 @@ pub async fn stack_with(
     let config = Config::from_toml(&format!(
         "[retry]\n{retry}\n[sweeper]\ngrace = \"0\"\n\
          [sources.stripe]\nscheme = \"stripe\"\nsecrets = [\"env:AWS_TEST_SOURCE_SECRET\"]\n\
-         handler = {{ kind = \"custom\", name = \"{handler}\", timeout = \"5s\" }}\n"
+         handler = {{ kind = \"custom\", name = \"{handler}\", timeout = \"5s\" }}\n{more_sources}"
     ))
     .unwrap();
     let switch = Arc::new(Switch::default());

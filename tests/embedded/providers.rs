@@ -544,7 +544,7 @@ async fn a_certificate_is_fetched_only_from_the_providers_host_and_checked_to_a_
         "Notification",
         topic,
         "m-untrusted",
-        &untrusted,
+        untrusted,
         "untrusted.key",
         &[],
     ))

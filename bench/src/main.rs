@@ -1,4 +1,4 @@
-//! `cargo run --release -p bench -- [--quick] [--only=ceiling,accept,e2e,aws] [--workers=N] [--inbox=PATH]
+//! `cargo run --release -p bench -- [--quick] [--only=verify,ceiling,accept,e2e,aws] [--workers=N] [--inbox=PATH]
 //! [--baseline=PATH]`: the benchmark suite
 //!. Measures, in one run on this machine, a bare axum ceiling, `inbox serve` accepting signed distinct events, end to end through `forward` to
 //! a local sink, the duplicate path, and the AWS path's calls, write units, zip sizes, cold starts and cost.
@@ -10,6 +10,7 @@ mod load;
 mod memory;
 mod proc;
 mod reconcile;
+mod verify;
 mod wrk;
 
 use std::net::SocketAddr;
@@ -33,7 +34,8 @@ use load::{EventGen, Stats};
 pub const SECRET: &str = "whsec_bench_secret";
 /// What `--only=` may name. `readers` and `slow`, `wrk` (Debian's
 /// package) and `memory` (clients hanging up while the writer is held) run only when named.
-const PARTS: [&str; 9] = [
+const PARTS: [&str; 10] = [
+    "verify",
     "ceiling",
     "accept",
     "e2e",
@@ -206,6 +208,9 @@ async fn run(opts: Opts, moto_port: Option<u16>) -> Result<()> {
     let round = Duration::from_secs_f64(opts.round_secs);
 
     // 1. Ceiling.
+    if opts.runs("verify") {
+        verify::run(&opts, &mut rows)?;
+    }
     let ceiling = if !opts.runs("ceiling") {
         f64::NAN
     } else {

@@ -94,13 +94,14 @@ impl Hmac {
         if candidates.is_empty() {
             return Err(missing(&self.signature.at));
         }
-        let signed = self.signed.render(req, creds, timestamp.as_deref())?;
+        let parts = self.signed.parts(req, creds, timestamp.as_deref())?;
+        let parts: Vec<&[u8]> = parts.iter().map(|p| p.as_ref()).collect();
         let header = self
             .signature
             .header_name()
             .cloned()
             .unwrap_or(http::HeaderName::from_static("signature"));
-        verify_mac(self.algorithm, keys, &[&signed], &candidates, &header)
+        verify_mac(self.algorithm, keys, &parts, &candidates, &header)
     }
 
     /// Signs like the provider: the signature (and a timestamp header of its own, where the timestamp is one).
@@ -117,7 +118,17 @@ impl Hmac {
         {
             headers.push((name.clone(), ts.clone()));
         }
-        // Parts read from the request's own headers (`{header:X}`) must be present already: the caller sets them.
+        // A signed header the request does not carry yet is a message id the sender makes up (Standard
+        // Webhooks' `webhook-id` where the event id is in the body): one from the body and the time.
+        for part in &self.signed.0 {
+            if let super::Part::Header(name) = part {
+                if !req.headers.contains_key(name) && !headers.iter().any(|(n, _)| n == name) {
+                    use sha2::Digest as _;
+                    let digest = sha2::Sha256::digest([req.body, now_unix.to_string().as_bytes()].concat());
+                    headers.push((name.clone(), format!("msg_{}", hex::encode(&digest[..12]))));
+                }
+            }
+        }
         let mut with_ts = req.headers.clone();
         for (name, value) in &headers {
             if let Ok(v) = http::HeaderValue::from_str(value) {

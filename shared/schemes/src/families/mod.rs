@@ -10,6 +10,7 @@ pub mod hmac;
 pub mod jwt;
 pub mod token;
 
+use std::borrow::Cow;
 use std::str::FromStr;
 
 use http::HeaderName;
@@ -545,41 +546,50 @@ impl Template {
         creds: &Credentials,
         timestamp: Option<&str>,
     ) -> Result<Vec<u8>, VerifyError> {
-        let mut out = Vec::with_capacity(req.body.len() + 64);
+        Ok(self.parts(req, creds, timestamp)?.concat())
+    }
+
+    /// The bytes to sign as pieces, the body borrowed (a MAC takes them one after the other, with no copy).
+    pub fn parts<'a>(
+        &'a self,
+        req: &Request<'a>,
+        creds: &'a Credentials,
+        timestamp: Option<&'a str>,
+    ) -> Result<Vec<Cow<'a, [u8]>>, VerifyError> {
+        let mut out: Vec<Cow<'a, [u8]>> = Vec::with_capacity(self.0.len());
         for part in &self.0 {
-            match part {
-                Part::Literal(text) => out.extend_from_slice(text.as_bytes()),
-                Part::Body => out.extend_from_slice(req.body),
-                Part::Timestamp => out.extend_from_slice(timestamp.unwrap_or("").as_bytes()),
-                Part::Url => out.extend_from_slice(
+            out.push(match part {
+                Part::Literal(text) => Cow::Borrowed(text.as_bytes()),
+                Part::Body => Cow::Borrowed(req.body),
+                Part::Timestamp => Cow::Borrowed(timestamp.unwrap_or("").as_bytes()),
+                Part::Url => Cow::Borrowed(
                     creds
                         .url
                         .as_deref()
                         .ok_or_else(|| VerifyError::MalformedHeader("url (not configured)".to_owned()))?
                         .as_bytes(),
                 ),
-                Part::Method => out.extend_from_slice(req.method.as_str().as_bytes()),
-                Part::PathAndQuery => out.extend_from_slice(
+                Part::Method => Cow::Borrowed(req.method.as_str().as_bytes()),
+                Part::PathAndQuery => Cow::Borrowed(
                     req.uri
                         .path_and_query()
                         .map(|p| p.as_str())
                         .unwrap_or("/")
                         .as_bytes(),
                 ),
-                Part::Header(name) => {
-                    let value = super::header_first(req.headers, name)?;
-                    out.extend_from_slice(value.as_bytes());
-                }
-                Part::Query(name) => out.extend_from_slice(req.query(name).unwrap_or_default().as_bytes()),
+                Part::Header(name) => Cow::Borrowed(super::header_first(req.headers, name)?.as_bytes()),
+                Part::Query(name) => Cow::Owned(req.query(name).unwrap_or_default().into_bytes()),
                 Part::SortedParams => {
                     let mut fields = req.form_fields().unwrap_or_default();
                     fields.sort_by(|a, b| a.0.cmp(&b.0));
+                    let mut joined = Vec::new();
                     for (k, v) in fields {
-                        out.extend_from_slice(k.as_bytes());
-                        out.extend_from_slice(v.as_bytes());
+                        joined.extend_from_slice(k.as_bytes());
+                        joined.extend_from_slice(v.as_bytes());
                     }
+                    Cow::Owned(joined)
                 }
-            }
+            });
         }
         Ok(out)
     }

@@ -156,6 +156,33 @@ impl HttpsKeys {
         Ok(bytes.to_vec())
     }
 
+    /// `POST`s a JSON body (an API's key endpoint, with the source's credentials in it).
+    async fn post_json(&self, url: &str, body: &[u8]) -> Result<Vec<u8>, KeyFetchError> {
+        let unreachable =
+            |e: reqwest::Error| KeyFetchError(format!("the provider's key API: {}", e.without_url()));
+        let response = self
+            .client
+            .post(self.target(url)?)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body.to_vec())
+            .send()
+            .await
+            .map_err(unreachable)?;
+        if !response.status().is_success() {
+            return Err(KeyFetchError(format!(
+                "the provider's key API answered {}",
+                response.status()
+            )));
+        }
+        let bytes = response.bytes().await.map_err(unreachable)?;
+        if bytes.len() > MAX_KEY_BYTES {
+            return Err(KeyFetchError(format!(
+                "the provider's key is over {MAX_KEY_BYTES} bytes"
+            )));
+        }
+        Ok(bytes.to_vec())
+    }
+
     /// The leaf's key, once the chain (leaf first, then intermediates) is checked to a trusted root, now.
     fn certified_key(&self, pem: &[u8]) -> Result<PublicKey, KeyFetchError> {
         let bad = |why: String| KeyFetchError(format!("the provider's certificate: {why}"));
@@ -192,14 +219,20 @@ impl KeySource for HttpsKeys {
     async fn fetch(&self, request: &KeyRequest) -> Result<PublicKey, KeyFetchError> {
         let cache_key = match request {
             KeyRequest::Certificate { url } => url.clone(),
-            KeyRequest::Jwks { url, kid } => format!("{url}#{kid}"),
+            KeyRequest::Jwks { url, kid } | KeyRequest::JwkByPost { url, kid, .. } => format!("{url}#{kid}"),
         };
         if let Some((key, at)) = crate::sync::lock(&self.cache).get(&cache_key) {
             if at.elapsed() < CACHE_FOR {
                 return Ok(key.clone());
             }
         }
-        let body = self.get(request.url()).await?;
+        let body = match request {
+            KeyRequest::JwkByPost { url, .. } => {
+                self.post_json(url, request.post_body().unwrap_or_default())
+                    .await?
+            }
+            _ => self.get(request.url()).await?,
+        };
         let key = match request {
             KeyRequest::Certificate { .. } => self.certified_key(&body)?,
             KeyRequest::Jwks { kid, .. } => {
@@ -207,6 +240,15 @@ impl KeySource for HttpsKeys {
                     .map_err(|_| KeyFetchError("the key set is not UTF-8".into()))?;
                 jwks_key(text, kid)
                     .ok_or_else(|| KeyFetchError(format!("the key set holds no key {kid:?}")))?
+            }
+            KeyRequest::JwkByPost { kid, .. } => {
+                let answer: serde_json::Value = serde_json::from_slice(&body)
+                    .map_err(|_| KeyFetchError("the key answer is not JSON".into()))?;
+                let jwk = answer
+                    .get("key")
+                    .ok_or_else(|| KeyFetchError("the key answer holds no key".into()))?;
+                jwks_key(&jwk.to_string(), kid)
+                    .ok_or_else(|| KeyFetchError(format!("no key {kid:?} in the answer")))?
             }
         };
         let mut cache = crate::sync::lock(&self.cache);

@@ -14,6 +14,7 @@ use tokio::net::TcpListener;
 pub struct HttpsServer {
     addr: SocketAddr,
     hits: Arc<Mutex<Vec<String>>>,
+    bodies: Arc<Mutex<Vec<String>>>,
 }
 
 impl HttpsServer {
@@ -40,14 +41,16 @@ impl HttpsServer {
             .local_addr()
             .unwrap_or_else(|e| panic!("local addr: {e}"));
         let hits = Arc::new(Mutex::new(Vec::new()));
+        let bodies = Arc::new(Mutex::new(Vec::new()));
         let routes = Arc::new(routes);
-        let seen = hits.clone();
+        let (seen, sent) = (hits.clone(), bodies.clone());
         tokio::spawn(async move {
             loop {
                 let Ok((tcp, _)) = listener.accept().await else {
                     return;
                 };
-                let (acceptor, routes, seen) = (acceptor.clone(), routes.clone(), seen.clone());
+                let (acceptor, routes, seen, bodies) =
+                    (acceptor.clone(), routes.clone(), seen.clone(), sent.clone());
                 tokio::spawn(async move {
                     let Ok(mut tls) = acceptor.accept(tcp).await else {
                         return;
@@ -60,10 +63,31 @@ impl HttpsServer {
                             Ok(n) => head.extend_from_slice(&buf[..n]),
                         }
                     }
-                    let text = String::from_utf8_lossy(&head);
+                    let text = String::from_utf8_lossy(&head).into_owned();
                     let path = text.split_whitespace().nth(1).unwrap_or("/").to_owned();
+                    // The body, as long as its declared length (a POST for a key).
+                    let end = text.find("\r\n\r\n").map_or(text.len(), |i| i + 4);
+                    let declared = text
+                        .lines()
+                        .find_map(|l| {
+                            let (name, value) = l.split_once(':')?;
+                            name.trim()
+                                .eq_ignore_ascii_case("content-length")
+                                .then(|| value.trim().parse::<usize>().ok())?
+                        })
+                        .unwrap_or(0);
+                    let mut body = head[end.min(head.len())..].to_vec();
+                    while body.len() < declared.min(64 * 1024) {
+                        match tls.read(&mut buf).await {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => body.extend_from_slice(&buf[..n]),
+                        }
+                    }
                     if let Ok(mut seen) = seen.lock() {
                         seen.push(path.clone());
+                    }
+                    if let Ok(mut bodies) = bodies.lock() {
+                        bodies.push(String::from_utf8_lossy(&body).into_owned());
                     }
                     let (status, body) = match routes.get(&path) {
                         Some(body) => ("200 OK", body.clone()),
@@ -79,11 +103,16 @@ impl HttpsServer {
                 });
             }
         });
-        HttpsServer { addr, hits }
+        HttpsServer { addr, hits, bodies }
     }
 
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The body of every request, in order (empty for a GET).
+    pub fn bodies(&self) -> Vec<String> {
+        self.bodies.lock().map(|b| b.clone()).unwrap_or_default()
     }
 
     /// Every path asked for, in order.

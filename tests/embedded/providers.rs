@@ -596,3 +596,106 @@ async fn a_certificate_is_fetched_only_from_the_providers_host_and_checked_to_a_
         "the log holds a key or a topic"
     );
 }
+
+/// The test P-256 key as a JWK with `kid`.
+fn p256_jwk(kid: &str) -> Value {
+    use base64::Engine as _;
+    let pem = read("p256.pub");
+    let der = base64::engine::general_purpose::STANDARD
+        .decode(
+            pem.lines()
+                .filter(|l| !l.starts_with("-----"))
+                .collect::<String>(),
+        )
+        .expect("a PEM key");
+    let point = &der[der.len() - 64..];
+    let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
+    json!({"kty": "EC", "crv": "P-256", "kid": kid, "x": b64(&point[..32]), "y": b64(&point[32..]), "alg": "ES256", "use": "sig"})
+}
+
+/// GIVEN a Plaid source (its API credentials as its secret), and a local HTTPS server answering as
+/// production.plaid.com whose `/webhook_verification_key/get` returns the key for the token's `kid`
+/// WHEN Plaid-signed webhooks arrive (an ES256 JWT binding the body's SHA-256), one with a changed body
+/// THEN the key is asked for once by POST, with the credentials and the key id, and the good one is accepted; the
+/// changed one is refused 401; nothing else is stored.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plaid_key_is_asked_for_by_post_with_the_sources_credentials() {
+    let routes = std::collections::HashMap::from([(
+        "/webhook_verification_key/get".to_owned(),
+        json!({"key": p256_jwk("plaid-k1"), "request_id": "r1"})
+            .to_string()
+            .into_bytes(),
+    )]);
+    let host =
+        testkit::https::HttpsServer::start(read("host.pem").as_bytes(), read("host.key").as_bytes(), routes)
+            .await;
+    let config = format!("[sources.plaid]\nscheme = \"plaid\"\nsecrets = [\"env:PLAID_API\"]\n{HANDLER}\n");
+    let roots = keys().join("root.pem");
+    let connect_to = format!("production.plaid.com={}", host.addr());
+    let app = spawn_app(
+        &config,
+        &[
+            ("PLAID_API", "client-test-id:plaid-test-secret"),
+            ("INBOX_TRUST_ROOTS", roots.to_str().expect("a UTF-8 path")),
+            ("INBOX_CONNECT_TO", &connect_to),
+        ],
+    );
+    let body = json!({"webhook_type": "TRANSACTIONS", "webhook_code": "SYNC_UPDATES_AVAILABLE", "item_id": "item-1"}).to_string();
+    let token = {
+        use sha2::Digest as _;
+        let claims = json!({"iat": now_unix(), "request_body_sha256": hex::encode(sha2::Sha256::digest(body.as_bytes()))});
+        let header = json!({"alg": "ES256", "kid": "plaid-k1", "typ": "JWT"});
+        use base64::Engine as _;
+        let b64 = |v: &Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
+        let signing = format!("{}.{}", b64(&header), b64(&claims));
+        let pem = read("p256.key");
+        let der = base64::engine::general_purpose::STANDARD
+            .decode(
+                pem.lines()
+                    .filter(|l| !l.starts_with("-----"))
+                    .collect::<String>(),
+            )
+            .expect("a PEM key");
+        let pair = aws_lc_rs::signature::EcdsaKeyPair::from_pkcs8(
+            &aws_lc_rs::signature::ECDSA_P256_SHA256_FIXED_SIGNING,
+            &der,
+        )
+        .expect("a P-256 key");
+        let sig = pair
+            .sign(&aws_lc_rs::rand::SystemRandom::new(), signing.as_bytes())
+            .expect("signed");
+        format!(
+            "{signing}.{}",
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(sig.as_ref())
+        )
+    };
+    let client = client();
+    let headers = [(
+        "plaid-verification".parse().expect("name"),
+        token.parse().expect("value"),
+    )];
+    let ok = post(&client, &app.webhook_url("plaid"), body.clone(), &headers).await;
+    assert_eq!(
+        (ok.status, ok.json["status"].as_str()),
+        (200, Some("accepted")),
+        "{}",
+        ok.text
+    );
+    let changed = body.replace("item-1", "item-2");
+    let refused = post(&client, &app.webhook_url("plaid"), changed, &headers).await;
+    refused.assert_error(401, "a body the token does not bind");
+    assert_eq!(
+        host.hits(),
+        vec!["/webhook_verification_key/get".to_owned()],
+        "the key asked for once"
+    );
+    assert_eq!(app.events().len(), 1);
+    assert!(
+        !app.log().contains("plaid-test-secret"),
+        "the log holds the API secret"
+    );
+    eprintln!(
+        "plaid: key asked for by POST once; signed -> {}; changed body -> {} {}",
+        ok.status, refused.status, refused.text
+    );
+}

@@ -144,18 +144,31 @@ impl PublicKey {
 /// A key the request points at, to be fetched by the receiver before `verify` (bounded in time, cached; a fetch
 /// that fails is a 503, never a 401). The scheme has already checked that `url` is on one of the provider's own
 /// HTTPS hosts: a request that names any other host is refused before anything is fetched.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub enum KeyRequest {
     /// A PEM certificate (chain) whose leaf holds the key; checked to a trusted root by the fetcher.
     Certificate { url: String },
     /// A JWK set; the key with this `kid` is the one.
     Jwks { url: String, kid: String },
+    /// One JWK, returned as `{"key": JWK}` for a `POST` of `body` (JSON naming the key id and the source's API
+    /// credentials, never shown in `Debug`): Plaid's `/webhook_verification_key/get`.
+    JwkByPost { url: String, kid: String, body: Key },
 }
 
 impl KeyRequest {
+    /// What a `POST` for the key sends (it holds the source's API credentials: never log it).
+    pub fn post_body(&self) -> Option<&[u8]> {
+        match self {
+            KeyRequest::JwkByPost { body, .. } => Some(body.expose()),
+            _ => None,
+        }
+    }
+
     pub fn url(&self) -> &str {
         match self {
-            KeyRequest::Certificate { url } | KeyRequest::Jwks { url, .. } => url,
+            KeyRequest::Certificate { url }
+            | KeyRequest::Jwks { url, .. }
+            | KeyRequest::JwkByPost { url, .. } => url,
         }
     }
 }

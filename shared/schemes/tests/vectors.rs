@@ -142,7 +142,7 @@ fn run(vector: &Vector, scheme: &Scheme, creds: &Credentials, req: &Request, now
             let der = pem::parse(pem).unwrap();
             Some(PublicKey::Rsa(spki_of_certificate(der.contents()).unwrap()))
         }
-        Ok(Some(KeyRequest::Jwks { kid, .. })) => {
+        Ok(Some(KeyRequest::Jwks { kid, .. } | KeyRequest::JwkByPost { kid, .. })) => {
             let jwk = vector
                 .jwks
                 .get(&kid)

@@ -16,7 +16,7 @@ sign() { # name, subject, extensions
     -extfile "$1.ext"
   rm "$1.csr" "$1.ext"
 }
-sign host "/CN=api.paypal.com" "subjectAltName=DNS:api.paypal.com,DNS:api-m.paypal.com,DNS:sns.us-east-1.amazonaws.com,DNS:evil.example
+sign host "/CN=api.paypal.com" "subjectAltName=DNS:api.paypal.com,DNS:api-m.paypal.com,DNS:sns.us-east-1.amazonaws.com,DNS:production.plaid.com,DNS:www.googleapis.com,DNS:evil.example
 basicConstraints=CA:FALSE
 extendedKeyUsage=serverAuth"
 sign signer "/CN=messageverificationcerts.paypal.com" "basicConstraints=CA:FALSE

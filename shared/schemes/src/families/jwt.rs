@@ -22,6 +22,9 @@ pub enum JwtKey {
     Jwks {
         url: &'static str,
         hosts: Vec<&'static str>,
+        /// How the key is asked for: `false`, a `GET` of the set (Google); `true`, a `POST` naming the key id and
+        /// the source's first secret as `client_id:secret`, answered `{"key": JWK}` (Plaid).
+        by_post: bool,
     },
 }
 
@@ -59,7 +62,7 @@ impl Jwt {
     }
 
     pub fn key_request(&self, req: &Request, creds: &Credentials) -> Result<Option<KeyRequest>, VerifyError> {
-        let JwtKey::Jwks { url, hosts } = &self.key else {
+        let JwtKey::Jwks { url, hosts, by_post } = &self.key else {
             return Ok(None);
         };
         if creds.public_key.is_some() {
@@ -71,7 +74,18 @@ impl Jwt {
             .kid
             .ok_or_else(|| crate::malformed(&self.header, "no kid"))?;
         let url = provider_https_url(url, hosts).ok_or_else(|| VerifyError::UntrustedKey(url.to_string()))?;
-        Ok(Some(KeyRequest::Jwks { url, kid }))
+        if !by_post {
+            return Ok(Some(KeyRequest::Jwks { url, kid }));
+        }
+        let credentials = creds.secrets.first().ok_or(VerifyError::Mismatch)?;
+        let text = std::str::from_utf8(credentials.expose()).map_err(|_| VerifyError::Mismatch)?;
+        let (client_id, secret) = text.split_once(':').ok_or(VerifyError::Mismatch)?;
+        let body = serde_json::json!({"client_id": client_id, "secret": secret, "key_id": kid}).to_string();
+        Ok(Some(KeyRequest::JwkByPost {
+            url,
+            kid,
+            body: crate::Key::new(body.into_bytes()),
+        }))
     }
 
     pub fn verify(

@@ -27,6 +27,7 @@ pub(super) fn preset() -> Preset {
         key: JwtKey::Jwks {
             url: "https://www.googleapis.com/oauth2/v3/certs",
             hosts: vec!["www.googleapis.com"],
+            by_post: false,
         },
         issuer: Some("accounts.google.com"),
         audience_is_url: true,

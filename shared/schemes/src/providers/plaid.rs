@@ -27,6 +27,7 @@ pub(super) fn preset() -> Preset {
         key: JwtKey::Jwks {
             url: "https://production.plaid.com/webhook_verification_key/get",
             hosts: vec!["production.plaid.com"],
+            by_post: true,
         },
         issuer: None,
         audience_is_url: false,

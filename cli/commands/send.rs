@@ -35,7 +35,8 @@ pub async fn run(
         event_type: Some(event_type),
     };
     // A body with the id and type where this source's scheme looks for them, unless one is given.
-    let sample = src.scheme.sample(std::slice::from_ref(&identity));
+    let sample = src.scheme.sample_at(std::slice::from_ref(&identity), now / 1000);
+    let sample_headers = sample.headers;
     let (body, content_type) = match body {
         Some(b) => (b.into_bytes(), "application/json"),
         None => (sample.body, sample.content_type),
@@ -82,7 +83,7 @@ pub async fn run(
         .post(format!("{}{path}", base.trim_end_matches('/')))
         .header("content-type", content_type)
         .body(body);
-    for (name, value) in signed.headers {
+    for (name, value) in sample_headers.into_iter().chain(signed.headers) {
         req = req.header(name, value);
     }
     let resp = req.send().await.context("sending")?;

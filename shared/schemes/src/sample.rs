@@ -6,20 +6,44 @@ use serde_json::{Map, Value};
 use crate::providers::Identify;
 use crate::{Identity, Locator, Scheme};
 
-/// The body and its content type.
+/// The body, its content type, and headers the provider sends beside its signature.
 pub struct Sample {
     pub body: Vec<u8>,
     pub content_type: &'static str,
+    pub headers: Vec<(http::HeaderName, String)>,
 }
 
 impl Scheme {
     /// A body whose id and type (for a batch, each item's) are where `identify` finds them. A scheme whose
     /// identity is its own rule gets a small JSON event with `id` and `type`.
     pub fn sample(&self, items: &[Identity]) -> Sample {
+        self.sample_at(items, 0)
+    }
+
+    /// [`Scheme::sample`] at `now_unix`, for examples that carry a time.
+    pub fn sample_at(&self, items: &[Identity], now_unix: i64) -> Sample {
         let first = items.first();
+        if let (Some(example), Some(i)) = (self.preset().and_then(|p| p.example), first) {
+            let fill = |text: &str| {
+                text.replace("{id}", &i.event_id)
+                    .replace("{type}", i.event_type.as_deref().unwrap_or("sample"))
+                    .replace("{now_ms}", &(now_unix * 1000).to_string())
+                    .replace("{now}", &now_unix.to_string())
+            };
+            return Sample {
+                body: fill(example.body).into_bytes(),
+                content_type: example.content_type,
+                headers: example
+                    .headers
+                    .iter()
+                    .filter_map(|(n, v)| Some((http::HeaderName::from_bytes(n.as_bytes()).ok()?, fill(v))))
+                    .collect(),
+            };
+        }
         let json = |value: Value| Sample {
             body: value.to_string().into_bytes(),
             content_type: "application/json",
+            headers: Vec::new(),
         };
         let Some(preset) = self.preset() else {
             let mut v = Map::new();
@@ -50,6 +74,7 @@ impl Scheme {
                     return Sample {
                         body: form.into_bytes(),
                         content_type: "application/x-www-form-urlencoded",
+                        headers: Vec::new(),
                     };
                 }
                 let mut root = Value::Object(Map::new());
@@ -84,6 +109,7 @@ impl Scheme {
                     Some(field) => Sample {
                         body: form_urlencoded_pairs_raw(&[(field, root.to_string())]).into_bytes(),
                         content_type: "application/x-www-form-urlencoded",
+                        headers: Vec::new(),
                     },
                     None => json(root),
                 }

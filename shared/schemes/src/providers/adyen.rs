@@ -11,7 +11,7 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 use crate::families::{Custom, Family, Signer};
-use crate::providers::{Identify, Preset, MAX_BATCH_ITEMS};
+use crate::providers::{Example, Identify, Preset, MAX_BATCH_ITEMS};
 use crate::request::{Answer, Credentials, Identified, Item, Request, Signed};
 use crate::{
     decode, encode, mac, valid_id, verify_mac, Algorithm, Clock, Encoding, IdError, Identity, Key,
@@ -41,6 +41,12 @@ pub(super) fn preset() -> Preset {
     });
     Preset {
         answer: Some(|_| Answer::text("[accepted]")),
+        // One item, as a JSON delivery carries; `sign` writes its `hmacSignature`.
+        example: Some(Example {
+            body: r#"{"live":"false","notificationItems":[{"NotificationRequestItem":{"additionalData":{"authCode":"033899","cardSummary":"1111"},"amount":{"currency":"EUR","value":1130},"eventCode":"{type}","eventDate":"2026-01-01T01:05:00+01:00","merchantAccountCode":"InboxTestMerchant","merchantReference":"order-1001","paymentMethod":"visa","pspReference":"{id}","reason":"033899:1111:03/2030","success":"true"}}]}"#,
+            content_type: "application/json",
+            headers: &[],
+        }),
         ..Preset::new("adyen", family, Identify::Custom(identify))
     }
 }

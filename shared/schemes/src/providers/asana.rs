@@ -10,7 +10,7 @@ use serde_json::value::RawValue;
 use sha2::Digest as _;
 
 use crate::families::{Family, Hmac, Signature};
-use crate::providers::{raw_at, Identify, Preset, MAX_BATCH_ITEMS};
+use crate::providers::{raw_at, Example, Identify, Preset, MAX_BATCH_ITEMS};
 use crate::request::{Answer, Credentials, Identified, Item, Request};
 use crate::{Algorithm, Encoding, IdError, Identity, VerifyError};
 
@@ -24,6 +24,12 @@ pub(super) fn preset() -> Preset {
     Preset {
         before: Some(handshake),
         after: Some(heartbeat),
+        // One `task.changed` event in `events`.
+        example: Some(Example {
+            body: r#"{"events":[{"user":{"gid":"1201234567890123","resource_type":"user"},"created_at":"2025-12-31T23:59:57.120Z","action":"changed","resource":{"gid":"1209876543210987","resource_type":"task","resource_subtype":"default_task"},"parent":null,"change":{"field":"due_on","action":"changed"}}]}"#,
+            content_type: "application/json; charset=utf-8",
+            headers: &[],
+        }),
         ..Preset::new("asana", family, Identify::Custom(identify))
     }
 }

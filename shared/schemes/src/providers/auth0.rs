@@ -9,16 +9,24 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 use crate::families::{Family, Token};
-use crate::providers::{Identify, Preset, MAX_BATCH_ITEMS};
+use crate::providers::{Example, Identify, Preset, MAX_BATCH_ITEMS};
 use crate::request::{Identified, Item, Request};
 use crate::{valid_id, IdError, Identity};
 
 pub(super) fn preset() -> Preset {
-    Preset::new(
-        "auth0",
-        Family::Token(Token::header("authorization")),
-        Identify::Custom(identify),
-    )
+    Preset {
+        // One log record, as a stream with Content Format "JSON Object" sends it.
+        example: Some(Example {
+            body: r#"{"log_id":"{id}","data":{"date":"2023-11-14T22:13:18.000Z","type":"{type}","description":"Successful login","client_id":"aI61p8I8aFjmYRliLWgvM9ev97kCCNDB","client_name":"Default App","ip":"203.0.113.7","user_id":"auth0|6552f0a1b2c3d4e5f6a7b8c9","user_name":"ada@example.com","hostname":"example-tenant.eu.auth0.com","log_id":"{id}"}}"#,
+            content_type: "application/json",
+            headers: &[],
+        }),
+        ..Preset::new(
+            "auth0",
+            Family::Token(Token::header("authorization")),
+            Identify::Custom(identify),
+        )
+    }
 }
 
 fn identify(req: &Request) -> Result<Identified, IdError> {

@@ -8,7 +8,7 @@
 use http::HeaderName;
 
 use crate::families::{Family, Hmac, Signature};
-use crate::providers::{Identify, Preset};
+use crate::providers::{Example, Identify, Preset};
 use crate::request::{Identified, Request};
 use crate::{id_from_header, type_from_header, Algorithm, Encoding, IdError, Identity};
 
@@ -25,6 +25,17 @@ pub(super) fn preset() -> Preset {
         kept: vec![CLOUD_ID, DATA_CENTER_ID, EVENT_KEY, HeaderName::from_static("x-hook-uuid")],
         // The id is an unsigned header.
         resendable: true,
+        // A Cloud push: the id and type are headers.
+        example: Some(Example {
+            body: r#"{"push":{"changes":[{"old":{"type":"branch","name":"main","target":{"type":"commit","hash":"1e65c05c1d5171631d92438a13901ca7dae9618c"}},"new":{"type":"branch","name":"main","target":{"type":"commit","hash":"c4b2b7914156a878aa7c9da452a09fb50c2091f2","message":"fix the build\n"}},"created":false,"forced":false,"closed":false,"truncated":false}]},"repository":{"type":"repository","full_name":"acme/widgets","name":"widgets","uuid":"{9c5e1f2a-3b4c-4d5e-8f90-a1b2c3d4e5f6}","is_private":true},"actor":{"type":"user","display_name":"Ada Lovelace","uuid":"{d301aafa-d676-4ee0-88be-962be7417567}"}}"#,
+            content_type: "application/json",
+            headers: &[
+                ("x-request-uuid", "{id}"),
+                ("x-event-key", "{type}"),
+                ("x-hook-uuid", "2f0e4c8e-7d0a-4f55-9a4b-3f1c2d3e4f50"),
+                ("x-attempt-number", "1"),
+            ],
+        }),
         ..Preset::new("bitbucket", family, Identify::Custom(identify))
     }
 }

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use crate::families::{Asymmetric, Family, Signature, Template, Timestamp};
-use crate::providers::{Identify, Preset};
+use crate::providers::{Example, Identify, Preset};
 use crate::request::{Answer, Credentials, Identified, Request};
 use crate::{Encoding, IdError, Identity};
 
@@ -25,6 +25,12 @@ pub(super) fn preset() -> Preset {
         kept: vec![HeaderName::from_static("x-signature-timestamp")],
         after: Some(ping),
         answer: Some(answer),
+        // A slash command (APPLICATION_COMMAND, type 2) as an interactions endpoint receives it.
+        example: Some(Example {
+            body: r#"{"application_id":"1173000000000000001","channel_id":"1171000000000000002","data":{"id":"1173000000000000010","name":"ping","type":1},"guild_id":"1171000000000000001","id":"{id}","member":{"permissions":"2248473465835073","roles":[],"user":{"global_name":"Test User","id":"1172000000000000001","username":"testuser"}},"token":"aW50ZXJhY3Rpb246c2FtcGxlOnRlc3QtdG9rZW4","type":2,"version":1}"#,
+            content_type: "application/json",
+            headers: &[],
+        }),
         ..Preset::new("discord", family, Identify::Custom(identify))
     }
 }

@@ -9,7 +9,7 @@ use http::HeaderName;
 use serde_json::Value;
 
 use crate::families::{Custom, Family, Signer};
-use crate::providers::{Identify, Preset};
+use crate::providers::{Example, Identify, Preset};
 use crate::request::{Credentials, Identified, Request, Signed};
 use crate::{decode, encode, mac, valid_id, verify_mac, Algorithm, Clock, Encoding, IdError, Identity};
 use crate::VerifyError;
@@ -23,7 +23,15 @@ pub(super) fn preset() -> Preset {
         has_timestamp: false,
         sign: Some(sign),
     });
-    Preset::new("docusign", family, Identify::Custom(identify))
+    Preset {
+        // A JSON SIM envelope message: the id is the envelope, event and generation time.
+        example: Some(Example {
+            body: r#"{"event":"{type}","apiVersion":"v2.1","uri":"/restapi/v2.1/accounts/9a4b1c2d-0000-4e5f-8a9b-0c1d2e3f4a5b/envelopes/{id}","retryCount":0,"configurationId":10418365,"generatedDateTime":"2023-11-14T22:13:19.4510000Z","data":{"accountId":"9a4b1c2d-0000-4e5f-8a9b-0c1d2e3f4a5b","userId":"5d1e2f3a-1111-4b2c-9d3e-4f5a6b7c8d9e","envelopeId":"{id}"}}"#,
+            content_type: "application/json",
+            headers: &[],
+        }),
+        ..Preset::new("docusign", family, Identify::Custom(identify))
+    }
 }
 
 fn verify(creds: &Credentials, req: &Request, _: Clock) -> Result<(), VerifyError> {

@@ -9,7 +9,7 @@
 use serde_json::Value;
 
 use crate::families::{Custom, Family, Signer};
-use crate::providers::{Identify, Preset};
+use crate::providers::{Example, Identify, Preset};
 use crate::request::{Answer, Credentials, Identified, Request, Signed};
 use crate::{decode, encode, mac, verify_mac, Algorithm, Clock, Encoding, IdError, Identity, VerifyError};
 
@@ -25,6 +25,19 @@ pub(super) fn preset() -> Preset {
         after: Some(callback_test),
         answer: Some(|_| Answer::text(RECEIVED)),
         resendable: true,
+        // The event in the `json` field of a multipart/form-data POST; `sign` writes its `event_hash`.
+        example: Some(Example {
+            body: "------DropboxSignBoundary7MA4YWxkTrZu0gW\r\n\
+                   Content-Disposition: form-data; name=\"json\"\r\n\r\n\
+                   {\"event\":{\"event_time\":\"{now}\",\"event_type\":\"{type}\",\"event_metadata\":{\
+                   \"related_signature_id\":null,\"reported_for_account_id\":\"63522885f9261e2b04eea043933ee7313eb674fd\",\
+                   \"reported_for_app_id\":null,\"event_message\":null}},\"signature_request\":{\
+                   \"signature_request_id\":\"fa5c8a0b0f492d768749333ad6fcc214c111e967\",\"title\":\"NDA\",\
+                   \"is_complete\":false,\"has_error\":false,\"test_mode\":true}}\r\n\
+                   ------DropboxSignBoundary7MA4YWxkTrZu0gW--\r\n",
+            content_type: "multipart/form-data; boundary=----DropboxSignBoundary7MA4YWxkTrZu0gW",
+            headers: &[],
+        }),
         ..Preset::new("dropbox-sign", family, Identify::Custom(identify))
     }
 }

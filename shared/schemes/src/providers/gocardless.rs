@@ -7,7 +7,7 @@
 use serde_json::value::RawValue;
 
 use crate::families::{Family, Hmac, Signature};
-use crate::providers::{Identify, Preset, MAX_BATCH_ITEMS};
+use crate::providers::{Example, Identify, Preset, MAX_BATCH_ITEMS};
 use crate::request::{Identified, Item, Request};
 use crate::{valid_id, Algorithm, Encoding, IdError, Identity};
 
@@ -16,7 +16,15 @@ pub(super) fn preset() -> Preset {
         Signature::header("webhook-signature", "", Encoding::Hex),
         Algorithm::Sha256,
     ));
-    Preset::new("gocardless", family, Identify::Custom(identify))
+    Preset {
+        // One `payments.confirmed` event in its `events` array.
+        example: Some(Example {
+            body: r#"{"events":[{"id":"{id}","created_at":"2026-01-01T00:13:20.000Z","resource_type":"payments","action":"confirmed","links":{"payment":"PM01JG6V5A1B","organisation":"OR000INBOX0001"},"details":{"origin":"gocardless","cause":"payment_confirmed","description":"Payment was confirmed as collected."},"metadata":{}}],"meta":{"webhook_id":"WB01JG6V8A1B"}}"#,
+            content_type: "application/json",
+            headers: &[],
+        }),
+        ..Preset::new("gocardless", family, Identify::Custom(identify))
+    }
 }
 
 /// `{"events": [...], "meta": {...}}`: one event per element, stored as the element's bytes.

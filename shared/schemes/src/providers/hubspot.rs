@@ -13,7 +13,7 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 use crate::families::{Family, Hmac, SecretEncoding, Signature, Template, Timestamp};
-use crate::providers::{Identify, Preset, MAX_BATCH_ITEMS};
+use crate::providers::{Example, Identify, Preset, MAX_BATCH_ITEMS};
 use crate::request::{Identified, Item, Request};
 use crate::{valid_id, Algorithm, Encoding, IdError, Identity};
 
@@ -28,6 +28,13 @@ pub(super) fn preset() -> Preset {
     Preset {
         tolerance_secs: Some(300),
         kept: vec![HeaderName::from_static("x-hubspot-request-timestamp")],
+        // One event in the array. `eventId` is an integer, which an id such as `evt_...` cannot be: the time
+        // stands in for it, so each sample is a new event.
+        example: Some(Example {
+            body: r#"[{"eventId":{now},"subscriptionId":12345,"portalId":62515,"appId":54321,"occurredAt":{now_ms},"subscriptionType":"{type}","attemptNumber":0,"objectId":123,"changeSource":"CRM_UI","changeFlag":"NEW"}]"#,
+            content_type: "application/json",
+            headers: &[],
+        }),
         ..Preset::new("hubspot", family, Identify::Custom(identify))
     }
 }

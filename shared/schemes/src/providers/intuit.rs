@@ -9,7 +9,7 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 use crate::families::{Family, Hmac, Signature};
-use crate::providers::{raw_at, Batch, Identify, Preset, MAX_BATCH_ITEMS};
+use crate::providers::{raw_at, Batch, Example, Identify, Preset, MAX_BATCH_ITEMS};
 use crate::request::{Identified, Item, Request};
 use crate::{Algorithm, Encoding, IdError, Identity};
 
@@ -18,7 +18,15 @@ pub(super) fn preset() -> Preset {
         Signature::header("intuit-signature", "", Encoding::Base64),
         Algorithm::Sha256,
     ));
-    Preset::new("intuit", family, Identify::Custom(identify))
+    Preset {
+        // One CloudEvent in the array.
+        example: Some(Example {
+            body: r#"[{"specversion":"1.0","id":"{id}","source":"intuit.dGVzdC1hcHAtd2ViaG9vay1pbmJveC1zb3VyY2U=","type":"{type}","datacontenttype":"application/json","time":"2025-12-31T23:59:21.179Z","intuitentityid":"58","intuitaccountid":"9341455000000001","data":{}}]"#,
+            content_type: "application/json; charset=utf-8",
+            headers: &[],
+        }),
+        ..Preset::new("intuit", family, Identify::Custom(identify))
+    }
 }
 
 /// The CloudEvents format: the body is the array of events.

@@ -8,7 +8,7 @@ use http::HeaderName;
 
 use crate::families::{At, Family, Hmac, SecretEncoding, Signature, Template, Timestamp, Unit};
 use crate::json::{at_pointers, Leaf};
-use crate::providers::{Identify, Preset};
+use crate::providers::{Example, Identify, Preset};
 use crate::request::{Identified, Request};
 use crate::{id_from_header, Algorithm, Encoding, IdError, Identity};
 
@@ -32,6 +32,16 @@ pub(super) fn preset() -> Preset {
             HeaderName::from_static("linear-event"),
             HeaderName::from_static("linear-timestamp"),
         ],
+        // An issue created: the id is the `Linear-Delivery` header, the signed time `webhookTimestamp`.
+        example: Some(Example {
+            body: r#"{"action":"create","actor":{"id":"2e6eea91-1111-0000-9486-acea0603064d","type":"user","name":"Ada Lovelace"},"createdAt":"2023-11-14T22:13:19.812Z","data":{"id":"9cfb482a-81e3-4154-b5b9-2c805e70a02d","number":42,"title":"Webhook inbox drops events","identifier":"ENG-42","teamId":"72b2a2dc-6f4f-4423-9d34-24b5bd10634a"},"url":"https://linear.app/acme/issue/ENG-42/webhook-inbox-drops-events","type":"Issue","organizationId":"e6b4c6a1-7d0e-4b0f-8f3a-2a1b3c4d5e6f","webhookTimestamp":{now_ms},"webhookId":"000042e3-d123-4980-b49f-8e140eef9329"}"#,
+            content_type: "application/json; charset=utf-8",
+            headers: &[
+                ("linear-delivery", "{id}"),
+                ("linear-event", "Issue"),
+                ("linear-timestamp", "{now_ms}"),
+            ],
+        }),
         ..Preset::new("linear", family, Identify::Custom(identify))
     }
 }

@@ -11,7 +11,7 @@ use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
 use crate::families::{Family, Hmac, SecretEncoding, Signature, Template};
-use crate::providers::{Identify, Preset, MAX_BATCH_ITEMS};
+use crate::providers::{Example, Identify, Preset, MAX_BATCH_ITEMS};
 use crate::request::{Answer, Credentials, Identified, Item, Request};
 use crate::{Algorithm, Clock, Encoding, IdError, Identity, Key};
 
@@ -31,6 +31,17 @@ pub(super) fn preset() -> Preset {
     Preset {
         before: Some(webhook_check),
         after: Some(empty_batch),
+        // One `send` event in the `mandrill_events` field (the JSON array, form-encoded).
+        example: Some(Example {
+            body: "mandrill_events=%5B%7B%22event%22%3A%22{type}%22%2C%22msg%22%3A%7B%22ts%22%3A{now}\
+                   %2C%22subject%22%3A%22Your%20order%20has%20shipped%22\
+                   %2C%22email%22%3A%22kate%40example.com%22%2C%22sender%22%3A%22shop%40example.com%22\
+                   %2C%22tags%22%3A%5B%22shipping%22%5D%2C%22state%22%3A%22sent%22\
+                   %2C%22_id%22%3A%22a1b2c3d4e5f60718293a4b5c6d7e8f90%22%7D\
+                   %2C%22_id%22%3A%22a1b2c3d4e5f60718293a4b5c6d7e8f90%22%2C%22ts%22%3A{now}%7D%5D",
+            content_type: "application/x-www-form-urlencoded",
+            headers: &[],
+        }),
         ..Preset::new("mandrill", Family::Hmac(hmac()), Identify::Custom(identify))
     }
 }

@@ -11,7 +11,7 @@ use serde_json::value::RawValue;
 use subtle::ConstantTimeEq;
 
 use crate::families::{Family, Hmac, SecretEncoding, Signature, Template};
-use crate::providers::{raw_at, Identify, Preset, MAX_BATCH_ITEMS};
+use crate::providers::{raw_at, Example, Identify, Preset, MAX_BATCH_ITEMS};
 use crate::request::{Answer, Credentials, Identified, Item, Request};
 use crate::{valid_id, Algorithm, Encoding, IdError, Identity, VerifyError};
 
@@ -93,6 +93,12 @@ pub(super) fn preset() -> Preset {
         before: Some(subscribe),
         get: true,
         needs_verify_token: true,
+        // A WhatsApp Cloud API inbound message: one entry, its type the change's `field`.
+        example: Some(Example {
+            body: r#"{"object":"whatsapp_business_account","entry":[{"id":"102290129340398","changes":[{"value":{"messaging_product":"whatsapp","metadata":{"display_phone_number":"15550783881","phone_number_id":"106540352242922"},"contacts":[{"profile":{"name":"Ada"},"wa_id":"16505551234"}],"messages":[{"from":"16505551234","id":"wamid.{id}","timestamp":"{now}","text":{"body":"Hello"},"type":"text"}]},"field":"{type}"}]}]}"#,
+            content_type: "application/json",
+            headers: &[],
+        }),
         ..Preset::new("meta", family, Identify::Custom(identify))
     }
 }

@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 use subtle::{Choice, ConstantTimeEq};
 
 use crate::families::{Custom, Family, Signer};
-use crate::providers::{Identify, Preset, MAX_BATCH_ITEMS};
+use crate::providers::{Example, Identify, Preset, MAX_BATCH_ITEMS};
 use crate::request::{Answer, Credentials, Identified, Item, Request, Signed};
 use crate::{valid_id, Clock, IdError, Identity, VerifyError};
 
@@ -27,6 +27,12 @@ pub(super) fn preset() -> Preset {
     });
     Preset {
         before: Some(validation),
+        // One change notification in `value`; `sign` writes its `clientState`.
+        example: Some(Example {
+            body: r##"{"value":[{"id":"{id}","subscriptionId":"7f105c7d-2dc5-4530-97cd-4e7ae6534c07","subscriptionExpirationDateTime":"2023-11-17T22:13:20.0000000Z","changeType":"{type}","resource":"Users/b2f3c1a0-1111-4222-8333-944455556666/Messages/AAMkAGI2TG93AAA=","resourceData":{"@odata.type":"#Microsoft.Graph.Message","@odata.id":"Users/b2f3c1a0-1111-4222-8333-944455556666/Messages/AAMkAGI2TG93AAA=","id":"AAMkAGI2TG93AAA="},"tenantId":"84bd8158-6d4d-4958-8b9f-9d6445542f95"}]}"##,
+            content_type: "application/json; charset=utf-8",
+            headers: &[],
+        }),
         ..Preset::new("microsoft-graph", family, Identify::Custom(identify))
     }
 }

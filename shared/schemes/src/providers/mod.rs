@@ -43,6 +43,19 @@ pub struct Preset {
     pub needs_url: bool,
     /// Whether a `GET` handshake carries a token the source must configure (`verify_token`).
     pub needs_verify_token: bool,
+    /// A delivery as the provider would send it, for `inbox send` and the tests, where the generic sample (the
+    /// id and type where the locators say) is not one: a provider whose events are found its own way.
+    pub example: Option<Example>,
+}
+
+/// A delivery's body (and headers) as the provider sends it, with `{id}`, `{type}`, `{now}` (unix seconds) and
+/// `{now_ms}` where the sample's values go.
+#[derive(Clone, Copy, Debug)]
+pub struct Example {
+    pub body: &'static str,
+    pub content_type: &'static str,
+    /// Headers the provider sends beside its signature (an id header the events are found by).
+    pub headers: &'static [(&'static str, &'static str)],
 }
 
 impl Preset {
@@ -61,6 +74,7 @@ impl Preset {
             resendable: false,
             needs_url: false,
             needs_verify_token: false,
+            example: None,
         }
     }
 }

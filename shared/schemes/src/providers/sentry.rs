@@ -8,7 +8,7 @@ use http::HeaderName;
 
 use crate::families::{Family, Hmac, Signature};
 use crate::json::{at_pointers, Leaf};
-use crate::providers::{Identify, Preset};
+use crate::providers::{Example, Identify, Preset};
 use crate::request::{Identified, Request};
 use crate::{id_from_header, type_from_header, Algorithm, Encoding, IdError, Identity};
 
@@ -28,6 +28,16 @@ pub(super) fn preset() -> Preset {
         ],
         // The id is an unsigned header and no timestamp is signed.
         resendable: true,
+        // An issue created: the id is `Request-ID`, the type `Sentry-Hook-Resource` and `action`.
+        example: Some(Example {
+            body: r#"{"action":"created","installation":{"uuid":"7a485448-a9e2-4c85-8a3c-4f44175783c9"},"data":{"issue":{"id":"1170820242","shortId":"PYTHON-Z","title":"ZeroDivisionError: division by zero","culprit":"app.views in index","level":"error","status":"unresolved","platform":"python","project":{"id":"1","name":"python","slug":"python"},"web_url":"https://sentry.io/organizations/acme/issues/1170820242/"}},"actor":{"type":"application","id":"sentry","name":"Sentry"}}"#,
+            content_type: "application/json",
+            headers: &[
+                ("request-id", "{id}"),
+                ("sentry-hook-resource", "issue"),
+                ("sentry-hook-timestamp", "{now}"),
+            ],
+        }),
         ..Preset::new("sentry", family, Identify::Custom(identify))
     }
 }

@@ -4,16 +4,25 @@
 //! <https://core.telegram.org/bots/api#setwebhook>
 
 use crate::families::{Family, Token};
-use crate::providers::{Identify, Preset};
+use crate::providers::{Example, Identify, Preset};
 use crate::request::{Identified, Request};
 use crate::{IdError, Identity};
 
 pub(super) fn preset() -> Preset {
-    Preset::new(
-        "telegram",
-        Family::Token(Token::header("x-telegram-bot-api-secret-token")),
-        Identify::Custom(identify),
-    )
+    Preset {
+        // A text message. `update_id` is an integer, which an id such as `evt_...` cannot be: the time stands in
+        // for it, so each sample is a new Update.
+        example: Some(Example {
+            body: r#"{"update_id":{now},"message":{"message_id":1365,"from":{"id":111111111,"is_bot":false,"first_name":"Ada","language_code":"en"},"chat":{"id":111111111,"first_name":"Ada","type":"private"},"date":{now},"text":"/start hello","entities":[{"offset":0,"length":6,"type":"bot_command"}]}}"#,
+            content_type: "application/json",
+            headers: &[],
+        }),
+        ..Preset::new(
+            "telegram",
+            Family::Token(Token::header("x-telegram-bot-api-secret-token")),
+            Identify::Custom(identify),
+        )
+    }
 }
 
 /// `update_id`, and the name of the Update's one optional field that is present.

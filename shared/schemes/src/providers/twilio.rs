@@ -11,10 +11,10 @@ use http::HeaderName;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::families::{Custom, Family};
-use crate::providers::{Identify, Preset};
-use crate::request::{Answer, Credentials, Request};
-use crate::{decode, verify_mac, Algorithm, Clock, Encoding, VerifyError};
+use crate::families::{Custom, Family, Signer};
+use crate::providers::{Example, Identify, Preset};
+use crate::request::{Answer, Credentials, Request, Signed};
+use crate::{decode, encode, mac, verify_mac, Algorithm, Clock, Encoding, Identity, VerifyError};
 
 const SIGNATURE: &str = "x-twilio-signature";
 const SETTINGS: &str = "x-twilio-webhooks-signature-settings";
@@ -24,14 +24,24 @@ pub(super) fn preset() -> Preset {
     let family = Family::Custom(Custom {
         verify,
         has_timestamp: false,
-        // Twilio signs the configured URL, which a signer is not given.
-        sign: None,
+        sign: Some(sign),
     });
     Preset {
         kept: vec![HeaderName::from_static(IDEMPOTENCY)],
         answer: Some(empty_twiml),
         // The signature covers the body and URL, but neither the id (an unsigned header) nor a time.
         resendable: true,
+        // Twilio signs the URL it calls: the source must say which.
+        needs_url: true,
+        // An incoming SMS, as Twilio posts it to a messaging webhook.
+        example: Some(Example {
+            body: "ToCountry=US&ToState=CA&SmsMessageSid=SM0a1b2c3d4e5f60718293a4b5c6d7e8f9&NumMedia=0\
+                   &SmsSid=SM0a1b2c3d4e5f60718293a4b5c6d7e8f9&SmsStatus=received&Body=Hello+from+Twilio\
+                   &FromCountry=US&To=%2B14155550100&NumSegments=1&MessageSid=SM0a1b2c3d4e5f60718293a4b5c6d7e8f9\
+                   &AccountSid=AC00000000000000000000000000000000&From=%2B14155550123&ApiVersion=2010-04-01",
+            content_type: "application/x-www-form-urlencoded",
+            headers: &[],
+        }),
         ..Preset::new("twilio", family, Identify::at(&format!("header:{IDEMPOTENCY}"), None))
     }
 }
@@ -98,6 +108,40 @@ fn verify(creds: &Credentials, req: &Request, _: Clock) -> Result<(), VerifyErro
         Ok(())
     } else {
         Err(VerifyError::Mismatch)
+    }
+}
+
+/// Signs as Twilio does: the configured URL (with the request's `bodySHA256` where it carries one, for a JSON
+/// body) followed by the POST fields sorted by name then value, HMAC-SHA1 under the Auth Token (HMAC-SHA256 where
+/// the request's signature settings name it), base64.
+fn sign(signer: &Signer, creds: &Credentials, req: &Request, _: &Identity, _: i64) -> Signed {
+    let (Signer::Secret(key), Some(url)) = (signer, creds.url.as_deref()) else {
+        return Signed::default();
+    };
+    let algorithm = match req.header(SETTINGS).and_then(|s| setting(s, "algorithm")) {
+        Some("HMAC_SHA256") => Algorithm::Sha256,
+        _ => Algorithm::Sha1,
+    };
+    let mut signed = url.as_bytes().to_vec();
+    match raw_query(req, "bodySHA256") {
+        Some(hash) => {
+            let joint = if url.contains('?') { '&' } else { '?' };
+            signed.extend_from_slice(format!("{joint}bodySHA256={hash}").as_bytes());
+        }
+        None => {
+            let mut fields = req.form_fields().unwrap_or_default();
+            fields.sort();
+            fields.dedup();
+            for (name, value) in fields {
+                signed.extend_from_slice(name.as_bytes());
+                signed.extend_from_slice(value.as_bytes());
+            }
+        }
+    }
+    let tag = mac(algorithm, key, &[&signed]);
+    Signed {
+        headers: vec![(HeaderName::from_static(SIGNATURE), encode(Encoding::Base64, &tag))],
+        body: None,
     }
 }
 

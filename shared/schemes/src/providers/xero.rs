@@ -9,7 +9,7 @@ use serde_json::value::RawValue;
 use sha2::Digest as _;
 
 use crate::families::{Family, Hmac, Signature};
-use crate::providers::{raw_at, Identify, Preset, MAX_BATCH_ITEMS};
+use crate::providers::{raw_at, Example, Identify, Preset, MAX_BATCH_ITEMS};
 use crate::request::{Answer, Credentials, Identified, Item, Request};
 use crate::{Algorithm, Encoding, IdError, Identity};
 
@@ -21,6 +21,12 @@ pub(super) fn preset() -> Preset {
     Preset {
         after: Some(intent_to_receive),
         answer: Some(no_body),
+        // One `CONTACT.UPDATE` event in `events`.
+        example: Some(Example {
+            body: r#"{"events":[{"resourceUrl":"https://api.xero.com/api.xro/2.0/Contacts/717f2bfc-c6d4-41fd-b238-3f2f0c0cf777","resourceId":"717f2bfc-c6d4-41fd-b238-3f2f0c0cf777","eventDateUtc":"2025-12-31T23:59:39.902","eventType":"UPDATE","eventCategory":"CONTACT","tenantId":"c2cc9b6e-9458-4c7d-93cc-f02b81b0594f","tenantType":"ORGANISATION"}],"lastEventSequence":1,"firstEventSequence":1,"entropy":"FXNGWLCCGVANWHKILRUB"}"#,
+            content_type: "application/json; charset=utf-8",
+            headers: &[],
+        }),
         ..Preset::new("xero", family, Identify::Custom(identify))
     }
 }

@@ -798,6 +798,7 @@ def google_pubsub() -> dict:
         "config": config(secrets=[service_account], url=audience),
         "wrong_config": config(url="https://other.example.com/webhooks/pubsub"),
         "signs_timestamp": True,
+        "signs_body": False,  # no byte of the body is signed (see the notes)
         "tolerance_secs": 300,
         "jwks": {kid: jwk(key, kid)},
         "wrong_jwks": {other_kid: jwk(other, other_kid)},
@@ -1004,6 +1005,7 @@ def azure_event_grid() -> dict:
         "config": config(secrets=[secret]),
         "wrong_config": config(secrets=[other]),
         "signs_timestamp": False,
+        "signs_body": False,  # no byte of the body is signed (see the notes)
         "tolerance_secs": 300,
         "cases": [
             case("SubscriptionValidationEvent", aeg_headers("SubscriptionValidation"), validation, url=url,

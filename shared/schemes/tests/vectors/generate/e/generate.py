@@ -337,6 +337,7 @@ def mailgun():
             },
             "wrong_config": {"secrets": ["e3b0c44298fc1c149afbf4c8996fb924-27ae41e4-649b934c"]},
             "signs_timestamp": True,
+            "signs_body": False,  # no byte of the body is signed (see the notes)
             "tolerance_secs": tolerance,
             "notes": "The signature is in the JSON body: signature.{timestamp, token, signature}; signature = hex "
             "HMAC-SHA256(webhook signing key, timestamp + token), the strings concatenated. The body itself "

@@ -133,44 +133,28 @@ impl HttpsKeys {
     }
 
     async fn get(&self, url: &str) -> Result<Vec<u8>, KeyFetchError> {
-        let unreachable =
-            |e: reqwest::Error| KeyFetchError(format!("the provider's key host: {}", e.without_url()));
-        let response = self
-            .client
-            .get(self.target(url)?)
-            .send()
-            .await
-            .map_err(unreachable)?;
-        if !response.status().is_success() {
-            return Err(KeyFetchError(format!(
-                "the provider's key host answered {}",
-                response.status()
-            )));
-        }
-        let bytes = response.bytes().await.map_err(unreachable)?;
-        if bytes.len() > MAX_KEY_BYTES {
-            return Err(KeyFetchError(format!(
-                "the provider's key is over {MAX_KEY_BYTES} bytes"
-            )));
-        }
-        Ok(bytes.to_vec())
+        self.read(self.client.get(self.target(url)?)).await
     }
 
     /// `POST`s a JSON body (an API's key endpoint, with the source's credentials in it).
     async fn post_json(&self, url: &str, body: &[u8]) -> Result<Vec<u8>, KeyFetchError> {
-        let unreachable =
-            |e: reqwest::Error| KeyFetchError(format!("the provider's key API: {}", e.without_url()));
-        let response = self
+        let request = self
             .client
             .post(self.target(url)?)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body.to_vec())
-            .send()
-            .await
-            .map_err(unreachable)?;
+            .body(body.to_vec());
+        self.read(request).await
+    }
+
+    /// Sends `request` and reads a successful answer of at most `MAX_KEY_BYTES`. Errors name no URL: a POST's
+    /// carries nothing secret, but a provider's URL may.
+    async fn read(&self, request: reqwest::RequestBuilder) -> Result<Vec<u8>, KeyFetchError> {
+        let unreachable =
+            |e: reqwest::Error| KeyFetchError(format!("the provider's key host: {}", e.without_url()));
+        let response = request.send().await.map_err(unreachable)?;
         if !response.status().is_success() {
             return Err(KeyFetchError(format!(
-                "the provider's key API answered {}",
+                "the provider's key host answered {}",
                 response.status()
             )));
         }

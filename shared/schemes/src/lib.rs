@@ -14,6 +14,7 @@ mod shopify;
 mod slack;
 mod standard;
 mod stripe;
+mod time;
 
 use std::cell::OnceCell;
 use std::fmt;

@@ -465,3 +465,78 @@ fn every_provider_signs_what_it_verifies() {
         .collect();
     assert!(others.is_empty(), "inbox send cannot sign for these: {others:#?}");
 }
+
+/// The signature compare is the constant-time one: every HMAC a scheme checks goes through `verify_mac`, which
+/// compares with `subtle::ConstantTimeEq` and does not stop at the first match, and no scheme or provider compares
+/// a MAC with `==`. (A static check of the code: timing itself cannot be measured reliably in a test.)
+#[test]
+fn signatures_are_compared_in_constant_time() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let read = |f: &Path| std::fs::read_to_string(f).unwrap_or_default();
+    let lib = read(&src.join("lib.rs"));
+    let helper = lib
+        .split("fn verify_mac(")
+        .nth(1)
+        .and_then(|rest| rest.split("\n}\n").next())
+        .unwrap_or_default();
+    assert!(
+        helper.contains("ct_eq("),
+        "verify_mac no longer compares with subtle's ct_eq"
+    );
+    assert!(
+        !helper.contains("return Ok"),
+        "verify_mac stops at the first match"
+    );
+    let mut files: Vec<_> = [
+        "github.rs",
+        "stripe.rs",
+        "standard.rs",
+        "shopify.rs",
+        "slack.rs",
+        "families/hmac.rs",
+    ]
+    .iter()
+    .map(|f| src.join(f))
+    .collect();
+    files.extend(
+        std::fs::read_dir(src.join("providers"))
+            .unwrap()
+            .map(|e| e.unwrap().path()),
+    );
+    let mut checked = 0;
+    for f in &files {
+        let text = read(f);
+        assert!(!text.is_empty(), "{} not found", f.display());
+        // Every file that makes a MAC to check verifies it through verify_mac (a signer only makes one).
+        let verifies = text.contains("fn verify(") || f.ends_with("families/hmac.rs");
+        // A call of `mac(` itself, not of `hmac(` or `verify_mac(`.
+        let makes_mac = text.match_indices("mac(").any(|(i, _)| {
+            i == 0 || !text.as_bytes()[i - 1].is_ascii_alphanumeric() && text.as_bytes()[i - 1] != b'_'
+        });
+        if verifies && makes_mac {
+            assert!(
+                text.contains("verify_mac("),
+                "{} checks a MAC without verify_mac",
+                f.display()
+            );
+            checked += 1;
+        }
+        for bad in [
+            "== expected",
+            "expected ==",
+            "== mac",
+            "mac ==",
+            "== sig",
+            "sig ==",
+            "== candidate",
+            "== tag",
+        ] {
+            assert!(
+                !text.contains(bad),
+                "{} compares a signature with `==`: {bad:?}",
+                f.display()
+            );
+        }
+    }
+    assert!(checked > 10, "only {checked} files checked");
+}

@@ -7,12 +7,11 @@
 
 use http::HeaderName;
 use serde_json::value::RawValue;
-use sha2::Digest as _;
 
 use crate::families::{Family, Hmac, Signature};
-use crate::providers::{raw_at, Example, Identify, Preset, MAX_BATCH_ITEMS};
-use crate::request::{Answer, Credentials, Identified, Item, Request};
-use crate::{Algorithm, Encoding, IdError, Identity, VerifyError};
+use crate::providers::{Example, Identify, Preset, elements, hashed_items};
+use crate::request::{Answer, Credentials, Identified, Request};
+use crate::{Algorithm, Encoding, IdError, VerifyError};
 
 const HOOK_SECRET: HeaderName = HeaderName::from_static("x-hook-secret");
 
@@ -43,10 +42,7 @@ fn handshake(req: &Request, _: &Credentials) -> Option<Result<Answer, VerifyErro
 
 /// The `events` array's elements, their bytes as sent.
 fn events(body: &[u8]) -> Result<Vec<&RawValue>, IdError> {
-    let text = std::str::from_utf8(body).map_err(|_| IdError::MalformedBody)?;
-    let root: &RawValue = serde_json::from_str(text).map_err(|_| IdError::MalformedBody)?;
-    let array = raw_at(root, "/events").ok_or_else(|| IdError::Missing("json /events".to_owned()))?;
-    serde_json::from_str(array.get()).map_err(|_| IdError::Missing("json /events (an array)".to_owned()))
+    elements(body, "/events")
 }
 
 /// The heartbeat: a signed delivery with no events, answered 200 and not stored.
@@ -55,34 +51,12 @@ fn heartbeat(req: &Request, _: &Credentials) -> Option<Answer> {
 }
 
 fn identify(req: &Request) -> Result<Identified, IdError> {
-    let events = events(req.body)?;
-    if events.is_empty() {
-        return Err(IdError::Missing("json /events holds no events".to_owned()));
-    }
-    if events.len() > MAX_BATCH_ITEMS {
-        return Err(IdError::Invalid(format!("more than {MAX_BATCH_ITEMS} events in one delivery")));
-    }
-    events
-        .into_iter()
-        .map(|raw| {
-            let event: serde_json::Value = serde_json::from_str(raw.get()).map_err(|_| IdError::MalformedBody)?;
-            let resource = event
-                .pointer("/resource/resource_type")
-                .and_then(serde_json::Value::as_str);
-            let action = event.get("action").and_then(serde_json::Value::as_str);
-            let event_type = match (resource, action) {
-                (Some(resource), Some(action)) => Some(format!("{resource}.{action}")),
-                (None, Some(action)) => Some(action.to_owned()),
-                _ => None,
-            };
-            Ok(Item {
-                identity: Identity {
-                    event_id: hex::encode(sha2::Sha256::digest(raw.get().as_bytes())),
-                    event_type,
-                },
-                payload: raw.get().as_bytes().to_vec(),
-            })
-        })
-        .collect::<Result<_, _>>()
-        .map(Identified::Batch)
+    hashed_items(events(req.body)?, |event| {
+        let resource = event.pointer("/resource/resource_type").and_then(serde_json::Value::as_str);
+        match (resource, event.get("action").and_then(serde_json::Value::as_str)) {
+            (Some(resource), Some(action)) => Some(format!("{resource}.{action}")),
+            (None, Some(action)) => Some(action.to_owned()),
+            _ => None,
+        }
+    })
 }

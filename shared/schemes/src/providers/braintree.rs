@@ -9,12 +9,11 @@
 use base64::Engine as _;
 use http::{HeaderName, Method};
 use sha1::{Digest as _, Sha1};
-use subtle::{Choice, ConstantTimeEq};
 
 use crate::families::{Custom, Family, Signer};
 use crate::providers::{Identify, Preset};
 use crate::request::{Answer, Credentials, Identified, Request, Signed};
-use crate::{decode, mac, valid_id, Algorithm, Clock, Encoding, IdError, Identity, Key, VerifyError, BASE64};
+use crate::{decode, mac, valid_id, verify_mac, Algorithm, Clock, Encoding, IdError, Identity, Key, VerifyError, BASE64};
 
 static PLACE: HeaderName = HeaderName::from_static("bt_signature");
 
@@ -62,17 +61,22 @@ fn verify(creds: &Credentials, req: &Request, _clock: Clock) -> Result<(), Verif
         return Err(crate::malformed(&PLACE, "no usable signature"));
     }
     let with_newline = format!("{payload}\n");
-    let mut matched = Choice::from(0);
+    // Each secret checks only the signatures under its own public key; every MAC is compared by verify_mac.
+    let mut verified = false;
     for (public, key) in creds.secrets.iter().filter_map(split) {
+        let candidates: Vec<Vec<u8>> = pairs
+            .iter()
+            .filter(|(their_public, _)| *their_public == public.as_str())
+            .map(|(_, candidate)| candidate.clone())
+            .collect();
+        if candidates.is_empty() {
+            continue;
+        }
         for message in [payload.as_bytes(), with_newline.as_bytes()] {
-            let expected = mac(Algorithm::Sha1, &key, &[message]);
-            for (their_public, candidate) in &pairs {
-                let same_key = Choice::from(u8::from(*their_public == public));
-                matched |= same_key & expected.as_slice().ct_eq(candidate.as_slice());
-            }
+            verified |= verify_mac(Algorithm::Sha1, std::slice::from_ref(&key), &[message], &candidates, &PLACE).is_ok();
         }
     }
-    if bool::from(matched) {
+    if verified {
         Ok(())
     } else {
         Err(VerifyError::Mismatch)

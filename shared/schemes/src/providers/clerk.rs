@@ -3,30 +3,14 @@
 //! id is `svix-id` (the same on every retry), the type the body's `type`.
 //! <https://clerk.com/docs/guides/development/webhooks/overview>
 
-use http::HeaderName;
-
-use crate::families::{Family, Hmac, SecretEncoding, Signature, Template, Timestamp};
-use crate::providers::{Identify, Preset};
-use crate::{Algorithm, Encoding};
+use crate::families::SecretEncoding;
+use crate::providers::{Identify, Preset, StandardHeaders};
 
 pub(super) fn preset() -> Preset {
-    let family = Family::Hmac(Hmac {
-        signature: Signature::list("svix-signature", ' ', "v1,", Encoding::Base64),
-        signed: Template::of("{header:svix-id}.{timestamp}.{body}"),
-        algorithm: Algorithm::Sha256,
-        timestamp: Some(Timestamp::header("svix-timestamp")),
-        secret: SecretEncoding::Whsec,
-    });
-    Preset {
-        tolerance_secs: Some(300),
-        kept: vec![
-            HeaderName::from_static("svix-id"),
-            HeaderName::from_static("svix-timestamp"),
-        ],
-        ..Preset::new(
-            "clerk",
-            family,
-            Identify::at("header:svix-id", Some("json:/type")),
-        )
-    }
+    Preset::standard_webhooks(
+        "clerk",
+        StandardHeaders::Svix,
+        SecretEncoding::Whsec,
+        Identify::at("header:svix-id", Some("json:/type")),
+    )
 }

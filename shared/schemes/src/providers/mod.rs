@@ -79,6 +79,53 @@ impl Preset {
     }
 }
 
+/// The header names of a Standard Webhooks delivery: `webhook-*`, or Svix's `svix-*`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StandardHeaders {
+    Webhook,
+    Svix,
+}
+
+impl Preset {
+    /// A provider that signs as Standard Webhooks does (`{prefix}-signature` lists `v1,<base64 HMAC-SHA256 of
+    /// "{prefix}-id.{prefix}-timestamp.body">`, 5 minutes both ways), with its own secret encoding and identity:
+    /// OpenAI, Replicate, Polar, and Svix's users (Clerk, Resend).
+    pub fn standard_webhooks(
+        name: &'static str,
+        headers: StandardHeaders,
+        secret: crate::families::SecretEncoding,
+        identify: Identify,
+    ) -> Preset {
+        use crate::families::{Hmac, Signature, Template, Timestamp};
+        let (id, timestamp, signature, signed) = match headers {
+            StandardHeaders::Webhook => (
+                "webhook-id",
+                "webhook-timestamp",
+                "webhook-signature",
+                "{header:webhook-id}.{timestamp}.{body}",
+            ),
+            StandardHeaders::Svix => (
+                "svix-id",
+                "svix-timestamp",
+                "svix-signature",
+                "{header:svix-id}.{timestamp}.{body}",
+            ),
+        };
+        let family = Family::Hmac(Hmac {
+            signature: Signature::list(signature, ' ', "v1,", crate::Encoding::Base64),
+            signed: Template::of(signed),
+            algorithm: crate::Algorithm::Sha256,
+            timestamp: Some(Timestamp::header(timestamp)),
+            secret,
+        });
+        Preset {
+            tolerance_secs: Some(300),
+            kept: vec![HeaderName::from_static(id), HeaderName::from_static(timestamp)],
+            ..Preset::new(name, family, identify)
+        }
+    }
+}
+
 /// Where a delivery's events are.
 #[derive(Clone, Debug)]
 pub enum Identify {
@@ -170,6 +217,47 @@ impl Batch {
         }
         Ok(Identified::Batch(items))
     }
+}
+
+/// The elements of the JSON array at `pointer` in a body, their bytes as sent (none is not an error here: a
+/// provider may send an empty delivery as a heartbeat).
+pub fn elements<'a>(body: &'a [u8], pointer: &str) -> Result<Vec<&'a RawValue>, IdError> {
+    let text = std::str::from_utf8(body).map_err(|_| IdError::MalformedBody)?;
+    let root: &RawValue = serde_json::from_str(text).map_err(|_| IdError::MalformedBody)?;
+    let array = raw_at(root, pointer).ok_or_else(|| IdError::Missing(format!("json {pointer}")))?;
+    serde_json::from_str(array.get()).map_err(|_| IdError::Missing(format!("json {pointer} (an array)")))
+}
+
+/// One event per element, for providers whose events carry no id: each one's id is the hex SHA-256 of its bytes
+/// as sent (a retry that batches them again still finds them), its type what `event_type` reads from it.
+pub fn hashed_items(
+    elements: Vec<&RawValue>,
+    event_type: impl Fn(&serde_json::Value) -> Option<String>,
+) -> Result<Identified, IdError> {
+    use sha2::Digest as _;
+    if elements.is_empty() {
+        return Err(IdError::Missing("the delivery holds no events".to_owned()));
+    }
+    if elements.len() > MAX_BATCH_ITEMS {
+        return Err(IdError::Invalid(format!(
+            "more than {MAX_BATCH_ITEMS} events in one delivery"
+        )));
+    }
+    elements
+        .into_iter()
+        .map(|raw| {
+            let event: serde_json::Value =
+                serde_json::from_str(raw.get()).map_err(|_| IdError::MalformedBody)?;
+            Ok(Item {
+                identity: Identity {
+                    event_id: hex::encode(sha2::Sha256::digest(raw.get().as_bytes())),
+                    event_type: event_type(&event),
+                },
+                payload: raw.get().as_bytes().to_vec(),
+            })
+        })
+        .collect::<Result<_, _>>()
+        .map(Identified::Batch)
 }
 
 /// The raw JSON value at an RFC 6901 pointer, its bytes as they were.

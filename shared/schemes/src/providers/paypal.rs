@@ -12,6 +12,7 @@ use crate::families::asymmetric::RsaMessage;
 use crate::families::{Asymmetric, At, Family, Rsa, RsaAlgorithm, RsaKey, Signature, Template, Timestamp};
 use crate::providers::{Identify, Preset};
 use crate::request::{Credentials, Request};
+use crate::time::unix_of_rfc3339;
 use crate::{Clock, Encoding, VerifyError};
 
 const ID: &str = "paypal-transmission-id";
@@ -80,67 +81,9 @@ fn message(req: &Request, creds: &Credentials, clock: Clock) -> Result<RsaMessag
     })
 }
 
-/// CRC-32 (IEEE 802.3, reflected, as zlib's `crc32`).
+/// CRC-32 (IEEE 802.3, as zlib's `crc32`), PayPal's checksum of the body.
 fn crc32(data: &[u8]) -> u32 {
-    let mut crc = !0u32;
-    for &byte in data {
-        crc ^= u32::from(byte);
-        for _ in 0..8 {
-            crc = if crc & 1 == 1 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
-        }
-    }
-    !crc
-}
-
-/// `2023-11-14T22:13:20Z` (fraction and a `±hh:mm` offset allowed) as unix seconds.
-fn unix_of_rfc3339(text: &str) -> Option<i64> {
-    let b = text.trim().as_bytes();
-    let num = |r: std::ops::Range<usize>| -> Option<i64> {
-        let part = b.get(r)?;
-        part.iter().all(u8::is_ascii_digit).then(|| std::str::from_utf8(part).ok()?.parse().ok())?
-    };
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') || b[13] != b':' || b[16] != b':' {
-        return None;
-    }
-    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 || second > 60 {
-        return None;
-    }
-    let mut rest = &b[19..];
-    if rest.first() == Some(&b'.') {
-        let digits = rest[1..].iter().take_while(|c| c.is_ascii_digit()).count();
-        if digits == 0 {
-            return None;
-        }
-        rest = &rest[1 + digits..];
-    }
-    let offset = match rest {
-        [b'Z' | b'z'] => 0,
-        [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2] => {
-            let digits = [*h1, *h2, *m1, *m2];
-            if !digits.iter().all(u8::is_ascii_digit) {
-                return None;
-            }
-            let v = |d: &[u8]| i64::from(d[0] - b'0') * 10 + i64::from(d[1] - b'0');
-            let secs = v(&digits[..2]) * 3600 + v(&digits[2..]) * 60;
-            if *sign == b'+' {
-                secs
-            } else {
-                -secs
-            }
-        }
-        _ => return None,
-    };
-    // Days from the civil date (Howard Hinnant's algorithm).
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Some(days * 86_400 + hour * 3600 + minute * 60 + second - offset)
+    crc32fast::hash(data)
 }
 
 #[cfg(test)]

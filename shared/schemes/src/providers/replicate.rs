@@ -5,30 +5,14 @@
 //! so the id is `webhook-id` (the same across retries) and the type the object's `status`. No handshake.
 //! <https://replicate.com/docs/topics/webhooks/verify-webhook>
 
-use http::HeaderName;
-
-use crate::families::{Family, Hmac, SecretEncoding, Signature, Template, Timestamp};
-use crate::providers::{Identify, Preset};
-use crate::{Algorithm, Encoding};
+use crate::families::SecretEncoding;
+use crate::providers::{Identify, Preset, StandardHeaders};
 
 pub(super) fn preset() -> Preset {
-    let family = Family::Hmac(Hmac {
-        signature: Signature::list("webhook-signature", ' ', "v1,", Encoding::Base64),
-        signed: Template::of("{header:webhook-id}.{timestamp}.{body}"),
-        algorithm: Algorithm::Sha256,
-        timestamp: Some(Timestamp::header("webhook-timestamp")),
-        secret: SecretEncoding::Whsec,
-    });
-    Preset {
-        tolerance_secs: Some(300),
-        kept: vec![
-            HeaderName::from_static("webhook-id"),
-            HeaderName::from_static("webhook-timestamp"),
-        ],
-        ..Preset::new(
-            "replicate",
-            family,
-            Identify::at("header:webhook-id", Some("json:/status")),
-        )
-    }
+    Preset::standard_webhooks(
+        "replicate",
+        StandardHeaders::Webhook,
+        SecretEncoding::Whsec,
+        Identify::at("header:webhook-id", Some("json:/status")),
+    )
 }

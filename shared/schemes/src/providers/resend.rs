@@ -3,26 +3,14 @@
 //! the Resend SDK's). The id is `svix-id`, the type the body's `type` (`email.delivered`, ...). No handshake.
 //! <https://resend.com/docs/webhooks/verify-webhooks-requests>
 
-use http::HeaderName;
-
-use crate::families::{Family, Hmac, SecretEncoding, Signature, Template, Timestamp};
-use crate::providers::{Identify, Preset};
-use crate::{Algorithm, Encoding};
+use crate::families::SecretEncoding;
+use crate::providers::{Identify, Preset, StandardHeaders};
 
 pub(super) fn preset() -> Preset {
-    let family = Family::Hmac(Hmac {
-        signature: Signature::list("svix-signature", ' ', "v1,", Encoding::Base64),
-        signed: Template::of("{header:svix-id}.{timestamp}.{body}"),
-        algorithm: Algorithm::Sha256,
-        timestamp: Some(Timestamp::header("svix-timestamp")),
-        secret: SecretEncoding::Whsec,
-    });
-    Preset {
-        tolerance_secs: Some(300),
-        kept: vec![
-            HeaderName::from_static("svix-id"),
-            HeaderName::from_static("svix-timestamp"),
-        ],
-        ..Preset::new("resend", family, Identify::at("header:svix-id", Some("json:/type")))
-    }
+    Preset::standard_webhooks(
+        "resend",
+        StandardHeaders::Svix,
+        SecretEncoding::Whsec,
+        Identify::at("header:svix-id", Some("json:/type")),
+    )
 }

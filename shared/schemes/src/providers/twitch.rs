@@ -11,6 +11,7 @@ use http::HeaderName;
 use serde_json::value::RawValue;
 
 use crate::families::{Custom, Family, Signer};
+use crate::time::unix_of_rfc3339;
 use crate::providers::{raw_at, Identify, Preset, MAX_BATCH_ITEMS};
 use crate::request::{Answer, Credentials, Identified, Item, Request, Signed};
 use crate::{
@@ -26,87 +27,9 @@ const SUBSCRIPTION_TYPE: &str = "twitch-eventsub-subscription-type";
 const SUBSCRIPTION_VERSION: &str = "twitch-eventsub-subscription-version";
 const PREFIX: &str = "sha256=";
 
-/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's `days_from_civil`).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// The date of a day count since 1970-01-01 (`civil_from_days`).
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    (yoe + era * 400 + i64::from(month <= 2), month, day)
-}
-
-/// The unix second of an RFC 3339 date-time (`2023-11-14T22:13:20.123456789Z`, or with a `+hh:mm` offset); the
-/// fraction is dropped. `None` if it is not one.
-fn unix_of_rfc3339(text: &str) -> Option<i64> {
-    let b = text.as_bytes();
-    let num = |range: std::ops::Range<usize>| -> Option<i64> {
-        let part = b.get(range)?;
-        if part.is_empty() || !part.iter().all(u8::is_ascii_digit) {
-            return None;
-        }
-        std::str::from_utf8(part).ok()?.parse().ok()
-    };
-    let sep = |i: usize, want: &[u8]| b.get(i).is_some_and(|c| want.contains(c));
-    if !(sep(4, b"-") && sep(7, b"-") && sep(10, b"Tt ") && sep(13, b":") && sep(16, b":")) {
-        return None;
-    }
-    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 || second > 60 {
-        return None;
-    }
-    let mut i = 19;
-    if sep(i, b".") {
-        i += 1;
-        let start = i;
-        while b.get(i).is_some_and(u8::is_ascii_digit) {
-            i += 1;
-        }
-        if i == start {
-            return None;
-        }
-    }
-    let offset = match b.get(i)? {
-        b'Z' | b'z' if i + 1 == b.len() => 0,
-        sign @ (b'+' | b'-') if i + 6 == b.len() && sep(i + 3, b":") => {
-            let minutes = num(i + 1..i + 3)? * 60 + num(i + 4..i + 6)?;
-            if *sign == b'+' {
-                minutes * 60
-            } else {
-                -minutes * 60
-            }
-        }
-        _ => return None,
-    };
-    let days = days_from_civil(year, month, day);
-    Some(days * 86_400 + hour * 3600 + minute * 60 + second - offset)
-}
-
 /// `now_unix` as Twitch writes it: RFC 3339, UTC, nanoseconds.
 fn rfc3339_of_unix(now_unix: i64) -> String {
-    let (days, secs) = (now_unix.div_euclid(86_400), now_unix.rem_euclid(86_400));
-    let (year, month, day) = civil_from_days(days);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.000000000Z",
-        secs / 3600,
-        secs / 60 % 60,
-        secs % 60
-    )
+    crate::time::rfc3339_utc_with(now_unix, ".000000000")
 }
 
 fn verify(creds: &Credentials, req: &Request, clock: Clock) -> Result<(), VerifyError> {

@@ -6,12 +6,11 @@
 //! <https://developer.xero.com/documentation/webhooks/configuring-your-server>
 
 use serde_json::value::RawValue;
-use sha2::Digest as _;
 
 use crate::families::{Family, Hmac, Signature};
-use crate::providers::{raw_at, Example, Identify, Preset, MAX_BATCH_ITEMS};
-use crate::request::{Answer, Credentials, Identified, Item, Request};
-use crate::{Algorithm, Encoding, IdError, Identity};
+use crate::providers::{Example, Identify, Preset, elements, hashed_items};
+use crate::request::{Answer, Credentials, Identified, Request};
+use crate::{Algorithm, Encoding, IdError};
 
 pub(super) fn preset() -> Preset {
     let family = Family::Hmac(Hmac::of_body(
@@ -33,10 +32,7 @@ pub(super) fn preset() -> Preset {
 
 /// The `events` array's elements, their bytes as sent.
 fn events(body: &[u8]) -> Result<Vec<&RawValue>, IdError> {
-    let text = std::str::from_utf8(body).map_err(|_| IdError::MalformedBody)?;
-    let root: &RawValue = serde_json::from_str(text).map_err(|_| IdError::MalformedBody)?;
-    let array = raw_at(root, "/events").ok_or_else(|| IdError::Missing("json /events".to_owned()))?;
-    serde_json::from_str(array.get()).map_err(|_| IdError::Missing("json /events (an array)".to_owned()))
+    elements(body, "/events")
 }
 
 /// Intent to receive (and any delivery without events): 200 with no body, nothing stored.
@@ -50,30 +46,11 @@ fn no_body(_: &Request) -> Answer {
 }
 
 fn identify(req: &Request) -> Result<Identified, IdError> {
-    let events = events(req.body)?;
-    if events.is_empty() {
-        return Err(IdError::Missing("json /events holds no events".to_owned()));
-    }
-    if events.len() > MAX_BATCH_ITEMS {
-        return Err(IdError::Invalid(format!("more than {MAX_BATCH_ITEMS} events in one delivery")));
-    }
-    events
-        .into_iter()
-        .map(|raw| {
-            let event: serde_json::Value = serde_json::from_str(raw.get()).map_err(|_| IdError::MalformedBody)?;
-            let field = |name: &str| event.get(name).and_then(serde_json::Value::as_str);
-            let event_type = match (field("eventCategory"), field("eventType")) {
-                (Some(category), Some(kind)) => Some(format!("{category}.{kind}")),
-                _ => None,
-            };
-            Ok(Item {
-                identity: Identity {
-                    event_id: hex::encode(sha2::Sha256::digest(raw.get().as_bytes())),
-                    event_type,
-                },
-                payload: raw.get().as_bytes().to_vec(),
-            })
-        })
-        .collect::<Result<_, _>>()
-        .map(Identified::Batch)
+    hashed_items(events(req.body)?, |event| {
+        let field = |name: &str| event.get(name).and_then(serde_json::Value::as_str);
+        match (field("eventCategory"), field("eventType")) {
+            (Some(category), Some(kind)) => Some(format!("{category}.{kind}")),
+            _ => None,
+        }
+    })
 }

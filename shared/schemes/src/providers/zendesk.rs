@@ -7,7 +7,7 @@
 
 use http::HeaderName;
 
-use super::r#box::{rfc3339_utc, unix_of_rfc3339};
+use crate::time::{rfc3339_utc, unix_of_rfc3339};
 use crate::families::{Custom, Family, Signer};
 use crate::providers::{Identify, Preset};
 use crate::request::{Credentials, Request, Signed};

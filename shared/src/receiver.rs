@@ -184,7 +184,13 @@ async fn receive(
             Ok(response) => response,
             Err(reject) => {
                 rejected(&r, source.index, source.name.as_str(), reject.reason());
-                reject.into_response()
+                match reject {
+                    // A provider that checks a refusal has no body (Xero) gets none.
+                    Rejection::Signature(_) if source.scheme.bare_refusals() => {
+                        StatusCode::UNAUTHORIZED.into_response()
+                    }
+                    reject => reject.into_response(),
+                }
             }
         }
     }
@@ -674,6 +680,10 @@ async fn accept_batch(
         );
     }
     let keys: Vec<EventKey> = events.iter().map(|e| e.key.clone()).collect();
+    let hashes: std::collections::HashMap<EventKey, String> = events
+        .iter()
+        .map(|e| (e.key.clone(), e.payload_sha256.clone()))
+        .collect();
     let ledger = r.ledger.clone();
     let created = tokio::spawn(async move {
         let created = ledger.create_batch(events).await;
@@ -697,10 +707,23 @@ async fn accept_batch(
                 enqueue(r, source, key).await;
                 outcomes.push(json!({"event_id": key.event_id, "status": "accepted"}));
             }
-            Created::Duplicate { status, since, .. } => {
+            Created::Duplicate {
+                event_id,
+                status,
+                since,
+                payload_sha256: first,
+                origin,
+            } => {
                 r.metrics.duplicate(source.index);
-                r.health
-                    .seen(source.index, Seen::Duplicate { key, mismatch: false });
+                // The same item sent again with other bytes: the sender broke its contract; the first stands.
+                let mismatch =
+                    origin == Origin::Webhook && event_id == key.event_id && hashes.get(key) != Some(&first);
+                if mismatch {
+                    r.metrics.payload_mismatch(source.index);
+                    tracing::warn!(event_id = %key.event_id, first_sha256 = %first,
+                        "a batch item already stored with a different payload: the first payload stands");
+                }
+                r.health.seen(source.index, Seen::Duplicate { key, mismatch });
                 if r.intake == Intake::WriteThenEnqueue
                     && status == Status::Received
                     && now_ms().saturating_sub(since) >= ms(r.resend_grace)

@@ -393,6 +393,23 @@ async fn a_batch_is_stored_whole_or_not_at_all_across_a_crash_and_a_retry_comple
         "a retried batch ran again: {again:?}"
     );
 
+    // The same ids, one item's bytes changed: still duplicates, the first payload stands, and it is counted.
+    let mut changed: Value = serde_json::from_str(&body).expect("the batch");
+    changed["events"][0]["n"] = json!(999);
+    let (_, redone) = post_batch(&app, &changed.to_string()).await;
+    let redone = redone["events"].as_array().expect("outcomes").clone();
+    assert!(redone.iter().all(|o| o["status"] == "duplicate"), "{redone:?}");
+    let metrics = get(&client(), &format!("{}/metrics", app.url())).await.text;
+    assert!(
+        metrics.contains("inbox_payload_mismatch_total{source=\"batch\"} 1"),
+        "one item sent again with other bytes is one mismatch:\n{}",
+        metrics
+            .lines()
+            .filter(|l| l.contains("mismatch"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+
     let mut more = ids.clone();
     more.extend((50..60).map(|i| format!("{run}-{i:02}")));
     let (_, mixed) = post_batch(&app, &batch_body(&more)).await;

@@ -462,6 +462,11 @@ impl Scheme {
         }
     }
 
+    /// Whether a refused signature is answered with no body (the provider checks the answer is empty).
+    pub fn bare_refusals(&self) -> bool {
+        self.preset().is_some_and(|p| p.bare_refusals)
+    }
+
     /// Whether the provider sends `GET` requests (handshakes only): the route exists for such sources only.
     pub fn accepts_get(&self) -> bool {
         self.preset().is_some_and(|p| p.get)

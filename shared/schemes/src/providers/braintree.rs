@@ -11,7 +11,7 @@ use http::{HeaderName, Method};
 use sha1::{Digest as _, Sha1};
 
 use crate::families::{Custom, Family, Signer};
-use crate::providers::{Identify, Preset};
+use crate::providers::{Example, Identify, Preset};
 use crate::request::{Answer, Credentials, Identified, Request, Signed};
 use crate::{decode, mac, valid_id, verify_mac, Algorithm, Clock, Encoding, IdError, Identity, Key, VerifyError, BASE64};
 
@@ -26,6 +26,12 @@ pub(super) fn preset() -> Preset {
     Preset {
         before: Some(challenge),
         get: true,
+        // The notification's XML, which the signer encodes into `bt_payload` as Braintree does.
+        example: Some(Example {
+            body: r#"<notification><kind>{type}</kind><timestamp type="datetime">2026-01-01T00:00:00Z</timestamp><subject><subscription><id>{id}</id></subscription></subject></notification>"#,
+            content_type: "application/xml",
+            headers: &[],
+        }),
         ..Preset::new("braintree", family, Identify::Custom(identify))
     }
 }
@@ -50,6 +56,16 @@ fn verify(creds: &Credentials, req: &Request, _clock: Clock) -> Result<(), Verif
     let payload = req
         .form("bt_payload")
         .ok_or_else(|| VerifyError::MissingHeader("form bt_payload".to_owned()))?;
+    // A notification is base64 of XML (`<`, so `PD…`); the challenge answer signs hex digits with the same key,
+    // so a payload that is not XML would let anyone who asked for a challenge answer sign one.
+    let packed: Vec<u8> = payload.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
+    let xml = BASE64
+        .decode(&packed)
+        .ok()
+        .is_some_and(|x| x.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'<'));
+    if !xml {
+        return Err(crate::malformed(&PLACE, "bt_payload is not a notification"));
+    }
     let pairs: Vec<(&str, Vec<u8>)> = signature
         .split('&')
         .filter_map(|pair| {

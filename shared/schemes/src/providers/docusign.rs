@@ -82,7 +82,13 @@ fn identify(req: &Request) -> Result<Identified, IdError> {
     let generated =
         text("/generatedDateTime").ok_or_else(|| IdError::Missing("json /generatedDateTime".to_owned()))?;
     let envelope = text("/data/envelopeId").unwrap_or_default();
-    let event_id = valid_id("json /data/envelopeId:/event:/generatedDateTime", format!("{envelope}:{event}:{generated}"))?;
+    // Recipient events of parallel recipients can be generated at one instant: their recipient tells them apart
+    // (and stays the same across retries).
+    let recipient = text("/data/recipientId").map(|r| format!(":{r}")).unwrap_or_default();
+    let event_id = valid_id(
+        "json /data/envelopeId:/event:/generatedDateTime",
+        format!("{envelope}:{event}:{generated}{recipient}"),
+    )?;
     Ok(Identified::One(Identity {
         event_id,
         event_type: Some(event.to_owned()),

@@ -42,10 +42,13 @@ pub(super) fn preset() -> Preset {
 /// What Gitea signs: the body, or for a form body its `payload` field decoded.
 fn payload<'a>(req: &Request<'a>) -> Result<Cow<'a, [u8]>, VerifyError> {
     if req.is_form() {
-        let field = req
-            .form("payload")
-            .ok_or_else(|| VerifyError::MalformedHeader("form payload (missing)".to_owned()))?;
-        Ok(Cow::Owned(field.into_bytes()))
+        // Gitea sends one field, `payload`: a second would be stored and forwarded beside the signed one, and a
+        // consumer reading the last value would act on what nobody signed.
+        let mut fields = req.form_fields().unwrap_or_default();
+        if fields.len() != 1 || fields[0].0 != "payload" {
+            return Err(VerifyError::MalformedHeader("form (exactly one field, payload)".to_owned()));
+        }
+        Ok(Cow::Owned(fields.remove(0).1.into_bytes()))
     } else {
         Ok(Cow::Borrowed(req.body))
     }

@@ -2,7 +2,8 @@
 //! `signature` object's own fields) with the webhook signing key; a subaccount's event adds `parent-signature`,
 //! the same with the parent account's key, and either may match. The event itself is not signed. The timestamp
 //! check is optional in Mailgun's docs ("not too aggressive"): 15 minutes, the default of Mailgun's own SDK. The
-//! id is `event-data.id`, the type `event-data.event`. No handshake.
+//! id is `event-data.id` with `event-data.timestamp` (Mailgun keeps an id unique within a day only, and retention
+//! is longer), the type `event-data.event`. No handshake.
 //! <https://documentation.mailgun.com/docs/mailgun/user-manual/webhooks/securing-webhooks>
 
 use http::HeaderName;
@@ -10,8 +11,8 @@ use sha2::{Digest, Sha256};
 
 use crate::families::{Custom, Family, Signer};
 use crate::providers::{Identify, Preset};
-use crate::request::{Credentials, Request, Signed};
-use crate::{decode, mac, verify_mac, Algorithm, Clock, Encoding, Identity, VerifyError};
+use crate::request::{Credentials, Identified, Request, Signed};
+use crate::{decode, mac, verify_mac, Algorithm, Clock, Encoding, IdError, Identity, VerifyError};
 
 pub(super) fn preset() -> Preset {
     let family = Family::Custom(Custom {
@@ -24,7 +25,7 @@ pub(super) fn preset() -> Preset {
         ..Preset::new(
             "mailgun",
             family,
-            Identify::at("json:/event-data/id", Some("json:/event-data/event")),
+            Identify::Custom(identify),
         )
     }
 }
@@ -105,3 +106,20 @@ fn sign(signer: &Signer, _: &Credentials, req: &Request, _: &Identity, now_unix:
         body: Some(serde_json::Value::Object(body).to_string().into_bytes()),
     }
 }
+/// `event-data.id:event-data.timestamp`: both stay the same across Mailgun's retries, and together they do not
+/// repeat (an id alone is unique within a day).
+fn identify(req: &Request) -> Result<Identified, IdError> {
+    let found = crate::json::at_pointers(req.body, &["/event-data/id", "/event-data/timestamp", "/event-data/event"])
+        .map_err(|_| IdError::MalformedBody)?;
+    let text = |i: usize| match found.get(i).cloned().flatten() {
+        Some(crate::json::Leaf::String(s) | crate::json::Leaf::Number(s)) if !s.is_empty() => Some(s),
+        _ => None,
+    };
+    let id = text(0).ok_or_else(|| IdError::Missing("json /event-data/id".to_owned()))?;
+    let event_id = match text(1) {
+        Some(ts) => crate::valid_id("json /event-data/id:/event-data/timestamp", format!("{id}:{ts}"))?,
+        None => crate::valid_id("json /event-data/id", id)?,
+    };
+    Ok(Identified::One(Identity { event_id, event_type: text(2) }))
+}
+

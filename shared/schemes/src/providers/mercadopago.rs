@@ -80,10 +80,14 @@ fn verify(creds: &Credentials, req: &Request, clock: Clock) -> Result<(), Verify
 /// The body is not signed, only the query's `data.id`: a body that names another resource (or is not JSON) is
 /// refused, so a captured signature cannot carry someone else's body.
 fn bound_to_signed_id(req: &Request) -> Result<(), VerifyError> {
-    let Some(signed) = data_id(req) else {
-        return Ok(());
-    };
     let found = crate::json::at_pointers(req.body, &["/data/id"]).map_err(|_| VerifyError::Mismatch)?;
+    let Some(signed) = data_id(req) else {
+        // Nothing of the body is signed then: a body that names a resource is refused, not taken on trust.
+        return match found.into_iter().next().flatten() {
+            Some(_) => Err(VerifyError::Mismatch),
+            None => Ok(()),
+        };
+    };
     match found.into_iter().next().flatten() {
         Some(Leaf::String(id) | Leaf::Number(id)) if id.trim().eq_ignore_ascii_case(&signed) => Ok(()),
         _ => Err(VerifyError::Mismatch),

@@ -43,6 +43,8 @@ pub struct Preset {
     pub needs_url: bool,
     /// Whether a `GET` handshake carries a token the source must configure (`verify_token`).
     pub needs_verify_token: bool,
+    /// Whether a refused signature is answered 401 with no body (Xero's "intent to receive" wants exactly that).
+    pub bare_refusals: bool,
     /// A delivery as the provider would send it, for `inbox send` and the tests, where the generic sample (the
     /// id and type where the locators say) is not one: a provider whose events are found its own way.
     pub example: Option<Example>,
@@ -74,6 +76,7 @@ impl Preset {
             resendable: false,
             needs_url: false,
             needs_verify_token: false,
+            bare_refusals: false,
             example: None,
         }
     }
@@ -167,8 +170,9 @@ pub struct Batch {
     pub event_type: Option<&'static str>,
 }
 
-/// Items in one delivery at most: more is refused as malformed (the store writes a batch in one transaction).
-pub const MAX_BATCH_ITEMS: usize = 1000;
+/// Items in one delivery at most: more is refused as malformed. Azure Event Grid batches up to 5,000 events; the
+/// stores write a batch in one transaction (DynamoDB in transactions of 100 before the one answer).
+pub const MAX_BATCH_ITEMS: usize = 5000;
 
 impl Batch {
     pub fn split(&self, req: &Request) -> Result<Identified, IdError> {
@@ -208,7 +212,15 @@ impl Batch {
                 _ => None,
             };
             let place = format!("item {i}: json {}", self.id);
-            let event_id = crate::valid_id(&place, text_at(self.id).ok_or(IdError::Missing(place.clone()))?)?;
+            // An item without its id is still a verified event: its id is the hash of its bytes (what the
+            // provider signed of it), rather than the whole delivery refused, retried and in the end dropped.
+            let event_id = match text_at(self.id) {
+                Some(id) => crate::valid_id(&place, id)?,
+                None => {
+                    use sha2::Digest as _;
+                    hex::encode(sha2::Sha256::digest(event.get().as_bytes()))
+                }
+            };
             let event_type = self.event_type.and_then(text_at).filter(|t| !t.is_empty());
             items.push(Item {
                 identity: Identity { event_id, event_type },

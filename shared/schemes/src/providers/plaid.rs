@@ -1,8 +1,9 @@
 //! Plaid: `Plaid-Verification` is a JWT, ES256 only, whose `kid` names the key that
 //! `POST /webhook_verification_key/get` returns (a JWK; the receiver fetches it with the source's
 //! `client_id:secret`, or `public_key` pins a JWK set); its claims are `iat` (refused when older than 5 minutes)
-//! and `request_body_sha256`, the hex SHA-256 of the raw body. Plaid sends no event id: the id is that hash (the
-//! hash of what it signs); the type is `webhook_type.webhook_code`. No handshake.
+//! and `request_body_sha256`, the hex SHA-256 of the raw body. Plaid sends no event id: the id is the hash of the
+//! token (all that it signs, body and time: identical bodies are distinct events); the type is
+//! `webhook_type.webhook_code`. No handshake.
 //! <https://plaid.com/docs/api/webhooks/webhook-verification/>
 
 use http::HeaderName;
@@ -50,8 +51,15 @@ fn identify(req: &Request) -> Result<Identified, IdError> {
         (Some(t), Some(code)) => Some(format!("{t}.{code}")),
         (t, code) => t.or(code).map(str::to_owned),
     };
+    // Plaid sends no id, and its bodies repeat byte for byte (every SYNC_UPDATES_AVAILABLE of an item after the
+    // first): the id is the hash of the whole signed token, which binds the body and its own `iat`, so each
+    // delivery is its own event. A retry Plaid signs anew (it must: `iat` ages out in 5 minutes) then runs again,
+    // which Plaid tells integrators to expect; a repeat is never lost as a duplicate.
+    let token = req
+        .header("plaid-verification")
+        .ok_or_else(|| IdError::Missing("header plaid-verification".to_owned()))?;
     Ok(Identified::One(Identity {
-        event_id: hex::encode(Sha256::digest(req.body)),
+        event_id: hex::encode(Sha256::digest(token.trim().as_bytes())),
         event_type,
     }))
 }

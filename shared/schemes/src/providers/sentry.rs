@@ -10,7 +10,9 @@ use crate::families::{Family, Hmac, Signature};
 use crate::json::{at_pointers, Leaf};
 use crate::providers::{Example, Identify, Preset};
 use crate::request::{Identified, Request};
-use crate::{id_from_header, type_from_header, Algorithm, Encoding, IdError, Identity};
+use sha2::Digest as _;
+
+use crate::{type_from_header, Algorithm, Encoding, IdError, Identity};
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("request-id");
 const RESOURCE: HeaderName = HeaderName::from_static("sentry-hook-resource");
@@ -27,7 +29,8 @@ pub(super) fn preset() -> Preset {
             HeaderName::from_static("sentry-hook-timestamp"),
         ],
         // The id is an unsigned header and no timestamp is signed.
-        resendable: true,
+        // The id is the hash of what Sentry signs: a resend under a fresh id cannot be.
+        resendable: false,
         // An issue created: the id is `Request-ID`, the type `Sentry-Hook-Resource` and `action`.
         example: Some(Example {
             body: r#"{"action":"created","installation":{"uuid":"7a485448-a9e2-4c85-8a3c-4f44175783c9"},"data":{"issue":{"id":"1170820242","shortId":"PYTHON-Z","title":"ZeroDivisionError: division by zero","culprit":"app.views in index","level":"error","status":"unresolved","platform":"python","project":{"id":"1","name":"python","slug":"python"},"web_url":"https://sentry.io/organizations/acme/issues/1170820242/"}},"actor":{"type":"application","id":"sentry","name":"Sentry"}}"#,
@@ -42,8 +45,11 @@ pub(super) fn preset() -> Preset {
     }
 }
 
+/// The id is the hex SHA-256 of the body, what Sentry signs: Sentry makes a new `Request-ID` for every attempt of one
+/// event (its task retries `send_webhooks`, which builds the headers anew), so that id would run a retried event
+/// twice. `Request-ID` is kept with the event.
 fn identify(req: &Request) -> Result<Identified, IdError> {
-    let event_id = id_from_header(req.headers, &REQUEST_ID)?;
+    let event_id = hex::encode(sha2::Sha256::digest(req.body));
     let resource = type_from_header(req.headers, &RESOURCE)?;
     let action = match at_pointers(req.body, &["/action"]) {
         Ok(mut found) => match found.pop().flatten() {

@@ -8,8 +8,8 @@
 use crate::families::jwt::{BodyHash, Jwt, JwtKey};
 use crate::families::Family;
 use crate::providers::{Identify, Preset};
-use crate::request::{Identified, Request};
-use crate::{IdError, Identity};
+use crate::request::{Answer, Credentials, Identified, Request};
+use crate::{IdError, Identity, VerifyError};
 
 /// How old `iat` may be (and how far ahead): 300 s, the receiver's default, as Vonage names none.
 const MAX_AGE_SECS: u64 = 300;
@@ -41,7 +41,15 @@ pub(super) fn preset() -> Preset {
         max_age_secs: Some(MAX_AGE_SECS),
     });
     Preset {
+        before: Some(unsigned_callback),
         tolerance_secs: Some(MAX_AGE_SECS),
         ..Preset::new("vonage", family, Identify::Custom(identify))
     }
+}
+
+/// Vonage documents that in a rare internal error it sends a callback unsigned, and retries it when answered 5xx:
+/// such a request is answered 503, never stored, so the signed retry is the one kept.
+fn unsigned_callback(req: &Request, _: &Credentials) -> Option<Result<Answer, VerifyError>> {
+    (*req.method == http::Method::POST && !req.headers.contains_key(http::header::AUTHORIZATION))
+        .then(|| Ok(Answer::empty(503)))
 }

@@ -7,9 +7,9 @@
 use http::HeaderName;
 
 use crate::families::{Family, Hmac, Signature};
-use crate::providers::{Identify, Preset};
-use crate::request::{Answer, Credentials, Request};
-use crate::{Algorithm, Encoding, VerifyError};
+use crate::providers::{Example, Identify, Preset};
+use crate::request::{Answer, Credentials, Identified, Request};
+use crate::{Algorithm, Encoding, IdError, Identity, VerifyError};
 
 const SIGNATURE: &str = "x-wc-webhook-signature";
 
@@ -33,14 +33,12 @@ pub(super) fn preset() -> Preset {
         before: Some(ping),
         // The signature covers the body but not the delivery id, a header of its own.
         resendable: true,
-        ..Preset::new(
-            "woocommerce",
-            family,
-            Identify::at(
-                "header:x-wc-webhook-delivery-id",
-                Some("header:x-wc-webhook-topic"),
-            ),
-        )
+        example: Some(Example {
+            body: r#"{"id":4711,"status":"processing","currency":"EUR","total":"27.00","note":"{id}"}"#,
+            content_type: "application/json",
+            headers: &[("x-wc-webhook-delivery-id", "{id}"), ("x-wc-webhook-topic", "{type}")],
+        }),
+        ..Preset::new("woocommerce", family, Identify::Custom(identify))
     }
 }
 
@@ -53,6 +51,17 @@ fn ping(req: &Request, _: &Credentials) -> Option<Result<Answer, VerifyError>> {
     let id = req.body.strip_prefix(b"webhook_id=")?;
     let digits = !id.is_empty() && id.len() <= 20 && id.iter().all(u8::is_ascii_digit);
     digits.then(|| Ok(Answer::empty(200)))
+}
+
+/// WooCommerce's delivery id is `wp_hash(webhook id . time())`: two deliveries of one webhook in the same second
+/// share it, so the id is that and the hex SHA-256 of the body together (WooCommerce does not retry a delivery, so
+/// nothing needs it to stay the same across attempts). The type is the topic.
+fn identify(req: &Request) -> Result<Identified, IdError> {
+    use sha2::Digest as _;
+    let delivery = crate::id_from_header(req.headers, &HeaderName::from_static("x-wc-webhook-delivery-id"))?;
+    let event_type = crate::type_from_header(req.headers, &HeaderName::from_static("x-wc-webhook-topic"))?;
+    let event_id = format!("{delivery}:{}", hex::encode(sha2::Sha256::digest(req.body)));
+    Ok(Identified::One(Identity { event_id, event_type }))
 }
 
 #[cfg(test)]

@@ -26,6 +26,8 @@ pub(super) fn preset() -> Preset {
             content_type: "application/json; charset=utf-8",
             headers: &[],
         }),
+        // Xero's intent to receive wants a 401 with no body for a wrong signature, as every answer has none.
+        bare_refusals: true,
         ..Preset::new("xero", family, Identify::Custom(identify))
     }
 }

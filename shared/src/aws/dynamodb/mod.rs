@@ -32,6 +32,10 @@
 
 /// Actions in one `TransactWriteItems` at most (DynamoDB's limit).
 const TRANSACTION_ITEMS: usize = 100;
+/// Bytes in one `TransactWriteItems` at most: DynamoDB's 4 MB, less a margin for what the count below leaves out.
+const TRANSACTION_BYTES: usize = 3_500_000;
+/// What an item holds beside its body, counted generously (keys, hash, headers, times).
+const ITEM_OVERHEAD: usize = 4096;
 
 mod expressions;
 mod index;
@@ -528,8 +532,19 @@ impl Ledger for DynamoLedger {
     async fn create_batch(&self, events: Vec<NewEvent>) -> Result<Vec<Created>, StoreError> {
         let now = now_ms();
         let mut answers = Vec::with_capacity(events.len());
-        for chunk in events.chunks(TRANSACTION_ITEMS) {
-            answers.extend(self.create_together(chunk, now).await?);
+        // A transaction holds 100 items and 4 MB: each item is counted at its uncompressed body (an upper bound of
+        // what it stores inline; a body over the inline limit goes to S3 and leaves a key) and a margin.
+        let (mut start, mut bytes) = (0, 0);
+        for (i, event) in events.iter().enumerate() {
+            let size = event.payload.len().min(self.inline_limit) + ITEM_OVERHEAD;
+            if i > start && (i - start == TRANSACTION_ITEMS || bytes + size > TRANSACTION_BYTES) {
+                answers.extend(self.create_together(&events[start..i], now).await?);
+                (start, bytes) = (i, 0);
+            }
+            bytes += size;
+        }
+        if start < events.len() {
+            answers.extend(self.create_together(&events[start..], now).await?);
         }
         Ok(answers)
     }

@@ -567,7 +567,8 @@ function sentry() {
     ],
     body,
     now: NOW,
-    expect: { kind: "event", event_id: requestId, event_type: type },
+    // Sentry makes a new Request-ID for every attempt: the id is the SHA-256 of what it signs, the body.
+    expect: { kind: "event", event_id: crypto.createHash("sha256").update(body).digest("hex"), event_type: type },
   });
   const cases = [
     mk("issue.created", issue, "issue", "5d9c0e1f2a3b4c5d8e6f7a8b9c0d1e2f", "issue.created"),
@@ -585,7 +586,7 @@ function sentry() {
     signs_timestamp: false,
     tolerance_secs: 300,
     notes:
-      "Sentry-Hook-Signature = hex HMAC-SHA256(integration client secret, raw body); Sentry serialises compact JSON. Sentry-Hook-Timestamp (unix seconds) is sent but not signed, so it is not checked. Id: Request-ID. Type: {Sentry-Hook-Resource}.{action}. The installation webhook is an ordinary event (no answer required).",
+      "Sentry-Hook-Signature = hex HMAC-SHA256(integration client secret, raw body); Sentry serialises compact JSON. Sentry-Hook-Timestamp (unix seconds) is sent but not signed, so it is not checked. Id: the SHA-256 of the body (Sentry makes a new Request-ID for every attempt). Type: {Sentry-Hook-Resource}.{action}. The installation webhook is an ordinary event (no answer required).",
     cases,
   });
 }

@@ -446,7 +446,7 @@ def docusign():
                       [("content-type", "application/json"), ("x-authorization-digest", "HMACSHA256"),
                        ("x-docusign-signature-1", b64(hmac_sha256(old, b2.encode()))),
                        ("x-docusign-signature-2", b64(hmac_sha256(key, b2.encode())))],
-                      b2, event("%s:recipient-completed:2023-11-14T22:13:18.1230000Z" % e2, "recipient-completed")))
+                      b2, event("%s:recipient-completed:2023-11-14T22:13:18.1230000Z:1" % e2, "recipient-completed")))
     write({
         "provider": "docusign",
         "made_by": "docs",
@@ -459,7 +459,8 @@ def docusign():
         "notes": ("X-DocuSign-Signature-N (N = 1..100, one header per active Connect HMAC key) = base64(HMAC-SHA256(key "
                   "as UTF-8, raw body)); any header may match any configured key; x-authorization-digest names "
                   "HMACSHA256. No timestamp is signed. JSON SIM body; no event id, and retryCount in the body "
-                  "changes per retry, so id = data.envelopeId:event:generatedDateTime (as strings); type = event."),
+                  "changes per retry, so id = data.envelopeId:event:generatedDateTime (as strings), and :data.recipientId where "
+                  "there is one (parallel recipients' events can share the instant); type = event."),
         "cases": cases,
     })
 

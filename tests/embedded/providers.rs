@@ -154,6 +154,11 @@ secrets = ["env:META_SECRET"]
 verify_token = "env:META_VERIFY"
 {HANDLER}
 
+[sources.xero]
+scheme = "xero"
+secrets = ["env:XERO_KEY"]
+{HANDLER}
+
 [sources.batch]
 scheme = "hmac"
 secrets = ["env:BATCH_SECRET"]
@@ -177,6 +182,7 @@ const ENV: &[(&str, &str)] = &[
     ("META_SECRET", "meta-app-secret"),
     ("META_VERIFY", "meta-verify-token"),
     ("BATCH_SECRET", "batch-test-secret"),
+    ("XERO_KEY", "xero-webhooks-key"),
 ];
 
 /// GIVEN a source of every family (hmac, token, ed25519, ecdsa, rsa, jwt) configured field by field, and a named
@@ -323,6 +329,48 @@ async fn get_handshakes_are_answered_only_where_the_provider_sends_them_and_stor
     eprintln!(
         "meta GET: {} {:?}; wrong token: {}; paddle GET: {}",
         ok.status, ok.text, wrong.status, other.status
+    );
+}
+
+/// GIVEN a Xero source and a Vonage source
+/// WHEN Xero's intent-to-receive check sends a wrong signature, and Vonage sends its documented unsigned callback
+/// THEN Xero gets a 401 with no body (its check wants exactly that) and Vonage a 503 (it sends it again, signed);
+/// nothing is stored.
+#[tokio::test(flavor = "multi_thread")]
+async fn providers_get_the_refusals_they_document() {
+    let app = spawn_app(&config(), ENV);
+    let client = client();
+    let xero = post(
+        &client,
+        &app.webhook_url("xero"),
+        r#"{"events":[],"firstEventSequence":0,"lastEventSequence":0,"entropy":"S0m3r4Nd0mt3xt"}"#,
+        &[(
+            "x-xero-signature".parse().expect("name"),
+            "bm90IGEgc2lnbmF0dXJl".parse().expect("value"),
+        )],
+    )
+    .await;
+    assert_eq!(
+        (xero.status, xero.text.as_str()),
+        (401, ""),
+        "Xero's refusal has no body"
+    );
+    let vonage = post(
+        &client,
+        &app.webhook_url("vonage"),
+        r#"{"message_uuid":"m-1","status":"delivered"}"#,
+        &[],
+    )
+    .await;
+    assert_eq!(
+        vonage.status, 503,
+        "an unsigned Vonage callback is asked for again: {}",
+        vonage.text
+    );
+    assert!(app.events().is_empty(), "a refusal stored something");
+    eprintln!(
+        "xero wrong signature: {} {:?}; vonage unsigned: {}",
+        xero.status, xero.text, vonage.status
     );
 }
 

@@ -70,6 +70,7 @@ pub async fn run(
         uri: &uri,
         headers: &headers,
         body: &body,
+        received_ms: 0,
     };
     let signed = src
         .scheme

@@ -409,6 +409,7 @@ async fn accept(
         uri,
         headers,
         body: &body,
+        received_ms: now_ms(),
     };
     let creds = &source.credentials;
     let refused = |e: VerifyError| {

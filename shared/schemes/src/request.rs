@@ -9,13 +9,15 @@ use percent_encoding::percent_decode_str;
 
 use super::{Identity, Key};
 
-/// One delivery as received: the method, the path and query, the headers and the raw body bytes.
+/// One delivery as received: the method, the path and query, the headers, the raw body bytes, and when it arrived
+/// (UTC milliseconds on the receiver's clock; 0 where no clock matters).
 #[derive(Clone, Copy, Debug)]
 pub struct Request<'a> {
     pub method: &'a Method,
     pub uri: &'a Uri,
     pub headers: &'a HeaderMap,
     pub body: &'a [u8],
+    pub received_ms: i64,
 }
 
 impl<'a> Request<'a> {
@@ -26,6 +28,7 @@ impl<'a> Request<'a> {
             uri,
             headers,
             body,
+            received_ms: 0,
         }
     }
 

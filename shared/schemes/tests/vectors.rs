@@ -238,6 +238,7 @@ fn every_vector_verifies_and_is_refused_when_changed() {
                 uri: &uri,
                 headers: &headers,
                 body: &body,
+                received_ms: case.now * 1000,
             };
             let outcome = run(&vector, &scheme, &creds, &req, case.now);
             match (case.expect.kind.as_str(), &outcome) {

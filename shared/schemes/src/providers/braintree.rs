@@ -221,6 +221,7 @@ mod tests {
             uri: &get,
             headers: &empty,
             body: b"",
+            received_ms: 0,
         };
         let answer = challenge(&req, &creds).unwrap().unwrap();
         assert!(String::from_utf8(answer.body).unwrap().starts_with("pubkey1|"));

@@ -1,14 +1,16 @@
 //! Dropbox: `X-Dropbox-Signature: <hex HMAC-SHA256 of the raw body>`, keyed by the app secret; no timestamp. The
 //! endpoint is verified by `GET ?challenge=...`, answered with the challenge as text/plain (unsigned, never
-//! stored). A notification only lists the accounts that changed and carries no id, so the id is the hex SHA-256
-//! of the body; it has no type. (The same body recurs for every later change of the same accounts, which this id
-//! then answers as a duplicate: see the provider notes; the app fetches changes with its cursor either way.)
+//! stored). A notification only lists the accounts that changed and carries no id, and the same body comes again
+//! for every later change of the same accounts: the id is the hex SHA-256 of the body with the minute it arrived,
+//! so a later change is its own event (a body hash alone would answer it as a duplicate for all of retention, and
+//! the app would never hear of it), and a retry Dropbox makes in another minute runs again, which its apps expect
+//! (they list changes with their cursor). No type.
 //! <https://www.dropbox.com/developers/reference/webhooks>
 
 use crate::families::{Family, Hmac, Signature};
 use crate::providers::{Identify, Preset};
-use crate::request::{Answer, Credentials, Request};
-use crate::{Algorithm, Encoding, VerifyError};
+use crate::request::{Answer, Credentials, Identified, Request};
+use crate::{Algorithm, Encoding, IdError, Identity, VerifyError};
 
 pub(super) fn preset() -> Preset {
     let family = Family::Hmac(Hmac::of_body(
@@ -18,8 +20,18 @@ pub(super) fn preset() -> Preset {
     Preset {
         before: Some(challenge),
         get: true,
-        ..Preset::new("dropbox", family, Identify::at("sha256", None))
+        ..Preset::new("dropbox", family, Identify::Custom(identify))
     }
+}
+
+/// The body's hash and the minute it arrived (see above).
+fn identify(req: &Request) -> Result<Identified, IdError> {
+    use sha2::Digest as _;
+    let minute = req.received_ms.div_euclid(60_000);
+    Ok(Identified::One(Identity {
+        event_id: format!("{}:{minute}", hex::encode(sha2::Sha256::digest(req.body))),
+        event_type: None,
+    }))
 }
 
 /// The verification request: `GET` with a `challenge` query parameter, echoed back.

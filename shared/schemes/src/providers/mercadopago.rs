@@ -143,6 +143,7 @@ mod tests {
             uri,
             headers: &headers,
             body,
+            received_ms: 0,
         };
         let identity = Identity {
             event_id: "1".to_owned(),
@@ -165,6 +166,7 @@ mod tests {
             uri,
             headers,
             body,
+            received_ms: 0,
         };
         Scheme::named("mercadopago")
             .unwrap()

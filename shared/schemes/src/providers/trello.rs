@@ -115,6 +115,7 @@ mod tests {
             uri: &path,
             headers: &received,
             body: body.as_bytes(),
+            received_ms: 0,
         };
         scheme.verify_request(&creds, &req, 0, 300, None).unwrap();
         let elsewhere = Credentials {

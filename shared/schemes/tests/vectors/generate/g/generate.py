@@ -540,7 +540,8 @@ def dropbox():
         case("change notification for two accounts", url,
              [("content-type", "application/json"), ("x-dropbox-signature", sig),
               ("user-agent", "DropboxWebhooks/1.0")],
-             body, event(sha256_hex(body.encode()), None)),
+             # The same body recurs for later changes: the id is its hash with the minute it arrived (at NOW).
+             body, event("%s:%d" % (sha256_hex(body.encode()), NOW * 1000 // 60000), None)),
     ]
     write({
         "provider": "dropbox",
@@ -555,11 +556,10 @@ def dropbox():
                   "request: GET ?challenge=<random>, answer 200 text/plain with the challenge (also "
                   "X-Content-Type-Options: nosniff), unsigned, never stored. A notification only says 'these "
                   "accounts changed'; the docs tell the app to call /files/list_folder/continue with its stored "
-                  "cursor, so handling is idempotent. It has no id: id = hex sha256 of the body, type = null. "
-                  "Caveat: the same body recurs for every later change of the same accounts, and a body-hash id "
-                  "answers those later notifications as duplicates (within the retention window) without "
-                  "running the handler; an id qualified by the receive time would avoid it, but a scheme's "
-                  "identify has no clock."),
+                  "cursor, so handling is idempotent. It has no id, and the same body recurs for every later change "
+                  "of the same accounts: id = hex sha256 of the body, ':', and the minute it arrived (UTC ms / "
+                  "60000; the harness receives each case at its `now`), so a later change is its own event; type = "
+                  "null."),
         "cases": cases,
     })
 

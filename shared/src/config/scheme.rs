@@ -143,48 +143,27 @@ impl RawSource {
                 "uses {timestamp}, but no timestamp = \"header:NAME\" (or \"signature\") says where it is",
             ));
         }
-        let used: &[&str] = match family_name {
-            "hmac" => &[
-                "signature_header",
-                "algorithm",
-                "encoding",
-                "prefix",
-                "id",
-                "type",
-                "signed",
-                "format",
-                "timestamp",
-                "timestamp_unit",
-                "secret_encoding",
-                "batch",
-            ],
-            "token" => &["token", "id", "type", "batch"],
-            "ed25519" | "ecdsa" => &[
-                "signature_header",
-                "encoding",
-                "prefix",
-                "id",
-                "type",
-                "signed",
-                "format",
-                "timestamp",
-                "timestamp_unit",
-                "batch",
-            ],
-            "rsa" => &[
-                "signature_header",
-                "algorithm",
-                "encoding",
-                "prefix",
-                "id",
-                "type",
-                "signed",
-                "format",
-                "timestamp",
-                "timestamp_unit",
-                "batch",
-            ],
-            _ => &[
+        // What every signed family takes; each adds its own.
+        const SIGNED: &[&str] = &[
+            "signature_header",
+            "encoding",
+            "prefix",
+            "id",
+            "type",
+            "signed",
+            "format",
+            "timestamp",
+            "timestamp_unit",
+            "batch",
+        ];
+        let extra: &[&str] = match family_name {
+            "hmac" => &["algorithm", "secret_encoding"],
+            "rsa" => &["algorithm"],
+            _ => &[],
+        };
+        let used: Vec<&str> = match family_name {
+            "token" => vec!["token", "id", "type", "batch"],
+            "jwt" => vec![
                 "signature_header",
                 "algorithm",
                 "prefix",
@@ -195,6 +174,7 @@ impl RawSource {
                 "body_hash_claim",
                 "batch",
             ],
+            _ => SIGNED.iter().chain(extra).copied().collect(),
         };
         if let Some((name, _)) = family_fields(self)
             .into_iter()

@@ -70,17 +70,11 @@ impl Asymmetric {
         sign: impl Fn(&[u8]) -> Option<Vec<u8>>,
     ) -> Option<Signed> {
         let ts = self.timestamp.as_ref().map(|t| t.render(now_unix));
-        let mut headers = Vec::new();
-        if let (
-            Some(Timestamp {
-                at: Some(super::At::Header(name)),
-                ..
-            }),
-            Some(ts),
-        ) = (&self.timestamp, &ts)
-        {
-            headers.push((name.clone(), ts.clone()));
-        }
+        let mut headers: Vec<_> = self
+            .timestamp
+            .iter()
+            .filter_map(|t| t.header_to_send(now_unix))
+            .collect();
         let message = self.signed.render(req, creds, ts.as_deref()).ok()?;
         let tag = sign(&message)?;
         headers.push((

@@ -107,17 +107,11 @@ impl Hmac {
     /// Signs like the provider: the signature (and a timestamp header of its own, where the timestamp is one).
     pub fn sign(&self, key: &Key, req: &Request, creds: &Credentials, now_unix: i64) -> Signed {
         let ts = self.timestamp.as_ref().map(|t| t.render(now_unix));
-        let mut headers = Vec::new();
-        if let (
-            Some(Timestamp {
-                at: Some(super::At::Header(name)),
-                ..
-            }),
-            Some(ts),
-        ) = (&self.timestamp, &ts)
-        {
-            headers.push((name.clone(), ts.clone()));
-        }
+        let mut headers: Vec<_> = self
+            .timestamp
+            .iter()
+            .filter_map(|t| t.header_to_send(now_unix))
+            .collect();
         // A signed header the request does not carry yet is a message id the sender makes up (Standard
         // Webhooks' `webhook-id` where the event id is in the body): one from the body and the time.
         for part in &self.signed.0 {

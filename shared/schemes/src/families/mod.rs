@@ -482,6 +482,15 @@ impl Timestamp {
         Ok(text)
     }
 
+    /// The header a signer sends the timestamp in, with `now_unix` written in its unit; `None` where the timestamp
+    /// lives elsewhere (in the signature's own pairs, the body).
+    pub fn header_to_send(&self, now_unix: i64) -> Option<(HeaderName, String)> {
+        match &self.at {
+            Some(At::Header(name)) => Some((name.clone(), self.render(now_unix))),
+            _ => None,
+        }
+    }
+
     /// `now_unix` written in this timestamp's unit.
     pub fn render(&self, now_unix: i64) -> String {
         match self.unit {

@@ -481,26 +481,17 @@ async fn accept(
     })?;
     tracing::Span::current().record("event_id", tracing::field::display(&event_id));
     let key = EventKey::new(source.name.clone(), event_id);
-    let mut kept = kept_headers(source, headers);
-    let (event_type, dropped) = checked_type(identity.event_type);
-    if let Some(why) = dropped {
-        // Verified: stored without its type, and the record says why.
-        tracing::info!(reason = %why, "event type left out");
-        kept.push((TYPE_NOTE.to_owned(), format!("event type left out: {why}")));
-    }
 
     // 4. Conditional create; the answer waits for durability.
-    let payload_sha256 = hex::encode(Sha256::digest(&body));
-    let mut event = NewEvent {
-        key: key.clone(),
-        event_type,
-        payload: body,
-        payload_sha256: payload_sha256.clone(),
-        headers: kept,
-        origin: Origin::Webhook,
-        resent_bodies: source.resent_bodies,
-        announced: false,
-    };
+    let mut event = record(
+        source,
+        headers,
+        key.clone(),
+        identity.event_type,
+        body,
+        source.resent_bodies,
+    );
+    let payload_sha256 = event.payload_sha256.clone();
     let unavailable = |e: StoreError| {
         tracing::warn!(error = %e, "store unavailable: answered 503");
         Rejection::Unavailable(e)
@@ -644,6 +635,7 @@ async fn accept_batch(
 ) -> Result<Response, Rejection> {
     let mut events = Vec::with_capacity(items.len());
     let mut notes = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for Item { identity, payload } in items {
         let Identity { event_id, event_type } = identity;
         let event_id = EventId::parse(&event_id).map_err(|e| {
@@ -651,28 +643,21 @@ async fn accept_batch(
             Rejection::MissingId
         })?;
         let key = EventKey::new(source.name.clone(), event_id);
-        if events.iter().any(|e: &NewEvent| e.key == key) {
+        if !seen.insert(key.clone()) {
             // The same id twice in one delivery is one event: the first item stands.
             notes.push(key.event_id.to_string());
             continue;
         }
-        let mut kept = kept_headers(source, headers);
-        let (event_type, dropped) = checked_type(event_type);
-        if let Some(why) = dropped {
-            kept.push((TYPE_NOTE.to_owned(), format!("event type left out: {why}")));
-        }
-        let payload = Bytes::from(payload);
-        events.push(NewEvent {
-            payload_sha256: hex::encode(Sha256::digest(&payload)),
+        // The batch's scheme signs each item's id with its body: no resend under a fresh id to look for.
+        let ignored = crate::model::ResentBodies::Ignored;
+        events.push(record(
+            source,
+            headers,
             key,
             event_type,
-            payload,
-            headers: kept,
-            origin: Origin::Webhook,
-            // The batch's scheme signs each item's id with its body: no resend under a fresh id to look for.
-            resent_bodies: crate::model::ResentBodies::Ignored,
-            announced: false,
-        });
+            Bytes::from(payload),
+            ignored,
+        ));
     }
     if !notes.is_empty() {
         tracing::info!(
@@ -680,8 +665,8 @@ async fn accept_batch(
             "ids repeated within one delivery: stored once"
         );
     }
-    let keys: Vec<EventKey> = events.iter().map(|e| e.key.clone()).collect();
-    let hashes: std::collections::HashMap<EventKey, String> = events
+    // What the answer and the duplicates' check need once the events have gone to the store.
+    let sent: Vec<(EventKey, String)> = events
         .iter()
         .map(|e| (e.key.clone(), e.payload_sha256.clone()))
         .collect();
@@ -699,8 +684,8 @@ async fn accept_batch(
         Rejection::Unavailable(e)
     })?;
     crate::failpoint!("after_write_before_enqueue");
-    let mut outcomes = Vec::with_capacity(keys.len());
-    for (key, created) in keys.iter().zip(created) {
+    let mut outcomes = Vec::with_capacity(sent.len());
+    for ((key, sha256), created) in sent.iter().zip(created) {
         match created {
             Created::New | Created::Resent { .. } => {
                 r.metrics.accepted(source.index);
@@ -717,8 +702,7 @@ async fn accept_batch(
             } => {
                 r.metrics.duplicate(source.index);
                 // The same item sent again with other bytes: the sender broke its contract; the first stands.
-                let mismatch =
-                    origin == Origin::Webhook && event_id == key.event_id && hashes.get(key) != Some(&first);
+                let mismatch = origin == Origin::Webhook && event_id == key.event_id && *sha256 != first;
                 if mismatch {
                     r.metrics.payload_mismatch(source.index);
                     tracing::warn!(event_id = %key.event_id, first_sha256 = %first,
@@ -765,6 +749,34 @@ async fn enqueue(r: &Receiver, source: &Source, key: &EventKey) {
     if let Err(e) = r.queue.enqueue(key, Duration::ZERO).await {
         r.metrics.enqueue_failed(source.index);
         tracing::warn!(error = %e, "enqueue failed after the durable write; the sweeper will pick it up");
+    }
+}
+
+/// A verified event's record, as one event's path and a batch's items write it: its kept headers, and its type
+/// checked (one that is not usable is left out, and the kept headers say why).
+fn record(
+    source: &Source,
+    headers: &HeaderMap,
+    key: EventKey,
+    event_type: Option<String>,
+    payload: Bytes,
+    resent_bodies: crate::model::ResentBodies,
+) -> NewEvent {
+    let mut kept = kept_headers(source, headers);
+    let (event_type, dropped) = checked_type(event_type);
+    if let Some(why) = dropped {
+        tracing::info!(reason = %why, "event type left out");
+        kept.push((TYPE_NOTE.to_owned(), format!("event type left out: {why}")));
+    }
+    NewEvent {
+        payload_sha256: hex::encode(Sha256::digest(&payload)),
+        key,
+        event_type,
+        payload,
+        headers: kept,
+        origin: Origin::Webhook,
+        resent_bodies,
+        announced: false,
     }
 }
 

@@ -20,6 +20,13 @@ fn read(name: &str) -> String {
     std::fs::read_to_string(keys().join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
+/// The DER inside one of those PEM files.
+fn der(name: &str) -> Vec<u8> {
+    pem::parse(read(name))
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
+        .into_contents()
+}
+
 /// `inbox send` for `source`, with the app's environment (its secrets) and, for an asymmetric scheme, the
 /// private key. Answers the HTTP status and body it printed.
 fn send(
@@ -502,15 +509,8 @@ fn sns_message(
     for (k, v) in &fields {
         signed.push_str(&format!("{k}\n{v}\n"));
     }
-    let pem = read(key);
-    let der = pem
-        .lines()
-        .filter(|l| !l.starts_with("-----"))
-        .collect::<String>();
+    let der = der(key);
     use base64::Engine as _;
-    let der = base64::engine::general_purpose::STANDARD
-        .decode(der)
-        .expect("a PEM key");
     let pair = aws_lc_rs::signature::RsaKeyPair::from_pkcs8(&der).expect("an RSA key");
     let mut sig = vec![0; pair.public_modulus_len()];
     pair.sign(
@@ -696,14 +696,7 @@ async fn a_certificate_is_fetched_only_from_the_providers_host_and_checked_to_a_
 /// The test P-256 key as a JWK with `kid`.
 fn p256_jwk(kid: &str) -> Value {
     use base64::Engine as _;
-    let pem = read("p256.pub");
-    let der = base64::engine::general_purpose::STANDARD
-        .decode(
-            pem.lines()
-                .filter(|l| !l.starts_with("-----"))
-                .collect::<String>(),
-        )
-        .expect("a PEM key");
+    let der = der("p256.pub");
     let point = &der[der.len() - 64..];
     let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
     json!({"kty": "EC", "crv": "P-256", "kid": kid, "x": b64(&point[..32]), "y": b64(&point[32..]), "alg": "ES256", "use": "sig"})
@@ -744,14 +737,7 @@ async fn a_plaid_key_is_asked_for_by_post_with_the_sources_credentials() {
         use base64::Engine as _;
         let b64 = |v: &Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
         let signing = format!("{}.{}", b64(&header), b64(&claims));
-        let pem = read("p256.key");
-        let der = base64::engine::general_purpose::STANDARD
-            .decode(
-                pem.lines()
-                    .filter(|l| !l.starts_with("-----"))
-                    .collect::<String>(),
-            )
-            .expect("a PEM key");
+        let der = der("p256.key");
         let pair = aws_lc_rs::signature::EcdsaKeyPair::from_pkcs8(
             &aws_lc_rs::signature::ECDSA_P256_SHA256_FIXED_SIGNING,
             &der,

@@ -176,8 +176,9 @@ impl KeyRequest {
     }
 }
 
-/// Checks that `url` is `https://` on one of `hosts` (an entry `.amazonaws.com` admits any subdomain of it), with
-/// no user info and the default port. `None` if not.
+/// `url` if it is `https://` on one of `hosts`, with no user info and the default port; `None` if not. A `*` label
+/// of a host matches one DNS label of letters, digits and hyphens, so `sns.*.amazonaws.com` admits
+/// `sns.us-east-1.amazonaws.com` and nothing deeper (no bucket host such as `x.s3.amazonaws.com`).
 pub fn provider_https_url(url: &str, hosts: &[&str]) -> Option<String> {
     let uri: Uri = url.parse().ok()?;
     if uri.scheme_str() != Some("https") {
@@ -188,11 +189,19 @@ pub fn provider_https_url(url: &str, hosts: &[&str]) -> Option<String> {
         return None;
     }
     let host = authority.host().to_ascii_lowercase();
-    let allowed = hosts.iter().any(|h| match h.strip_prefix('.') {
-        Some(suffix) => host.ends_with(&format!(".{suffix}")) && host.len() > suffix.len() + 1,
-        None => host == *h,
-    });
-    allowed.then(|| url.to_owned())
+    let label = |l: &str| !l.is_empty() && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+    let matches = |pattern: &&str| {
+        let (want, got): (Vec<&str>, Vec<&str>) = (pattern.split('.').collect(), host.split('.').collect());
+        want.len() == got.len()
+            && want.iter().zip(&got).all(|(w, g)| {
+                if *w == "*" {
+                    label(g)
+                } else {
+                    w.eq_ignore_ascii_case(g)
+                }
+            })
+    };
+    hosts.iter().any(matches).then(|| url.to_owned())
 }
 
 /// What the receiver answers instead of storing (a handshake), or instead of its usual JSON (a provider's required

@@ -151,9 +151,8 @@ impl RsaAlgorithm {
 pub enum RsaKey {
     /// The source's `public_key` (PEM).
     Configured,
-    /// A certificate at a URL the request names (`at`), fetched only from one of `hosts` over HTTPS (an entry
-    /// starting with `.` admits its subdomains; a `*` label matches exactly one DNS label, as in
-    /// `sns.*.amazonaws.com`).
+    /// A certificate at a URL the request names (`at`), fetched only from one of `hosts` over HTTPS (a `*` label
+    /// matches exactly one DNS label: see [`provider_https_url`]).
     Certificate { at: super::At, hosts: Vec<&'static str> },
 }
 
@@ -187,7 +186,7 @@ impl Rsa {
             return Ok(None);
         };
         let url = at.first(req)?;
-        match certificate_url(&url, hosts) {
+        match provider_https_url(&url, hosts) {
             Some(url) => Ok(Some(KeyRequest::Certificate { url })),
             None => Err(VerifyError::UntrustedKey(at.to_string())),
         }
@@ -250,37 +249,4 @@ impl Rsa {
             Some(out)
         })
     }
-}
-
-/// `url` if it is `https://` on one of `hosts` (see [`RsaKey::Certificate`]); a `*` label matches one DNS label
-/// of letters, digits and hyphens, so `sns.*.amazonaws.com` admits `sns.us-east-1.amazonaws.com` and nothing
-/// deeper (no bucket host such as `x.s3.amazonaws.com`).
-pub fn certificate_url(url: &str, hosts: &[&str]) -> Option<String> {
-    let (plain, patterns): (Vec<&str>, Vec<&str>) = hosts.iter().partition(|h| !h.contains('*'));
-    if let Some(url) = provider_https_url(url, &plain) {
-        return Some(url);
-    }
-    let host = url
-        .parse::<http::Uri>()
-        .ok()?
-        .authority()?
-        .host()
-        .to_ascii_lowercase();
-    let label = |l: &str| !l.is_empty() && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
-    let matches = |pattern: &str| {
-        let (want, got): (Vec<&str>, Vec<&str>) = (pattern.split('.').collect(), host.split('.').collect());
-        want.len() == got.len()
-            && want.iter().zip(&got).all(|(w, g)| {
-                if *w == "*" {
-                    label(g)
-                } else {
-                    w.eq_ignore_ascii_case(g)
-                }
-            })
-    };
-    if !patterns.into_iter().any(matches) {
-        return None;
-    }
-    // The host matched a pattern: the scheme, user-info and port rules are provider_https_url's, on that host.
-    provider_https_url(url, &[host.as_str()])
 }

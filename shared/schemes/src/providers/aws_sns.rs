@@ -13,10 +13,10 @@
 use http::HeaderName;
 use serde_json::{Map, Value};
 
-use crate::families::asymmetric::{certificate_url, RsaMessage};
+use crate::families::asymmetric::RsaMessage;
 use crate::families::{Asymmetric, At, Family, Format, Rsa, RsaAlgorithm, RsaKey, Signature, Template};
 use crate::providers::{Identify, Preset};
-use crate::request::{Answer, Credentials, Request};
+use crate::request::{provider_https_url, Answer, Credentials, Request};
 use crate::{Clock, Encoding, VerifyError};
 
 /// The hosts of SNS's certificates and subscription URLs: one region label, nothing deeper.
@@ -118,7 +118,7 @@ fn subscription(req: &Request, _creds: &Credentials) -> Option<Answer> {
     let m = fields(req.body)?;
     match text(&m, "Type")? {
         "SubscriptionConfirmation" => Some(
-            match text(&m, "SubscribeURL").and_then(|url| certificate_url(url, HOSTS)) {
+            match text(&m, "SubscribeURL").and_then(|url| provider_https_url(url, HOSTS)) {
                 Some(url) => Answer {
                     confirm: Some(url),
                     ..Answer::empty(200)
@@ -149,7 +149,7 @@ mod tests {
             ("https://user@sns.us-east-1.amazonaws.com/x.pem", false),
             ("https://sns.us-east-1.amazonaws.com:444/x.pem", false),
         ] {
-            assert_eq!(certificate_url(url, HOSTS).is_some(), ok, "{url}");
+            assert_eq!(provider_https_url(url, HOSTS).is_some(), ok, "{url}");
         }
     }
 

@@ -20,6 +20,10 @@ use crate::schemes::families::{Family, Jwt, Rsa, RsaKey};
 use crate::schemes::{PublicKey, Scheme};
 use crate::time::parse_duration;
 use reconcile::RawReconcile;
+pub use reconcile::{
+    GithubAuth, GithubHook, GitlabHook, ProviderConfig, ReconcileConfig, DEFAULT_RECONCILE_INTERVAL,
+    DEFAULT_RECONCILE_LOOKBACK, DEFAULT_RECONCILE_SETTLE,
+};
 
 pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
 pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -115,136 +119,6 @@ pub struct SourceConfig {
     pub refuse_resent_bodies: bool,
     /// `[sources.X.reconcile]`: the periodic check against the provider's API (docs/DESIGN.md "Reconciliation").
     pub reconcile: Option<ReconcileConfig>,
-}
-
-/// How and how often to ask the provider which events exist. Credentials are references, never values.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReconcileConfig {
-    pub provider: ProviderConfig,
-    pub interval: Duration,
-    /// How far back a run looks at most; never past the provider's retention.
-    pub lookback: Duration,
-    /// Events younger than this are left to normal delivery.
-    pub settle: Duration,
-    /// The provider's API root (tests point it at a local server).
-    pub api_base: reqwest::Url,
-}
-
-pub const DEFAULT_RECONCILE_INTERVAL: Duration = Duration::from_secs(15 * 60);
-pub const DEFAULT_RECONCILE_LOOKBACK: Duration = Duration::from_secs(72 * 3600);
-pub const DEFAULT_RECONCILE_SETTLE: Duration = Duration::from_secs(5 * 60);
-
-/// One variant per provider: adding a provider adds a variant here and its file under `reconcile/`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ProviderConfig {
-    Stripe {
-        api_key: SecretRef,
-        /// Connect: the connected account whose events are listed (`Stripe-Account`).
-        account: Option<String>,
-    },
-    Github {
-        hook: GithubHook,
-        auth: GithubAuth,
-    },
-}
-
-impl ProviderConfig {
-    /// The name used in the config and in logs.
-    pub fn name(&self) -> &'static str {
-        match self {
-            ProviderConfig::Stripe { .. } => "stripe",
-            ProviderConfig::Github { .. } => "github",
-        }
-    }
-    /// How long the provider keeps what it lists: Stripe events 30 days, GitHub hook deliveries 3 days.
-    pub fn retention(&self) -> Duration {
-        match self {
-            ProviderConfig::Stripe { .. } => Duration::from_secs(30 * 86_400),
-            ProviderConfig::Github { .. } => Duration::from_secs(3 * 86_400),
-        }
-    }
-    pub fn default_api_base(&self) -> &'static str {
-        match self {
-            ProviderConfig::Stripe { .. } => "https://api.stripe.com",
-            ProviderConfig::Github { .. } => "https://api.github.com",
-        }
-    }
-}
-
-/// Whose deliveries a GitHub reconciliation lists.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum GithubHook {
-    Repo {
-        owner: String,
-        repo: String,
-        id: u64,
-    },
-    Org {
-        org: String,
-        id: u64,
-    },
-    /// The GitHub App's own webhook (needs the App's JWT).
-    App,
-}
-
-impl GithubHook {
-    /// The API path of the hook's deliveries, without a leading slash.
-    pub fn deliveries_path(&self) -> String {
-        match self {
-            GithubHook::Repo { owner, repo, id } => format!("repos/{owner}/{repo}/hooks/{id}/deliveries"),
-            GithubHook::Org { org, id } => format!("orgs/{org}/hooks/{id}/deliveries"),
-            GithubHook::App => "app/hook/deliveries".to_owned(),
-        }
-    }
-}
-
-impl std::str::FromStr for GithubHook {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        // Owner, repository and organization names: letters, digits, '-', '_' and '.', never "." or "..", so the
-        // path cannot climb out of the API.
-        fn name(n: &str) -> Option<String> {
-            let ok = !n.is_empty()
-                && n.len() <= 100
-                && n != "."
-                && n != ".."
-                && n.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
-            ok.then(|| n.to_owned())
-        }
-        fn id(n: &str) -> Option<u64> {
-            n.bytes()
-                .all(|b| b.is_ascii_digit())
-                .then(|| n.parse().ok())
-                .flatten()
-                .filter(|&i| i > 0)
-        }
-        let parts: Vec<&str> = s.split('/').collect();
-        let hook = match parts.as_slice() {
-            ["app"] => Some(GithubHook::App),
-            ["repos", owner, repo, "hooks", hook] => match (name(owner), name(repo), id(hook)) {
-                (Some(owner), Some(repo), Some(id)) => Some(GithubHook::Repo { owner, repo, id }),
-                _ => None,
-            },
-            ["orgs", org, "hooks", hook] => match (name(org), id(hook)) {
-                (Some(org), Some(id)) => Some(GithubHook::Org { org, id }),
-                _ => None,
-            },
-            _ => None,
-        };
-        hook.ok_or_else(|| {
-            format!("{s:?} is not \"repos/OWNER/REPO/hooks/ID\", \"orgs/ORG/hooks/ID\" or \"app\"")
-        })
-    }
-}
-
-/// How a GitHub reconciliation authenticates.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum GithubAuth {
-    /// A token (fine-grained: the repository's or organization's webhooks, read) for a repository or org hook.
-    Token(SecretRef),
-    /// A GitHub App: a JWT signed with its private key (PEM), for the App's own hook.
-    App { app_id: u64, private_key: SecretRef },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

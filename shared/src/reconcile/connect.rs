@@ -3,7 +3,10 @@
 
 use std::sync::Arc;
 
-use super::{github, stripe, Provider};
+use super::{
+    chargebee, github, gitlab, gocardless, mailgun, okta, paddle, paypal, persona, polar, square, stripe, workos,
+    Provider,
+};
 use crate::config::{ConfigError, GithubAuth, ProviderConfig, SecretRef};
 use crate::secrets::SecretResolver;
 
@@ -14,10 +17,11 @@ pub(super) async fn connect(
     api_base: &reqwest::Url,
     secrets: &dyn SecretResolver,
 ) -> Result<Arc<dyn Provider>, ConfigError> {
+    let base = api_base.clone();
     let built: Result<Arc<dyn Provider>, String> = match config {
-        ProviderConfig::Stripe { api_key, account } => {
+        ProviderConfig::Chargebee { api_key, .. } => {
             let key = resolve(secrets, at, "api_key", api_key).await?;
-            stripe::Stripe::new(api_base.clone(), key, account.clone()).map(|p| Arc::new(p) as _)
+            chargebee::Chargebee::new(base, key).map(|p| Arc::new(p) as _)
         }
         ProviderConfig::Github { hook, auth } => {
             let auth = match auth {
@@ -29,7 +33,63 @@ pub(super) async fn connect(
                     })?
                 }
             };
-            github::Github::new(api_base.clone(), hook.clone(), auth).map(|p| Arc::new(p) as _)
+            github::Github::new(base, hook.clone(), auth).map(|p| Arc::new(p) as _)
+        }
+        ProviderConfig::Gitlab { token, hook } => {
+            let token = resolve(secrets, at, "token", token).await?;
+            gitlab::Gitlab::new(base, hook, token).map(|p| Arc::new(p) as _)
+        }
+        ProviderConfig::Gocardless { token } => {
+            let token = resolve(secrets, at, "token", token).await?;
+            gocardless::Gocardless::new(base, token).map(|p| Arc::new(p) as _)
+        }
+        ProviderConfig::Mailgun {
+            api_key,
+            domain,
+            event_types,
+        } => {
+            let key = resolve(secrets, at, "api_key", api_key).await?;
+            mailgun::Mailgun::new(base, domain, event_types, key).map(|p| Arc::new(p) as _)
+        }
+        ProviderConfig::Okta {
+            api_key,
+            event_types,
+            ..
+        } => {
+            let key = resolve(secrets, at, "api_key", api_key).await?;
+            okta::Okta::new(base, event_types, key).map(|p| Arc::new(p) as _)
+        }
+        ProviderConfig::Paddle { api_key } => {
+            let key = resolve(secrets, at, "api_key", api_key).await?;
+            paddle::Paddle::new(base, key).map(|p| Arc::new(p) as _)
+        }
+        ProviderConfig::Paypal {
+            client_id,
+            client_secret,
+        } => {
+            let id = resolve(secrets, at, "client_id", client_id).await?;
+            let secret = resolve(secrets, at, "client_secret", client_secret).await?;
+            paypal::Paypal::new(base, id, secret).map(|p| Arc::new(p) as _)
+        }
+        ProviderConfig::Persona { api_key } => {
+            let key = resolve(secrets, at, "api_key", api_key).await?;
+            persona::Persona::new(base, key).map(|p| Arc::new(p) as _)
+        }
+        ProviderConfig::Polar { token, endpoint } => {
+            let token = resolve(secrets, at, "token", token).await?;
+            polar::Polar::new(base, endpoint, token).map(|p| Arc::new(p) as _)
+        }
+        ProviderConfig::Square { token } => {
+            let token = resolve(secrets, at, "token", token).await?;
+            square::Square::new(base, token).map(|p| Arc::new(p) as _)
+        }
+        ProviderConfig::Stripe { api_key, account } => {
+            let key = resolve(secrets, at, "api_key", api_key).await?;
+            stripe::Stripe::new(base, key, account.clone()).map(|p| Arc::new(p) as _)
+        }
+        ProviderConfig::Workos { api_key } => {
+            let key = resolve(secrets, at, "api_key", api_key).await?;
+            workos::Workos::new(base, key).map(|p| Arc::new(p) as _)
         }
     };
     built.map_err(|m| ConfigError::new(at, m))

@@ -7,9 +7,25 @@
 //! batched existence reads, the rate-limit waits, the budgets, the failed events kept for later runs and the
 //! checkpoint live here, once for every provider.
 
+mod api;
 mod connect;
+// The providers, one file each (keep sorted).
+pub mod chargebee;
 pub mod github;
+pub mod gitlab;
+pub mod gocardless;
+pub mod mailgun;
+pub mod okta;
+pub mod paddle;
+pub mod paypal;
+pub mod persona;
+pub mod polar;
+pub mod square;
 pub mod stripe;
+pub mod workos;
+
+pub use api::rate_limit_wait;
+pub(crate) use api::{api_client, endpoint, json, transport_error};
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -17,7 +33,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use http::HeaderMap;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use tokio::time::Instant;
@@ -101,66 +116,6 @@ pub enum ProviderError {
     /// Anything else: a 5xx, a transport error, a response that does not parse.
     #[error("{0}")]
     Failed(String),
-}
-
-/// How long the provider asked us to wait, from the headers of a 403/429: `Retry-After` (seconds), else
-/// `X-RateLimit-Reset` (epoch seconds) when `X-RateLimit-Remaining` is 0 (GitHub's documented order,
-/// https://docs.github.com/en/rest/using-the-rest-api/rate-limits-for-the-rest-api).
-pub fn rate_limit_wait(headers: &HeaderMap, now_unix: i64) -> Option<Duration> {
-    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
-    if let Some(secs) = header("retry-after").and_then(|v| v.parse::<u64>().ok()) {
-        return Some(Duration::from_secs(secs));
-    }
-    if header("x-ratelimit-remaining") == Some("0") {
-        let reset = header("x-ratelimit-reset")?.parse::<i64>().ok()?;
-        // One second more: the reset is a whole second and clocks differ a little.
-        let wait = reset.saturating_sub(now_unix).saturating_add(1).max(1);
-        return Some(Duration::from_secs(u64::try_from(wait).unwrap_or(1)));
-    }
-    None
-}
-
-/// A transport error's text with its causes, for the log; reqwest's own text leaves the cause out. Our request
-/// URLs hold no credential (they travel in headers), but the URL is dropped anyway.
-pub(crate) fn transport_error(e: reqwest::Error) -> ProviderError {
-    let e = e.without_url();
-    let mut text = e.to_string();
-    let mut cause = std::error::Error::source(&e);
-    while let Some(c) = cause {
-        text.push_str(": ");
-        text.push_str(&c.to_string());
-        cause = c.source();
-    }
-    ProviderError::Failed(format!("request failed: {text}"))
-}
-
-/// A 200's JSON body.
-pub(crate) async fn json<T: serde::de::DeserializeOwned>(
-    response: reqwest::Response,
-    what: &str,
-) -> Result<T, ProviderError> {
-    let body = response.bytes().await.map_err(transport_error)?;
-    serde_json::from_slice(&body)
-        .map_err(|e| ProviderError::Failed(format!("{what}: the answer does not parse: {e}")))
-}
-
-/// The HTTP client the providers share: bounded waits, so a hung provider cannot hold a run past its budget.
-pub(crate) fn api_client() -> Result<reqwest::Client, String> {
-    reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(10))
-        .timeout(Duration::from_secs(30))
-        .user_agent(concat!("webhook-inbox-reconciler/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .map_err(|e| format!("cannot build the HTTP client: {e}"))
-}
-
-/// `api_base` joined with `path`, whatever slashes either has.
-pub(crate) fn endpoint(api_base: &reqwest::Url, path: &str) -> String {
-    format!(
-        "{}/{}",
-        api_base.as_str().trim_end_matches('/'),
-        path.trim_start_matches('/')
-    )
 }
 
 /// The most failed events a checkpoint keeps. More than that is not a few bad items but one cause failing them all

@@ -10,3 +10,4 @@ mod machine;
 mod metrics_bench;
 mod properties;
 mod reconcile;
+mod reconcile_providers;

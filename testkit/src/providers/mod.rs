@@ -90,8 +90,18 @@ pub struct Receiving {
     pub env: Vec<(String, String)>,
     /// Asymmetric schemes: the PKCS#8 private key (PEM) the harness signs with, and the key URL the request names.
     pub private_key: Option<(String, Option<String>)>,
-    /// Environment the server needs to fetch a key (a test-only trust root and where the key host listens).
-    pub server_env: Vec<(String, String)>,
+    /// A key the server fetches over HTTPS from the provider's own host (PayPal's certificate).
+    pub key_host: Option<KeyHost>,
+}
+
+/// What a provider's key host serves: `body` at `https://{host}{path}`. The harness serves it with the test-only
+/// certificate of `tests/data/keys/host.pem` (its names include the providers' key hosts) and points the server at
+/// it (`INBOX_TRUST_ROOTS`, `INBOX_CONNECT_TO`).
+#[derive(Debug, Clone)]
+pub struct KeyHost {
+    pub host: &'static str,
+    pub path: String,
+    pub body: Vec<u8>,
 }
 
 /// A provider's API as reconciliation reads it, and the provider's webhooks as a sender sends them.

@@ -8,6 +8,8 @@
 #![allow(clippy::unwrap_used)]
 
 // The stack under test and its deliveries: the helpers every module below uses.
+#[path = "../signing.rs"]
+mod signing;
 mod stack;
 
 // The receiver→processor paths.

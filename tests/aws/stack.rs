@@ -167,14 +167,28 @@ pub async fn deliver_as(
 ) -> (u16, serde_json::Value) {
     let key = scheme.key_from_secret(secret).unwrap();
     let now = inbox_core::time::now_ms() / 1000;
+    let headers: http::HeaderMap = scheme
+        .sign(&key, body.as_bytes(), &identity, now)
+        .into_iter()
+        .collect();
+    deliver_raw(receiver, source, &headers, body.as_bytes()).await
+}
+
+/// A delivery with these headers and body, through the receiver's Function URL event.
+pub async fn deliver_raw(
+    receiver: Arc<Receiver>,
+    source: &str,
+    headers: &http::HeaderMap,
+    body: &[u8],
+) -> (u16, serde_json::Value) {
     let mut event: serde_json::Value =
         serde_json::from_str(include_str!("../data/function_url_event.json")).unwrap();
-    for (name, value) in scheme.sign(&key, body.as_bytes(), &identity, now) {
+    for (name, value) in headers {
         event["headers"][name.as_str()] = serde_json::json!(value.to_str().unwrap());
     }
     event["rawPath"] = serde_json::json!(format!("/webhooks/{source}"));
     event["requestContext"]["http"]["path"] = serde_json::json!(format!("/webhooks/{source}"));
-    event["body"] = serde_json::json!(body);
+    event["body"] = serde_json::json!(std::str::from_utf8(body).unwrap());
     let request = lambda_http::request::from_str(&event.to_string()).unwrap();
     let app = inbox_core::receiver::router(receiver, false);
     let response = app.oneshot(request).await.unwrap();

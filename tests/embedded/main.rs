@@ -6,12 +6,15 @@
 
 // The helpers every suite uses: the server under test, the operator commands, a sink, signatures.
 mod common;
+#[path = "../signing.rs"]
+mod signing;
 
 mod crash;
 mod crashpoints;
 mod hardening;
 mod health;
 mod hostile;
+mod lossy;
 mod memory;
 mod processing;
 mod providers;

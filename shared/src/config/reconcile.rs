@@ -36,12 +36,23 @@ const DAY: u64 = 86_400;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProviderConfig {
     /// `api_key`: a read-only API key; `site`: the Chargebee site (`acme` of acme.chargebee.com).
-    Chargebee { api_key: SecretRef, site: String },
-    Github { hook: GithubHook, auth: GithubAuth },
+    Chargebee {
+        api_key: SecretRef,
+        site: String,
+    },
+    Github {
+        hook: GithubHook,
+        auth: GithubAuth,
+    },
     /// `token`: a token with `read_api`; `hook`: the project's or group's hook.
-    Gitlab { token: SecretRef, hook: GitlabHook },
+    Gitlab {
+        token: SecretRef,
+        hook: GitlabHook,
+    },
     /// `token`: a read-only access token.
-    Gocardless { token: SecretRef },
+    Gocardless {
+        token: SecretRef,
+    },
     /// `api_key`: a key that can read the domain's events; `domain`: the sending domain; `event_types`: the
     /// events its webhooks are registered for (the Events API lists every event of the domain).
     Mailgun {
@@ -57,25 +68,36 @@ pub enum ProviderConfig {
         event_types: Vec<String>,
     },
     /// `api_key`: an API key with the `event.read` permission.
-    Paddle { api_key: SecretRef },
+    Paddle {
+        api_key: SecretRef,
+    },
     /// `client_id` + `client_secret`: the REST app whose webhooks these are.
     Paypal {
         client_id: SecretRef,
         client_secret: SecretRef,
     },
     /// `api_key`: an API key with the events permission.
-    Persona { api_key: SecretRef },
+    Persona {
+        api_key: SecretRef,
+    },
     /// `token`: an organization access token with `webhooks:read`; `hook`: the webhook endpoint's id.
-    Polar { token: SecretRef, endpoint: String },
+    Polar {
+        token: SecretRef,
+        endpoint: String,
+    },
     /// `token`: an access token of the seller's account.
-    Square { token: SecretRef },
+    Square {
+        token: SecretRef,
+    },
     Stripe {
         api_key: SecretRef,
         /// Connect: the connected account whose events are listed (`Stripe-Account`).
         account: Option<String>,
     },
     /// `api_key`: a WorkOS API key.
-    Workos { api_key: SecretRef },
+    Workos {
+        api_key: SecretRef,
+    },
 }
 
 impl ProviderConfig {
@@ -225,7 +247,6 @@ pub enum GithubAuth {
     App { app_id: u64, private_key: SecretRef },
 }
 
-
 /// Whose hook events a GitLab reconciliation lists: a project's or a group's hook, by numeric ids.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GitlabHook {
@@ -255,11 +276,17 @@ impl std::str::FromStr for GitlabHook {
         };
         let parts: Vec<&str> = s.split('/').collect();
         let hook = match parts.as_slice() {
-            ["projects", p, "hooks", h] => id(p).zip(id(h)).map(|(project, hook)| GitlabHook::Project { project, hook }),
-            ["groups", g, "hooks", h] => id(g).zip(id(h)).map(|(group, hook)| GitlabHook::Group { group, hook }),
+            ["projects", p, "hooks", h] => id(p)
+                .zip(id(h))
+                .map(|(project, hook)| GitlabHook::Project { project, hook }),
+            ["groups", g, "hooks", h] => id(g)
+                .zip(id(h))
+                .map(|(group, hook)| GitlabHook::Group { group, hook }),
             _ => None,
         };
-        hook.ok_or_else(|| format!("{s:?} is not \"projects/ID/hooks/ID\" or \"groups/ID/hooks/ID\" (numeric ids)"))
+        hook.ok_or_else(|| {
+            format!("{s:?} is not \"projects/ID/hooks/ID\" or \"groups/ID/hooks/ID\" (numeric ids)")
+        })
     }
 }
 
@@ -314,7 +341,10 @@ impl RawReconcile {
                 "mailgun" => ProviderConfig::Mailgun {
                     api_key: f.secret("api_key", "an API key that can read the domain's events")?,
                     domain: f.host("domain", "the sending domain, such as mg.example.com")?,
-                    event_types: f.list("event_types", "the events the domain's webhooks are registered for")?,
+                    event_types: f.list(
+                        "event_types",
+                        "the events the domain's webhooks are registered for",
+                    )?,
                 },
                 "okta" => ProviderConfig::Okta {
                     api_key: f.secret("api_key", "an API token of a read-only administrator")?,
@@ -332,7 +362,10 @@ impl RawReconcile {
                     api_key: f.secret("api_key", "an API key that can read events")?,
                 },
                 "polar" => ProviderConfig::Polar {
-                    token: f.secret("token", "an organization access token with the webhooks:read scope")?,
+                    token: f.secret(
+                        "token",
+                        "an organization access token with the webhooks:read scope",
+                    )?,
                     endpoint: f.id("hook", "the webhook endpoint's id (a UUID)")?,
                 },
                 "square" => ProviderConfig::Square {
@@ -406,9 +439,7 @@ impl RawReconcile {
         }
         let api_base = http_url(
             &field("api_base"),
-            self.api_base
-                .as_deref()
-                .unwrap_or(&provider.default_api_base()),
+            self.api_base.as_deref().unwrap_or(&provider.default_api_base()),
         )?;
         if !api_base.username().is_empty() || api_base.password().is_some() {
             return Err(ConfigError::new(
@@ -479,17 +510,18 @@ impl Fields<'_> {
 
     /// A required secret reference (`env:NAME`, `file:PATH`, …).
     fn secret(&mut self, name: &str, what: &str) -> Result<SecretRef, ConfigError> {
-        let value = self.required(
-            name,
-            &format!("a reference to {what} (env:NAME, file:PATH, …)"),
-        )?;
+        let value = self.required(name, &format!("a reference to {what} (env:NAME, file:PATH, …)"))?;
         value
             .parse::<SecretRef>()
             .map_err(|m| ConfigError::new(self.field(name), m))
     }
 
     /// A required value parsed by its type.
-    fn parsed<T: std::str::FromStr<Err = String>>(&mut self, name: &str, what: &str) -> Result<T, ConfigError> {
+    fn parsed<T: std::str::FromStr<Err = String>>(
+        &mut self,
+        name: &str,
+        what: &str,
+    ) -> Result<T, ConfigError> {
         self.required(name, what)?
             .parse()
             .map_err(|m: String| ConfigError::new(self.field(name), m))
@@ -535,7 +567,10 @@ impl Fields<'_> {
     /// A required id: letters, digits and '-' (a UUID, a numeric id).
     fn id(&mut self, name: &str, what: &str) -> Result<String, ConfigError> {
         let value = self.required(name, what)?;
-        if !value.is_empty() && value.len() <= 100 && value.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
+        if !value.is_empty()
+            && value.len() <= 100
+            && value.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        {
             Ok(value)
         } else {
             Err(ConfigError::new(self.field(name), format!("must be {what}")))
@@ -553,7 +588,8 @@ impl Fields<'_> {
             && values.iter().all(|v| {
                 !v.is_empty()
                     && v.len() <= 200
-                    && v.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-:".contains(&b))
+                    && v.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"._-:".contains(&b))
             });
         if ok {
             Ok(values)
@@ -567,23 +603,31 @@ impl Fields<'_> {
 
     fn stripe_account(&mut self) -> Result<Option<String>, ConfigError> {
         match self.slot("account") {
-            Some(a) if a.is_empty() || !a.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') => Err(
-                ConfigError::new(self.field("account"), "must be a Stripe account id such as acct_1032D82eZvKYlo2C"),
-            ),
+            Some(a) if a.is_empty() || !a.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') => {
+                Err(ConfigError::new(
+                    self.field("account"),
+                    "must be a Stripe account id such as acct_1032D82eZvKYlo2C",
+                ))
+            }
             a => Ok(a),
         }
     }
 
     /// GitHub: a repository's or organization's hook read with a token, or the App's own hook with its JWT.
     fn github(&mut self) -> Result<ProviderConfig, ConfigError> {
-        let hook: GithubHook = self.parsed("hook", "\"repos/OWNER/REPO/hooks/ID\", \"orgs/ORG/hooks/ID\" or \"app\"")?;
+        let hook: GithubHook = self.parsed(
+            "hook",
+            "\"repos/OWNER/REPO/hooks/ID\", \"orgs/ORG/hooks/ID\" or \"app\"",
+        )?;
         let token = self.slot("token");
         let private_key = self.slot("private_key");
         let app_id = self.raw.app_id.take();
         let secret = |f: &Fields, name: &str, v: &str| -> Result<SecretRef, ConfigError> {
-            v.parse::<SecretRef>().map_err(|m| ConfigError::new(f.field(name), m))
+            v.parse::<SecretRef>()
+                .map_err(|m| ConfigError::new(f.field(name), m))
         };
-        let not_app = "only hook = \"app\" is read with an App's JWT; a repository or organization hook takes a token";
+        let not_app =
+            "only hook = \"app\" is read with an App's JWT; a repository or organization hook takes a token";
         let auth = match (&hook, token, app_id, private_key) {
             (GithubHook::App, Some(_), _, _) => {
                 return Err(ConfigError::new(

@@ -351,3 +351,116 @@ fn reconcile_errors_never_hold_a_literal_credential() {
         assert!(!e.to_string().contains("topsecret"), "{e}");
     }
 }
+
+#[test]
+fn every_reconciled_provider_takes_its_own_fields_and_no_other() {
+    // The least block each provider takes, its defaults (a lookback within what the provider keeps).
+    let minimal = [
+        (
+            "chargebee",
+            "api_key=\"env:K\"\nsite=\"acme-test\"",
+            72,
+            "https://acme-test.chargebee.com/api/v2",
+        ),
+        (
+            "gitlab",
+            "token=\"env:T\"\nhook=\"projects/42/hooks/7\"",
+            72,
+            "https://gitlab.com/api/v4",
+        ),
+        ("gocardless", "token=\"env:T\"", 72, "https://api.gocardless.com/"),
+        (
+            "mailgun",
+            "api_key=\"env:K\"\ndomain=\"mg.example.com\"\nevent_types=[\"delivered\", \"failed\"]",
+            72,
+            "https://api.mailgun.net/",
+        ),
+        (
+            "okta",
+            "api_key=\"env:K\"\ndomain=\"acme.okta.com\"\nevent_types=[\"user.session.start\"]",
+            72,
+            "https://acme.okta.com/",
+        ),
+        ("paddle", "api_key=\"env:K\"", 72, "https://api.paddle.com/"),
+        ("persona", "api_key=\"env:K\"", 72, "https://api.withpersona.com/"),
+        (
+            "polar",
+            "token=\"env:T\"\nhook=\"6f0c2c5e-8a3b-4c1d-9e2f-1a2b3c4d5e6f\"",
+            72,
+            "https://api.polar.sh/",
+        ),
+        ("square", "token=\"env:T\"", 72, "https://connect.squareup.com/"),
+        ("workos", "api_key=\"env:K\"", 72, "https://api.workos.com/"),
+    ];
+    // Square signs the endpoint's URL: its source names it.
+    let source = |scheme: &str| match scheme {
+        "square" => format!("{scheme}\"\nurl=\"https://hooks.example.com/webhooks/s"),
+        other => other.to_owned(),
+    };
+    let reconcile = |scheme: &str, block: &str| reconcile(&source(scheme), block);
+    let reconcile_err = |scheme: &str, block: &str| reconcile(scheme, block).unwrap_err();
+    for (provider, fields, hours, base) in minimal {
+        let c = reconcile(provider, &format!("provider=\"{provider}\"\n{fields}"))
+            .unwrap_or_else(|e| panic!("{provider}: {e}"));
+        let r = c.sources.values().next().unwrap().reconcile.clone().unwrap();
+        assert_eq!(r.provider.name(), provider);
+        assert_eq!(r.lookback, Duration::from_secs(hours * 3600), "{provider}");
+        assert_eq!(r.api_base.as_str(), base, "{provider}");
+        // A field of another provider is refused, named.
+        let other = if fields.contains("api_key") {
+            "token=\"env:X\""
+        } else {
+            "api_key=\"env:X\""
+        };
+        let e = reconcile_err(provider, &format!("provider=\"{provider}\"\n{fields}\n{other}"));
+        let field = other.split('=').next().unwrap();
+        assert_eq!(e.field, format!("sources.s.reconcile.{field}"), "{provider}: {e}");
+        assert!(e.message.contains(provider), "{e}");
+        // A literal credential is refused without being echoed.
+        let literal = fields
+            .replace("env:K", "sk_live_topsecret")
+            .replace("env:T", "tok_topsecret");
+        let e = reconcile_err(provider, &format!("provider=\"{provider}\"\n{literal}"));
+        assert!(!e.to_string().contains("topsecret"), "{e}");
+        // Past the provider's retention.
+        let e = reconcile_err(
+            provider,
+            &format!("provider=\"{provider}\"\n{fields}\nlookback=\"400d\""),
+        );
+        assert_eq!(e.field, "sources.s.reconcile.lookback", "{provider}: {e}");
+        // Another provider's scheme does not receive these events.
+        let e = reconcile_err("stripe", &format!("provider=\"{provider}\"\n{fields}"));
+        assert_eq!(e.field, "sources.s.reconcile.provider", "{provider}: {e}");
+    }
+    let cases = [
+        ("chargebee", "provider=\"chargebee\"\napi_key=\"env:K\"", "site"),
+        ("chargebee", "provider=\"chargebee\"\napi_key=\"env:K\"\nsite=\"acme.evil.example\"", "site"),
+        ("gitlab", "provider=\"gitlab\"\ntoken=\"env:T\"", "hook"),
+        ("gitlab", "provider=\"gitlab\"\ntoken=\"env:T\"\nhook=\"projects/group%2Fname/hooks/1\"", "hook"),
+        ("gitlab", "provider=\"gitlab\"\ntoken=\"env:T\"\nhook=\"repos/o/r/hooks/1\"", "hook"),
+        ("mailgun", "provider=\"mailgun\"\napi_key=\"env:K\"\ndomain=\"mg.example.com\"", "event_types"),
+        (
+            "mailgun",
+            "provider=\"mailgun\"\napi_key=\"env:K\"\ndomain=\"mg.example.com\"\nevent_types=[]",
+            "event_types",
+        ),
+        (
+            "mailgun",
+            "provider=\"mailgun\"\napi_key=\"env:K\"\ndomain=\"mg.example.com/../x\"\nevent_types=[\"delivered\"]",
+            "domain",
+        ),
+        (
+            "okta",
+            "provider=\"okta\"\napi_key=\"env:K\"\ndomain=\"acme.okta.com\"\nevent_types=[\"a\\\" or 1\"]",
+            "event_types",
+        ),
+        ("paypal", "provider=\"paypal\"\nclient_id=\"env:I\"", "client_secret"),
+        ("polar", "provider=\"polar\"\ntoken=\"env:T\"\nhook=\"../x\"", "hook"),
+    ];
+    for (scheme, block, field) in cases {
+        let e = reconcile_err(scheme, block);
+        assert_eq!(e.field, format!("sources.s.reconcile.{field}"), "{block:?}: {e}");
+    }
+    let hook: GitlabHook = "groups/9/hooks/3".parse().unwrap();
+    assert_eq!(hook.events_path(), "groups/9/hooks/3/events");
+}

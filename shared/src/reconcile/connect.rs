@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use super::{
-    chargebee, github, gitlab, gocardless, mailgun, okta, paddle, paypal, persona, polar, square, stripe, workos,
-    Provider,
+    chargebee, github, gitlab, gocardless, mailgun, okta, paddle, paypal, persona, polar, square, stripe,
+    workos, Provider,
 };
 use crate::config::{ConfigError, GithubAuth, ProviderConfig, SecretRef};
 use crate::secrets::SecretResolver;
@@ -52,9 +52,7 @@ pub(super) async fn connect(
             mailgun::Mailgun::new(base, domain, event_types, key).map(|p| Arc::new(p) as _)
         }
         ProviderConfig::Okta {
-            api_key,
-            event_types,
-            ..
+            api_key, event_types, ..
         } => {
             let key = resolve(secrets, at, "api_key", api_key).await?;
             okta::Okta::new(base, event_types, key).map(|p| Arc::new(p) as _)

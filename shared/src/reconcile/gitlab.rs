@@ -1,8 +1,8 @@
 //! PLACEHOLDER: Gitlab is being written (its file replaces this one).
 #![allow(unused)]
 
-use async_trait::async_trait;
 use crate::config::GitlabHook;
+use async_trait::async_trait;
 
 use super::{Fetched, Listed, Page, Provider, ProviderError, Window};
 

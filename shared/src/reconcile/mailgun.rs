@@ -8,7 +8,12 @@ use super::{Fetched, Listed, Page, Provider, ProviderError, Window};
 pub struct Mailgun;
 
 impl Mailgun {
-    pub fn new(api_base: reqwest::Url, domain: &str, event_types: &[String], api_key: String) -> Result<Mailgun, String> {
+    pub fn new(
+        api_base: reqwest::Url,
+        domain: &str,
+        event_types: &[String],
+        api_key: String,
+    ) -> Result<Mailgun, String> {
         Err("not yet".into())
     }
 }

@@ -121,7 +121,11 @@ async fn every_provider_walks_its_pages_and_stores_its_webhooks_shape() {
         let delivered_count = events.len().div_ceil(3) as u64;
         assert_eq!(first.listed, n as u64, "{provider}: {first:?}");
         assert_eq!(first.present, delivered_count, "{provider}: {first:?}");
-        assert_eq!(first.recovered, n as u64 - delivered_count, "{provider}: {first:?}");
+        assert_eq!(
+            first.recovered,
+            n as u64 - delivered_count,
+            "{provider}: {first:?}"
+        );
         assert_eq!(first.failed, 0, "{provider}: {first:?}");
         assert!(first.pages >= 3, "{provider}: walked {} pages", first.pages);
         let want: BTreeSet<String> = events.iter().map(|e| e.id.clone()).collect();
@@ -132,7 +136,12 @@ async fn every_provider_walks_its_pages_and_stores_its_webhooks_shape() {
             assert_eq!(stored.origin, Origin::Reconciled, "{provider} {}", e.id);
             let payload: serde_json::Value = serde_json::from_slice(&stored.payload)
                 .unwrap_or_else(|err| panic!("{provider} {}: not JSON: {err}", e.id));
-            assert_eq!(payload, c.fake.stored(e), "{provider} {}: not the webhook's shape", e.id);
+            assert_eq!(
+                payload,
+                c.fake.stored(e),
+                "{provider} {}: not the webhook's shape",
+                e.id
+            );
             assert!(stored.event_type.is_some(), "{provider} {}: no type", e.id);
         }
         let second = run(&c, &ledger).await.unwrap();
@@ -160,9 +169,15 @@ async fn every_provider_names_a_refused_credential_without_showing_it() {
             "{provider}: {error}"
         );
         let text = error.to_string();
-        assert!(text.contains(c.source.as_str()) && text.contains(provider), "{text}");
+        assert!(
+            text.contains(c.source.as_str()) && text.contains(provider),
+            "{text}"
+        );
         for secret in &c.credentials {
-            assert!(!text.contains(secret.as_str()), "{provider}: the error shows a credential: {text}");
+            assert!(
+                !text.contains(secret.as_str()),
+                "{provider}: the error shows a credential: {text}"
+            );
         }
         assert!(ids(&ledger, &c.source).await.is_empty(), "{provider}");
     }
@@ -205,15 +220,25 @@ async fn every_provider_keeps_the_checkpoint_over_a_500_in_the_middle_of_a_walk(
         // The second request the API serves (a provider that first asks for a token counts that one too).
         c.fake.api().faults.lock().unwrap().fail_request = Some(c.fake.api().requests() + 2);
         let error = run(&c, &ledger).await.expect_err(provider);
-        assert!(matches!(error.kind, RunErrorKind::Provider(_)), "{provider}: {error}");
+        assert!(
+            matches!(error.kind, RunErrorKind::Provider(_)),
+            "{provider}: {error}"
+        );
         let checkpoint = ledger.checkpoint(&c.source).await.unwrap().unwrap_or_default();
         assert_eq!(checkpoint.scanned_to, 0, "{provider}: the checkpoint moved");
         let after_first = ids(&ledger, &c.source).await.len();
-        assert!(after_first < n, "{provider}: stored {after_first} of {n} before the 500");
+        assert!(
+            after_first < n,
+            "{provider}: stored {after_first} of {n} before the 500"
+        );
         let summary = run(&c, &ledger)
             .await
             .unwrap_or_else(|e| panic!("{provider}: {e}"));
-        assert_eq!(summary.recovered as usize, n - after_first, "{provider}: {summary:?}");
+        assert_eq!(
+            summary.recovered as usize,
+            n - after_first,
+            "{provider}: {summary:?}"
+        );
         let want: BTreeSet<String> = events.iter().map(|e| e.id.clone()).collect();
         assert_eq!(ids(&ledger, &c.source).await, want, "{provider}");
         let checkpoint = ledger.checkpoint(&c.source).await.unwrap().unwrap();

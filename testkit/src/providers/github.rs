@@ -216,4 +216,3 @@ pub fn github_deliveries(guids: usize, span_ms: i64) -> Vec<Delivery> {
     }
     out
 }
-

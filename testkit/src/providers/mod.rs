@@ -42,7 +42,19 @@ use serde_json::json;
 /// Every provider's fake, fresh, by the catalogue's names; only those `RECONCILE_ONLY` names (comma-separated)
 /// when it is set, to run one provider's cases alone.
 pub fn fakes() -> Vec<Arc<dyn Fake>> {
-    let all: Vec<Arc<dyn Fake>> = vec![
+    let all = all_fakes();
+    match std::env::var("RECONCILE_ONLY") {
+        Ok(only) => {
+            let only: Vec<&str> = only.split(',').map(str::trim).collect();
+            all.into_iter().filter(|f| only.contains(&f.provider())).collect()
+        }
+        Err(_) => all,
+    }
+}
+
+/// Every provider's fake, fresh, whatever `RECONCILE_ONLY` says.
+pub fn all_fakes() -> Vec<Arc<dyn Fake>> {
+    vec![
         chargebee::FakeChargebee::new(),
         gitlab::FakeGitlab::new(),
         gocardless::FakeGocardless::new(),
@@ -54,14 +66,7 @@ pub fn fakes() -> Vec<Arc<dyn Fake>> {
         polar::FakePolar::new(),
         square::FakeSquare::new(),
         workos::FakeWorkos::new(),
-    ];
-    match std::env::var("RECONCILE_ONLY") {
-        Ok(only) => {
-            let only: Vec<&str> = only.split(',').map(str::trim).collect();
-            all.into_iter().filter(|f| only.contains(&f.provider())).collect()
-        }
-        Err(_) => all,
-    }
+    ]
 }
 
 /// One event a sender created: the fake lists it and [`Fake::publish`] renders the webhook that announces it.
@@ -206,7 +211,11 @@ pub fn serve_now(router: Router) -> String {
 
 /// A query's value parsed, or a 400 the way most APIs answer a malformed parameter.
 pub fn bad_request(what: &str) -> Response {
-    (StatusCode::BAD_REQUEST, Json(json!({"error": format!("invalid {what}")}))).into_response()
+    (
+        StatusCode::BAD_REQUEST,
+        Json(json!({"error": format!("invalid {what}")})),
+    )
+        .into_response()
 }
 
 /// Unix seconds of an RFC 3339 time (fakes parse the times their APIs take).
@@ -279,4 +288,3 @@ pub fn off_the_edges(now: i64, at: i64) -> i64 {
         None => at,
     }
 }
-

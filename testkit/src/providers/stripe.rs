@@ -188,4 +188,3 @@ pub fn stripe_events_over(n: usize, span_ms: i64, prefix: &str) -> Vec<(String, 
         })
         .collect()
 }
-

@@ -362,10 +362,11 @@ async fn the_reconciler_function_recovers_a_lossy_delivery_for_three_providers()
     for (fake, receiving) in lanes.iter().zip(&receivings) {
         let name = fake.provider();
         for i in 0..30 {
+            let created_ms = now - 120_000 + i as i64 * 1_000;
             let event = testkit::providers::Event {
-                id: fake.new_id(i),
+                id: fake.event_id(i, created_ms),
                 event_type: fake.event_type().to_owned(),
-                created_ms: now - 120_000 + i as i64 * 1_000,
+                created_ms,
             };
             fake.api().add(event.clone());
             all.entry(name)

@@ -251,6 +251,7 @@ impl RawSource {
                         },
                         key: RsaKey::Configured,
                         message: None,
+                        message_signer: None,
                     }),
                 }
             }

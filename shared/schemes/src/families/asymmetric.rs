@@ -169,6 +169,11 @@ pub struct RsaMessage {
 /// Builds a provider's [`RsaMessage`], checking its own timestamp against the clock where it has one.
 pub type RsaMessageFn = fn(&Request, &Credentials, Clock) -> Result<RsaMessage, VerifyError>;
 
+/// A provider's own signer for its own message: from the request, the credentials, the key URL the request is to
+/// name and the time, the message to sign and the headers to send beside the signature.
+pub type RsaSignFn =
+    fn(&Request, &Credentials, Option<&str>, i64) -> Option<(Vec<u8>, Vec<(http::HeaderName, String)>)>;
+
 #[derive(Clone, Debug)]
 pub struct Rsa {
     /// The signature, template and timestamp; with `message` set, only `spec.timestamp.is_some()` is read (it
@@ -178,6 +183,9 @@ pub struct Rsa {
     pub key: RsaKey,
     /// The provider's own signed message, where a template cannot say it.
     pub message: Option<RsaMessageFn>,
+    /// Where `message` is set: the provider's signer, building the message and the headers beside the signature
+    /// (the tests and `inbox send` sign as the provider would).
+    pub message_signer: Option<RsaSignFn>,
 }
 
 impl Rsa {
@@ -227,15 +235,11 @@ impl Rsa {
     pub fn sign(
         &self,
         pkcs8: &Key,
-        _key_url: Option<&str>,
+        key_url: Option<&str>,
         req: &Request,
         creds: &Credentials,
         now_unix: i64,
     ) -> Option<Signed> {
-        if self.message.is_some() {
-            // The provider's own message: its signer lives with its preset, where it has one.
-            return None;
-        }
         let pair = sig::RsaKeyPair::from_pkcs8(pkcs8.expose()).ok()?;
         let padding: &'static dyn sig::RsaEncoding = match self.algorithm {
             RsaAlgorithm::Pkcs1Sha1 => return None,
@@ -243,6 +247,17 @@ impl Rsa {
             RsaAlgorithm::PssSha256 => &sig::RSA_PSS_SHA256,
         };
         let rng = aws_lc_rs::rand::SystemRandom::new();
+        if self.message.is_some() {
+            // The provider's own message: signed by its own signer, where it has one.
+            let (message, mut headers) = (self.message_signer?)(req, creds, key_url, now_unix)?;
+            let mut out = vec![0; pair.public_modulus_len()];
+            pair.sign(padding, &rng, &message, &mut out).ok()?;
+            headers.push((
+                self.spec.signature.header_name()?.clone(),
+                self.spec.signature.write(&out, None),
+            ));
+            return Some(Signed { headers, body: None });
+        }
         self.spec.sign_with(req, creds, now_unix, |m| {
             let mut out = vec![0; pair.public_modulus_len()];
             pair.sign(padding, &rng, m, &mut out).ok()?;

@@ -40,6 +40,7 @@ pub(super) fn preset() -> Preset {
             hosts: HOSTS.to_vec(),
         },
         message: Some(message),
+        message_signer: None,
     });
     Preset {
         kept: vec![

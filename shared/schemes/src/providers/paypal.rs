@@ -37,6 +37,7 @@ pub(super) fn preset() -> Preset {
             ],
         },
         message: Some(message),
+        message_signer: Some(sign),
     });
     Preset {
         kept: vec![HeaderName::from_static(ID), HeaderName::from_static(TIME)],
@@ -79,6 +80,31 @@ fn message(req: &Request, creds: &Credentials, clock: Clock) -> Result<RsaMessag
         signatures: crate::decode(Encoding::Base64, signature).into_iter().collect(),
         algorithm: RsaAlgorithm::Pkcs1Sha256,
     })
+}
+
+/// Signs as PayPal does: a transmission id and time, the certificate URL and the algorithm beside the signature
+/// of `id|time|webhook_id|crc32(body)`, the webhook id being the source's first secret.
+fn sign(
+    req: &Request,
+    creds: &Credentials,
+    key_url: Option<&str>,
+    now_unix: i64,
+) -> Option<(Vec<u8>, Vec<(HeaderName, String)>)> {
+    let webhook_id = creds.secrets.first()?;
+    let id = format!("{:08x}-{:04x}-11ef-8d7c-{:012x}", now_unix, req.body.len() & 0xffff, crc32(req.body));
+    let time = crate::time::rfc3339_utc(now_unix);
+    let mut message = format!("{id}|{time}|").into_bytes();
+    message.extend_from_slice(webhook_id.expose());
+    message.extend_from_slice(format!("|{}", crc32(req.body)).as_bytes());
+    let mut headers = vec![
+        (HeaderName::from_static(ID), id),
+        (HeaderName::from_static(TIME), time),
+        (HeaderName::from_static("paypal-auth-algo"), "SHA256withRSA".to_owned()),
+    ];
+    if let Some(url) = key_url {
+        headers.push((HeaderName::from_static("paypal-cert-url"), url.to_owned()));
+    }
+    Some((message, headers))
 }
 
 /// CRC-32 (IEEE 802.3, as zlib's `crc32`), PayPal's checksum of the body.

@@ -20,6 +20,7 @@ pub(super) fn preset() -> Preset {
         algorithm: RsaAlgorithm::Pkcs1Sha256,
         key: RsaKey::Configured,
         message: None,
+        message_signer: None,
     });
     Preset {
         kept: vec![

@@ -245,3 +245,53 @@ async fn every_provider_keeps_the_checkpoint_over_a_500_in_the_middle_of_a_walk(
         assert!(checkpoint.scanned_to > 0, "{provider}");
     }
 }
+
+/// GIVEN each provider's API with seven events over ten hours, and a ledger that refuses the oldest one's insert
+/// WHEN a run lists the window, the ledger accepts again, and a later run follows (its window no longer reaching
+/// that event)
+/// THEN the first run stores the six and keeps the seventh as failed, and the later run fetches it again alone,
+/// through the provider's own single-event read, and stores it in its webhook's shape.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_provider_fetches_a_kept_failed_event_again_alone() {
+    for fake in fakes() {
+        let c = case(fake, "KEPT", false).await;
+        let provider = c.fake.provider();
+        let events = events_over(c.fake.as_ref(), 7, 10 * HOUR_MS, 0);
+        c.fake.api().add_all(events.clone());
+        let oldest = events.last().unwrap().clone();
+        let (ledger, dir) = ledger();
+        let sql = rusqlite::Connection::open(dir.path().join("inbox.db")).unwrap();
+        sql.busy_timeout(Duration::from_secs(10)).unwrap();
+        sql.execute_batch(&format!(
+            "CREATE TRIGGER refuse BEFORE INSERT ON events WHEN NEW.event_id = '{}' \
+             BEGIN SELECT RAISE(ABORT, 'refused by the test'); END;",
+            oldest.id
+        ))
+        .unwrap();
+        let first = run(&c, &ledger)
+            .await
+            .unwrap_or_else(|e| panic!("{provider}: {e}"));
+        assert_eq!(
+            (first.recovered, first.failed, first.kept),
+            (6, 1, 1),
+            "{provider}: {first:?}"
+        );
+        sql.execute_batch("DROP TRIGGER refuse;").unwrap();
+        let second = run(&c, &ledger)
+            .await
+            .unwrap_or_else(|e| panic!("{provider}: {e}"));
+        assert_eq!(
+            (second.retried, second.recovered, second.kept),
+            (1, 1, 0),
+            "{provider}: {second:?}"
+        );
+        let key = EventKey::new(c.source.clone(), EventId::parse(&oldest.id).unwrap());
+        let stored = ledger.get(&key).await.unwrap().unwrap();
+        let payload: serde_json::Value = serde_json::from_slice(&stored.payload).unwrap();
+        assert_eq!(
+            payload,
+            c.fake.stored(&oldest),
+            "{provider}: fetched again in another shape"
+        );
+    }
+}

@@ -114,6 +114,12 @@ pub trait Fake: Send + Sync {
     fn api(&self) -> &Api;
     /// A fresh event id as the provider writes them; `n` makes it unique within a test.
     fn new_id(&self, n: usize) -> String;
+    /// The id of event `n` created at `created_ms`, as its webhook carries it: [`Fake::new_id`], unless the
+    /// provider's id holds the event's time (Mailgun's `event-data.id:event-data.timestamp`).
+    fn event_id(&self, n: usize, created_ms: i64) -> String {
+        let _ = created_ms;
+        self.new_id(n)
+    }
     /// An event type the provider sends.
     fn event_type(&self) -> &'static str;
     /// The webhook that announces `event`, exactly as the provider's webhooks carry it.
@@ -228,10 +234,13 @@ pub fn events_over(fake: &dyn Fake, n: usize, span_ms: i64, first: usize) -> Vec
     let now = now_ms();
     let step = (span_ms - 360_000) / n.max(1) as i64;
     (0..n)
-        .map(|i| Event {
-            id: fake.new_id(first + i),
-            event_type: fake.event_type().to_owned(),
-            created_ms: off_the_edges(now, now - 360_000 - i as i64 * step),
+        .map(|i| {
+            let created_ms = off_the_edges(now, now - 360_000 - i as i64 * step);
+            Event {
+                id: fake.event_id(first + i, created_ms),
+                event_type: fake.event_type().to_owned(),
+                created_ms,
+            }
         })
         .collect()
 }

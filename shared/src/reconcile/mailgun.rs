@@ -19,9 +19,10 @@
 //! The API's item is the webhook's `event-data` unwrapped (the same object: `id`, `timestamp`, `event`, …). What is
 //! stored is `{"event-data": <the item's bytes as listed>}`: the webhook's shape without its `signature` object,
 //! which covers only a timestamp and a token chosen at delivery, so no API can give it (the event is reconciled, not
-//! verified). The item's bytes are kept as sent: the id is `event-data.id:event-data.timestamp` with the
-//! timestamp's text (a float of microseconds, `1529692199.626182`), which a round trip through `f64` could change.
-//! Id and type are read from the stored body by our `mailgun` scheme itself, so they are the webhook's.
+//! verified). The item's bytes are kept as sent (the timestamp is a float of microseconds, `1529692199.626182`,
+//! which a round trip through a JSON value could rewrite). The id, `event-data.id:event-data.timestamp`, and the
+//! type are read from the stored body by our `mailgun` scheme itself, so they are what it reads from the webhook
+//! (it writes the timestamp as its `f64` prints: `1796180097.331800` is `1796180097.3318` in the id).
 //!
 //! There is no endpoint for one event: an event an earlier run could not store is found again by listing the two
 //! seconds around its timestamp (with the same type filter) and matching its id.

@@ -44,7 +44,8 @@ const PAGE: &str = "300";
 const FETCH_PAGES: usize = 20;
 
 const REFUSALS: Refusals = Refusals {
-    unauthorized: "Mailgun refused the API key (is it the domain's region: api.mailgun.net or api.eu.mailgun.net?)",
+    unauthorized:
+        "Mailgun refused the API key (is it the domain's region: api.mailgun.net or api.eu.mailgun.net?)",
     forbidden: "the API key's role may not read events (the Analyst role can; a Domain Sending Key cannot)",
     missing: "no such domain in this account and region",
 };
@@ -126,7 +127,12 @@ impl Mailgun {
     }
 
     /// One page: `cursor` is a `paging.next` URL, else the first page of `begin`..`end`.
-    async fn page(&self, cursor: Option<&str>, begin: i64, end: i64) -> Result<(Vec<Listed>, Option<String>), ProviderError> {
+    async fn page(
+        &self,
+        cursor: Option<&str>,
+        begin: i64,
+        end: i64,
+    ) -> Result<(Vec<Listed>, Option<String>), ProviderError> {
         let url = match cursor {
             Some(next) if next.starts_with(&format!("{}/", self.origin)) => next.to_owned(),
             Some(_) => {
@@ -137,7 +143,10 @@ impl Mailgun {
             None => self.query(begin, end).to_string(),
         };
         let what = "GET /v3/{domain}/events";
-        let request = self.client.get(url).basic_auth("api", Some(self.api_key.expose_secret()));
+        let request = self
+            .client
+            .get(url)
+            .basic_auth("api", Some(self.api_key.expose_secret()));
         let events: Events = json(send(request, what, &REFUSALS).await?, what).await?;
         let items = events
             .items
@@ -145,7 +154,11 @@ impl Mailgun {
             .map(|raw| self.listed(raw))
             .collect::<Result<Vec<_>, _>>()?;
         // `paging.next` is given even past the end: an empty page is the end.
-        let next = if items.is_empty() { None } else { events.paging.next };
+        let next = if items.is_empty() {
+            None
+        } else {
+            events.paging.next
+        };
         Ok((items, next))
     }
 
@@ -196,7 +209,10 @@ fn timestamp_ms(text: &str) -> Option<i64> {
         return secs.is_finite().then(|| (secs * 1000.0).floor() as i64);
     }
     let (secs, frac) = text.split_once('.').unwrap_or((text, ""));
-    if secs.is_empty() || !secs.bytes().all(|b| b.is_ascii_digit()) || !frac.bytes().all(|b| b.is_ascii_digit()) {
+    if secs.is_empty()
+        || !secs.bytes().all(|b| b.is_ascii_digit())
+        || !frac.bytes().all(|b| b.is_ascii_digit())
+    {
         return None;
     }
     let millis: String = frac.chars().chain("000".chars()).take(3).collect();
@@ -291,7 +307,8 @@ mod tests {
         let raw: Box<RawValue> = serde_json::from_str(item).unwrap();
         let listed = mailgun().listed(&raw).unwrap();
         // The id the receiver finds in the webhook, from the scheme itself.
-        let (webhook_id, webhook_type) = identify(&Scheme::named("mailgun").unwrap(), WEBHOOK.as_bytes()).unwrap();
+        let (webhook_id, webhook_type) =
+            identify(&Scheme::named("mailgun").unwrap(), WEBHOOK.as_bytes()).unwrap();
         assert_eq!(webhook_id, "W3X4JOhFT-OZidZGKKr9iA:1529692199.626182");
         assert_eq!(listed.id, webhook_id);
         assert_eq!(listed.event_type, webhook_type);
@@ -316,6 +333,9 @@ mod tests {
     #[test]
     fn debug_never_shows_the_key() {
         let text = format!("{:?}", mailgun());
-        assert!(!text.contains("key-secret") && text.contains("[redacted]"), "{text}");
+        assert!(
+            !text.contains("key-secret") && text.contains("[redacted]"),
+            "{text}"
+        );
     }
 }

@@ -150,7 +150,10 @@ impl Okta {
         let response = send(request, WHAT, &REFUSALS).await?;
         let link = next_link(response.headers());
         let events: Vec<Box<RawValue>> = json(response, WHAT).await?;
-        let items = events.iter().map(|raw| listed(raw)).collect::<Result<Vec<_>, _>>()?;
+        let items = events
+            .iter()
+            .map(|raw| listed(raw))
+            .collect::<Result<Vec<_>, _>>()?;
         let next = if items.is_empty() { None } else { link };
         if let Some(n) = &next {
             if !n.starts_with(&format!("{}/", self.origin)) {
@@ -166,7 +169,9 @@ impl Okta {
 /// A log event as listed: stored as its bytes, what the hook's batch path stores per item.
 fn listed(raw: &RawValue) -> Result<Listed, ProviderError> {
     let event: LogEvent = serde_json::from_str(raw.get()).map_err(|e| {
-        ProviderError::Failed(format!("{WHAT}: a log event without its uuid or published time: {e}"))
+        ProviderError::Failed(format!(
+            "{WHAT}: a log event without its uuid or published time: {e}"
+        ))
     })?;
     Ok(Listed {
         created_ms: rfc3339_ms(&event.published, WHAT)?,
@@ -198,17 +203,24 @@ impl Provider for Okta {
             });
         }
         if item.handle.is_empty() || !item.handle.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-') {
-            return Err(ProviderError::Failed(format!("{:?} is not a log event's uuid", item.handle)));
+            return Err(ProviderError::Failed(format!(
+                "{:?} is not a log event's uuid",
+                item.handle
+            )));
         }
         let filter = format!("uuid eq \"{}\"", item.handle);
         let url = self.query(item.created_ms - 1000, item.created_ms + 1000, &filter);
         let page = self.page(url.as_str()).await?;
-        let found = page.items.into_iter().find(|l| l.id == item.handle).ok_or_else(|| {
-            ProviderError::Failed(format!(
-                "log event {} is no longer in the System Log (kept 90 days), or never was",
-                item.handle
-            ))
-        })?;
+        let found = page
+            .items
+            .into_iter()
+            .find(|l| l.id == item.handle)
+            .ok_or_else(|| {
+                ProviderError::Failed(format!(
+                    "log event {} is no longer in the System Log (kept 90 days), or never was",
+                    item.handle
+                ))
+            })?;
         Ok(Fetched {
             payload: found.payload.unwrap_or_default(),
             event_type: found.event_type,
@@ -255,10 +267,17 @@ mod tests {
     #[test]
     fn the_next_link_is_found_among_separate_link_headers() {
         let mut headers = http::HeaderMap::new();
-        headers.append("link", "<https://acme.okta.com/api/v1/logs?limit=2>; rel=\"self\"".parse().unwrap());
         headers.append(
             "link",
-            "<https://acme.okta.com/api/v1/logs?limit=2&after=abc>; rel=\"next\"".parse().unwrap(),
+            "<https://acme.okta.com/api/v1/logs?limit=2>; rel=\"self\""
+                .parse()
+                .unwrap(),
+        );
+        headers.append(
+            "link",
+            "<https://acme.okta.com/api/v1/logs?limit=2&after=abc>; rel=\"next\""
+                .parse()
+                .unwrap(),
         );
         assert_eq!(
             next_link(&headers).as_deref(),
@@ -299,6 +318,9 @@ mod tests {
     #[test]
     fn debug_never_shows_the_token() {
         let text = format!("{:?}", okta());
-        assert!(!text.contains("00secret") && text.contains("[redacted]"), "{text}");
+        assert!(
+            !text.contains("00secret") && text.contains("[redacted]"),
+            "{text}"
+        );
     }
 }

@@ -38,6 +38,8 @@ pub struct FakeMailgun {
 }
 
 impl FakeMailgun {
+    // The shape every fake's constructor has (`fakes()` lists them as `Arc<dyn Fake>`).
+    #[allow(clippy::new_ret_no_self)]
     pub fn new() -> Arc<dyn Fake> {
         Arc::new(FakeMailgun { api: Api::default() })
     }
@@ -55,7 +57,11 @@ struct Record {
 impl Record {
     /// The log record an event is, with the `accepted` record of its message a millisecond before it.
     fn of(event: &Event) -> [Record; 2] {
-        let id = event.id.split_once(':').map_or(event.id.as_str(), |(id, _)| id).to_owned();
+        let id = event
+            .id
+            .split_once(':')
+            .map_or(event.id.as_str(), |(id, _)| id)
+            .to_owned();
         let accepted_id = mailgun_id(mix(seed(&id) ^ 0xacce_97ed));
         let accepted_ms = event.created_ms - 1;
         [
@@ -126,13 +132,19 @@ fn mix(mut x: u64) -> u64 {
 }
 
 fn seed(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    })
 }
 
 /// 22 characters of URL-safe base64, as Mailgun's event ids (`W3X4JOhFT-OZidZGKKr9iA`).
 fn mailgun_id(x: u64) -> String {
     let bytes: Vec<u8> = [x, mix(x)].iter().flat_map(|v| v.to_be_bytes()).collect();
-    base64(&bytes, b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_", false)
+    base64(
+        &bytes,
+        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_",
+        false,
+    )
 }
 
 /// Base64 of `bytes` in `alphabet`, padded or not.
@@ -179,7 +191,12 @@ impl PageQuery {
         let v: serde_json::Value = serde_json::from_slice(&bytes?).ok()?;
         let events = match &v["events"] {
             serde_json::Value::Null => None,
-            e => Some(e.as_array()?.iter().map(|t| t.as_str().map(str::to_owned)).collect::<Option<_>>()?),
+            e => Some(
+                e.as_array()?
+                    .iter()
+                    .map(|t| t.as_str().map(str::to_owned))
+                    .collect::<Option<_>>()?,
+            ),
         };
         let after = match &v["after"] {
             serde_json::Value::Null => None,
@@ -206,15 +223,19 @@ fn epoch_ms(text: &str) -> Option<i64> {
     (secs.is_finite() && secs >= 0.0).then(|| (secs * 1000.0).round() as i64)
 }
 
-/// The first page's query from the request's parameters, or Mailgun's 400.
-fn parse_query(q: &HashMap<String, String>) -> Result<PageQuery, Response> {
-    let bad = |what: &str| message(StatusCode::BAD_REQUEST, what.to_owned());
+/// The first page's query from the request's parameters, or the text of Mailgun's 400.
+fn parse_query(q: &HashMap<String, String>) -> Result<PageQuery, String> {
+    let bad = |what: &str| what.to_owned();
     let begin = match q.get("begin") {
-        Some(b) => epoch_ms(b).ok_or_else(|| bad("Invalid begin: must be epoch seconds or an RFC 2822 date"))?,
+        Some(b) => {
+            epoch_ms(b).ok_or_else(|| bad("Invalid begin: must be epoch seconds or an RFC 2822 date"))?
+        }
         None => now_ms(),
     };
     let end = match q.get("end") {
-        Some(e) => Some(epoch_ms(e).ok_or_else(|| bad("Invalid end: must be epoch seconds or an RFC 2822 date"))?),
+        Some(e) => {
+            Some(epoch_ms(e).ok_or_else(|| bad("Invalid end: must be epoch seconds or an RFC 2822 date"))?)
+        }
         None => None,
     };
     let ascending = match q.get("ascending").map(String::as_str) {
@@ -246,7 +267,11 @@ fn parse_query(q: &HashMap<String, String>) -> Result<PageQuery, Response> {
     let events = match q.get("event") {
         Some(expr) => {
             let terms: Vec<&str> = expr.split_whitespace().filter(|t| *t != "OR").collect();
-            if terms.is_empty() || terms.iter().any(|t| *t == "AND" || t.starts_with(['-', '"', '>', '<'])) {
+            if terms.is_empty()
+                || terms
+                    .iter()
+                    .any(|t| *t == "AND" || t.starts_with(['-', '"', '>', '<']))
+            {
                 return Err(bad("Invalid event filter (this fake reads terms joined with OR)"));
             }
             Some(terms.into_iter().map(str::to_owned).collect())
@@ -267,7 +292,12 @@ impl FakeMailgun {
     /// The gate, the key and the domain, as every request meets them.
     fn check(&self, headers: &HeaderMap, domain: &str) -> Option<Response> {
         match self.api.gate() {
-            Gate::Fail => return Some(message(StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error".into())),
+            Gate::Fail => {
+                return Some(message(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "Internal Server Error".into(),
+                ))
+            }
             Gate::RateLimited => {
                 let reset = (now_ms() / 1000 + 1).to_string();
                 return Some(
@@ -290,7 +320,10 @@ impl FakeMailgun {
             return Some((StatusCode::UNAUTHORIZED, "Forbidden").into_response());
         }
         if domain != DOMAIN {
-            return Some(message(StatusCode::NOT_FOUND, format!("Domain not found: {domain}")));
+            return Some(message(
+                StatusCode::NOT_FOUND,
+                format!("Domain not found: {domain}"),
+            ));
         }
         None
     }
@@ -314,11 +347,20 @@ impl FakeMailgun {
             None => 0,
             Some(after) => records
                 .iter()
-                .position(|r| if query.descending { key(r) < *after } else { key(r) > *after })
+                .position(|r| {
+                    if query.descending {
+                        key(r) < *after
+                    } else {
+                        key(r) > *after
+                    }
+                })
                 .unwrap_or(records.len()),
         };
         let page: Vec<&Record> = records[start..].iter().take(query.limit).collect();
-        let host = headers.get("host").and_then(|v| v.to_str().ok()).unwrap_or("127.0.0.1");
+        let host = headers
+            .get("host")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("127.0.0.1");
         let url = |q: &PageQuery| format!("http://{host}/v3/{DOMAIN}/events/{}", q.token());
         let next = PageQuery {
             after: page.last().map(|r| key(r)).or(query.after.clone()),
@@ -355,7 +397,7 @@ async fn events(
     }
     match parse_query(&q) {
         Ok(query) => fake.page(&headers, query),
-        Err(r) => r,
+        Err(text) => message(StatusCode::BAD_REQUEST, text),
     }
 }
 

@@ -43,6 +43,8 @@ pub struct FakeOkta {
 }
 
 impl FakeOkta {
+    // The shape every fake's constructor has (`fakes()` lists them as `Arc<dyn Fake>`).
+    #[allow(clippy::new_ret_no_self)]
     pub fn new() -> Arc<dyn Fake> {
         Arc::new(FakeOkta { api: Api::default() })
     }
@@ -57,7 +59,9 @@ fn mix(mut x: u64) -> u64 {
 }
 
 fn seed(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    })
 }
 
 /// A version-1-shaped UUID as Okta's log event uuids are (`dc9fd3c0-598c-11ef-8478-2b7584bf8d5a`).
@@ -76,8 +80,16 @@ fn log_event(id: &str, event_type: &str, created_ms: i64) -> serde_json::Value {
     let n = seed(id);
     let user = format!("00u{:017x}", mix(n) >> 4);
     let (message, legacy, target_type) = match event_type {
-        "user.lifecycle.create" => ("Create Okta user", "core.user.config.user_creation.success", "User"),
-        "user.lifecycle.deactivate" => ("Deactivate Okta user", "core.user.config.user_deactivated", "User"),
+        "user.lifecycle.create" => (
+            "Create Okta user",
+            "core.user.config.user_creation.success",
+            "User",
+        ),
+        "user.lifecycle.deactivate" => (
+            "Deactivate Okta user",
+            "core.user.config.user_deactivated",
+            "User",
+        ),
         _ => ("User single sign on to app", "app.auth.sso", "AppInstance"),
     };
     json!({
@@ -114,7 +126,10 @@ fn log_event(id: &str, event_type: &str, created_ms: i64) -> serde_json::Value {
 
 /// The log records an event is: itself, and a sign-on of another uuid a millisecond before it.
 fn records(event: &Event) -> [(i64, String, String); 2] {
-    let sso = uuid(mix(seed(&event.id) ^ 0x55_0000), seed(&event.id) ^ 0x9000_0000_0000);
+    let sso = uuid(
+        mix(seed(&event.id) ^ 0x55_0000),
+        seed(&event.id) ^ 0x9000_0000_0000,
+    );
     [
         (event.created_ms, event.id.clone(), event.event_type.clone()),
         (event.created_ms - 1, sso, "user.authentication.sso".into()),
@@ -129,7 +144,11 @@ fn error(status: StatusCode, code: &str, summary: &str) -> Response {
 }
 
 fn invalid(summary: &str) -> Response {
-    error(StatusCode::BAD_REQUEST, "E0000001", &format!("Api validation failed: {summary}"))
+    error(
+        StatusCode::BAD_REQUEST,
+        "E0000001",
+        &format!("Api validation failed: {summary}"),
+    )
 }
 
 /// Percent-encoding of a query value (everything but the unreserved characters).
@@ -150,7 +169,8 @@ fn parse_filter(filter: &str) -> Option<Vec<(&str, &str)>> {
         .map(|term| {
             let (attr, value) = term.trim().split_once(" eq ")?;
             let value = value.trim().strip_prefix('"')?.strip_suffix('"')?;
-            (matches!(attr.trim(), "eventType" | "uuid") && !value.contains('"')).then(|| (attr.trim(), value))
+            (matches!(attr.trim(), "eventType" | "uuid") && !value.contains('"'))
+                .then(|| (attr.trim(), value))
         })
         .collect()
 }
@@ -188,20 +208,20 @@ async fn logs(
         return error(StatusCode::UNAUTHORIZED, "E0000011", "Invalid token provided");
     }
     let now = now_ms();
-    let time = |name: &str| -> Result<Option<i64>, Response> {
+    let time = |name: &str| -> Result<Option<i64>, String> {
         match q.get(name).filter(|v| !v.is_empty()) {
             None => Ok(None),
             Some(v) => parse_rfc3339_ms(v).map(Some).ok_or_else(|| {
-                invalid(&format!(
+                format!(
                     "'{name}': The date format in your query is not recognized. Please enter dates using ISO8601 \
                      string format."
-                ))
+                )
             }),
         }
     };
     let (since, until) = match (time("since"), time("until")) {
         (Ok(s), Ok(u)) => (s, u),
-        (Err(r), _) | (_, Err(r)) => return r,
+        (Err(text), _) | (_, Err(text)) => return invalid(&text),
     };
     let ascending = match q.get("sortOrder").map(String::as_str) {
         None | Some("ASCENDING") => true,
@@ -217,7 +237,13 @@ async fn logs(
         None => None,
         Some(f) => match parse_filter(f) {
             Some(terms) => Some(terms),
-            None => return error(StatusCode::BAD_REQUEST, "E0000053", &format!("Invalid filter '{f}'")),
+            None => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    "E0000053",
+                    &format!("Invalid filter '{f}'"),
+                )
+            }
         },
     };
     let polling = until.is_none() && ascending;
@@ -239,7 +265,9 @@ async fn logs(
         .filter(|(at, _, _)| kept_from <= *at && *at < until_ms)
         .filter(|(_, id, ty)| {
             filter.as_ref().is_none_or(|terms| {
-                terms.iter().any(|(attr, v)| if *attr == "uuid" { id == v } else { ty == v })
+                terms
+                    .iter()
+                    .any(|(attr, v)| if *attr == "uuid" { id == v } else { ty == v })
             })
         })
         .collect();
@@ -258,7 +286,10 @@ async fn logs(
     let more = start + page.len() < all.len();
     let body: Vec<serde_json::Value> = page.iter().map(|(at, id, ty)| log_event(id, ty, *at)).collect();
 
-    let host = headers.get("host").and_then(|v| v.to_str().ok()).unwrap_or(DOMAIN);
+    let host = headers
+        .get("host")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or(DOMAIN);
     let link = |after: Option<&str>| {
         let mut pairs: Vec<(&str, String)> = q
             .iter()
@@ -276,7 +307,10 @@ async fn logs(
     let self_link = format!("<{}>; rel=\"self\"", link(q.get("after").map(String::as_str)));
     response.headers_mut().append("link", self_link.parse().unwrap());
     if more || polling {
-        let after = page.last().map(|(_, id, _)| id.as_str()).or(q.get("after").map(String::as_str));
+        let after = page
+            .last()
+            .map(|(_, id, _)| id.as_str())
+            .or(q.get("after").map(String::as_str));
         let next = format!("<{}>; rel=\"next\"", link(after));
         response.headers_mut().append("link", next.parse().unwrap());
     }

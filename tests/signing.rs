@@ -61,3 +61,12 @@ pub fn signed(
     }
     (headers, signed.body.unwrap_or(webhook.body))
 }
+
+/// Whether a receiver's answer says every event of the delivery was a duplicate: the answer of one event, or each
+/// item of a batch's.
+pub fn all_duplicates(answer: &serde_json::Value) -> bool {
+    match answer["events"].as_array() {
+        Some(items) => !items.is_empty() && items.iter().all(|i| i["status"] == "duplicate"),
+        None => answer["status"] == "duplicate",
+    }
+}

@@ -303,10 +303,9 @@ async fn every_provider_recovers_a_lossy_delivery_within_two_intervals() {
         let lane = &lanes[*l];
         let (headers, body) = signed(&sources, &*lane.fake, &lane.receiving, event);
         let (status, answer) = send(&app.webhook_url(lane.name()), headers, body).await;
-        assert_eq!(
-            (status, answer["status"].as_str()),
-            (200, Some("duplicate")),
-            "{} {}: {answer}",
+        assert!(
+            status == 200 && crate::signing::all_duplicates(&answer),
+            "{} {}: {status} {answer}",
             lane.name(),
             event.id
         );

@@ -8,6 +8,8 @@
 //! (`shared/tests/core/reconcile.rs`, `tests/embedded/lossy.rs`, `tests/aws/reconcile.rs`) take [`fakes`].
 // Test-only: a malformed request from the code under test should fail the test loudly.
 #![allow(clippy::unwrap_used)]
+// Each fake's `new` answers the trait object the tests hold (`Arc<dyn Fake>`), not `Self`.
+#![allow(clippy::new_ret_no_self)]
 
 mod github;
 mod stripe;

@@ -22,8 +22,6 @@
 //! There is no endpoint for one row: an event kept failed by an earlier run is found again by paging the list
 //! down to its creation time.
 
-use std::collections::HashSet;
-
 use async_trait::async_trait;
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
@@ -170,7 +168,6 @@ impl Provider for Gitlab {
     async fn list(&self, window: Window, cursor: Option<&str>) -> Result<Page, ProviderError> {
         let (rows, next) = self.page(cursor_page(cursor)?).await?;
         let mut items = Vec::with_capacity(rows.len());
-        let mut keys = HashSet::new();
         let mut passed = false;
         for row in &rows {
             // Newest first: once a row is older than the window, every later one is too.
@@ -178,9 +175,8 @@ impl Provider for Gitlab {
                 passed = true;
                 break;
             }
-            let Some(item) = row_event(row)? else { continue };
-            // The newest attempt of a key stands for it (the run counts an id once across pages too).
-            if keys.insert(item.id.clone()) {
+            // Every attempt of a key is listed: the run takes the first inside its window and counts the id once.
+            if let Some(item) = row_event(row)? {
                 items.push(item);
             }
         }

@@ -135,7 +135,7 @@ impl Provider for Gocardless {
             .iter()
             .map(|e| listed(e, what))
             .collect::<Result<Vec<_>, _>>()?;
-        let next = list.meta.cursors.after.filter(|_| !items.is_empty());
+        let next = list.meta.cursors.after.filter(|a| !a.is_empty() && !items.is_empty());
         Ok(Page { items, next })
     }
 

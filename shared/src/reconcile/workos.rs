@@ -93,7 +93,7 @@ impl Workos {
         };
         let list: List = json(response, WHAT).await?;
         let items = list.data.iter().map(listed).collect::<Result<Vec<_>, _>>()?;
-        let next = list.list_metadata.after.filter(|_| !items.is_empty());
+        let next = list.list_metadata.after.filter(|a| !a.is_empty() && !items.is_empty());
         Ok((items, next))
     }
 }

@@ -140,7 +140,10 @@ fn row_event(row: &Row) -> Result<Option<Listed>, ProviderError> {
         return Ok(None);
     };
     let created_ms = lenient_ms(&row.created_at).ok_or_else(|| {
-        ProviderError::Failed(format!("{WHAT}: row {}: {:?} is not a time", row.id, row.created_at))
+        ProviderError::Failed(format!(
+            "{WHAT}: row {}: {:?} is not a time",
+            row.id, row.created_at
+        ))
     })?;
     let oversize = row.request_data.get("oversize") == Some(&Value::Bool(true));
     let payload = match &row.request_data {
@@ -231,7 +234,11 @@ fn gone(item: &Listed) -> ProviderError {
 /// without a zone (taken as UTC), `T` or a space between date and time.
 pub(super) fn lenient_ms(text: &str) -> Option<i64> {
     let text = text.trim();
-    let (local, offset_ms) = match text.len().checked_sub(6).and_then(|i| text.get(i..).map(|z| (i, z))) {
+    let (local, offset_ms) = match text
+        .len()
+        .checked_sub(6)
+        .and_then(|i| text.get(i..).map(|z| (i, z)))
+    {
         Some((i, zone)) if matches!(zone.as_bytes(), [b'+' | b'-', _, _, b':', _, _]) => {
             let hours: i64 = zone.get(1..3)?.parse().ok()?;
             let minutes: i64 = zone.get(4..6)?.parse().ok()?;
@@ -257,7 +264,10 @@ mod tests {
     #[test]
     fn times_are_read_with_a_zone_an_offset_or_none() {
         assert_eq!(lenient_ms("2026-01-01T00:00:01.250Z"), Some(1_767_225_601_250));
-        assert_eq!(lenient_ms("2025-12-31T17:00:01.250-07:00"), Some(1_767_225_601_250));
+        assert_eq!(
+            lenient_ms("2025-12-31T17:00:01.250-07:00"),
+            Some(1_767_225_601_250)
+        );
         assert_eq!(lenient_ms("2026-01-01T05:30:01+05:30"), Some(1_767_225_601_000));
         assert_eq!(lenient_ms("2026-01-01 00:00:01.250"), Some(1_767_225_601_250));
         assert_eq!(lenient_ms("yesterday"), None);
@@ -308,13 +318,19 @@ mod tests {
         );
         let stored: Value = serde_json::from_slice(item.payload.as_deref().unwrap()).unwrap();
         assert_eq!(stored, page[0].request_data);
-        assert!(row_event(&page[1]).unwrap().is_none(), "no Idempotency-Key: skipped");
+        assert!(
+            row_event(&page[1]).unwrap().is_none(),
+            "no Idempotency-Key: skipped"
+        );
         let oversize = row_event(&page[2]).unwrap().unwrap();
         assert!(oversize.payload.is_none(), "no body kept: fetch fails it");
 
         // The webhook this row logged: the scheme's id and type are the ones listed.
         let mut headers = http::HeaderMap::new();
-        headers.insert("idempotency-key", "5c0d7b3e-9a0f-4c42-8e0b-7e6f3a2d1c90".parse().unwrap());
+        headers.insert(
+            "idempotency-key",
+            "5c0d7b3e-9a0f-4c42-8e0b-7e6f3a2d1c90".parse().unwrap(),
+        );
         headers.insert("x-gitlab-event", "Push Hook".parse().unwrap());
         let body = br#"{"object_kind":"push","ref":"refs/heads/main","user_email":"jsmith@example.com"}"#;
         let identity = Scheme::named("gitlab").unwrap().identify(&headers, body).unwrap();
@@ -325,8 +341,12 @@ mod tests {
     #[test]
     fn the_token_is_not_in_debug() {
         let hook: GitlabHook = "projects/7/hooks/11".parse().unwrap();
-        let p = Gitlab::new(reqwest::Url::parse("https://gitlab.com/api/v4").unwrap(), &hook, "glpat-secret".into())
-            .unwrap();
+        let p = Gitlab::new(
+            reqwest::Url::parse("https://gitlab.com/api/v4").unwrap(),
+            &hook,
+            "glpat-secret".into(),
+        )
+        .unwrap();
         let debug = format!("{p:?}");
         assert!(!debug.contains("glpat-secret"), "{debug}");
         assert!(debug.contains("/api/v4/projects/7/hooks/11/events"), "{debug}");

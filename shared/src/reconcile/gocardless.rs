@@ -109,7 +109,9 @@ fn events_query(base: &reqwest::Url, window: Window, cursor: Option<&str>) -> re
 fn listed(event: &Value, what: &str) -> Result<Listed, ProviderError> {
     let text = |k: &str| event.get(k).and_then(Value::as_str).filter(|s| !s.is_empty());
     let (Some(id), Some(created)) = (text("id"), text("created_at")) else {
-        return Err(ProviderError::Failed(format!("{what}: an event without an id or a created_at")));
+        return Err(ProviderError::Failed(format!(
+            "{what}: an event without an id or a created_at"
+        )));
     };
     let event_type = text("resource_type")
         .zip(text("action"))
@@ -128,14 +130,20 @@ fn listed(event: &Value, what: &str) -> Result<Listed, ProviderError> {
 impl Provider for Gocardless {
     async fn list(&self, window: Window, cursor: Option<&str>) -> Result<Page, ProviderError> {
         let what = "GET /events";
-        let response = self.get(events_query(&self.events_url, window, cursor), what).await?;
+        let response = self
+            .get(events_query(&self.events_url, window, cursor), what)
+            .await?;
         let list: List = json(response, what).await?;
         let items = list
             .events
             .iter()
             .map(|e| listed(e, what))
             .collect::<Result<Vec<_>, _>>()?;
-        let next = list.meta.cursors.after.filter(|a| !a.is_empty() && !items.is_empty());
+        let next = list
+            .meta
+            .cursors
+            .after
+            .filter(|a| !a.is_empty() && !items.is_empty());
         Ok(Page { items, next })
     }
 
@@ -155,7 +163,9 @@ impl Provider for Gocardless {
         let one: One = json(self.get(url, &what).await?, &what).await?;
         let found = listed(&one.events, &what)?;
         if found.id != item.id {
-            return Err(ProviderError::Failed(format!("{what}: the answer is another event")));
+            return Err(ProviderError::Failed(format!(
+                "{what}: the answer is another event"
+            )));
         }
         Ok(Fetched {
             payload: found.payload.unwrap_or_default(),
@@ -221,8 +231,11 @@ mod tests {
 
     #[test]
     fn the_token_is_not_in_debug() {
-        let p = Gocardless::new(reqwest::Url::parse("https://api.gocardless.com").unwrap(), "live_secret".into())
-            .unwrap();
+        let p = Gocardless::new(
+            reqwest::Url::parse("https://api.gocardless.com").unwrap(),
+            "live_secret".into(),
+        )
+        .unwrap();
         assert!(!format!("{p:?}").contains("live_secret"));
     }
 }

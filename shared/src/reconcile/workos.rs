@@ -93,7 +93,10 @@ impl Workos {
         };
         let list: List = json(response, WHAT).await?;
         let items = list.data.iter().map(listed).collect::<Result<Vec<_>, _>>()?;
-        let next = list.list_metadata.after.filter(|a| !a.is_empty() && !items.is_empty());
+        let next = list
+            .list_metadata
+            .after
+            .filter(|a| !a.is_empty() && !items.is_empty());
         Ok((items, next))
     }
 }
@@ -208,7 +211,13 @@ mod tests {
     #[test]
     fn the_query_asks_for_the_window_newest_first_and_the_most_per_page() {
         let base = reqwest::Url::parse("https://api.workos.com/events").unwrap();
-        let url = events_query(&base, 1_767_225_599_999, 1_767_229_200_000, None, Some("event_01X"));
+        let url = events_query(
+            &base,
+            1_767_225_599_999,
+            1_767_229_200_000,
+            None,
+            Some("event_01X"),
+        );
         assert_eq!(
             url.as_str(),
             "https://api.workos.com/events?range_start=2025-12-31T23%3A59%3A59.999Z\
@@ -231,7 +240,10 @@ mod tests {
         assert_eq!(item.created_ms, 1_767_225_601_250);
         let stored: Value = serde_json::from_slice(item.payload.as_deref().unwrap()).unwrap();
         assert_eq!(stored.get("object"), None);
-        assert_eq!(stored["data"]["object"], "directory_user", "only the event's own object is dropped");
+        assert_eq!(
+            stored["data"]["object"], "directory_user",
+            "only the event's own object is dropped"
+        );
 
         // The webhook the fake renders for this event: the scheme finds the id and type we list.
         let body = br#"{"id":"event_01J0000000000000000000042","event":"dsync.user.created","data":{"id":"directory_user_01","object":"directory_user"},"created_at":"2026-01-01T00:00:01.250Z"}"#;
@@ -244,13 +256,18 @@ mod tests {
 
     #[test]
     fn an_event_without_an_id_fails_the_page() {
-        let err = listed(&serde_json::json!({"event": "x", "created_at": "2026-01-01T00:00:00Z"})).unwrap_err();
+        let err =
+            listed(&serde_json::json!({"event": "x", "created_at": "2026-01-01T00:00:00Z"})).unwrap_err();
         assert!(matches!(err, ProviderError::Failed(_)));
     }
 
     #[test]
     fn the_key_is_not_in_debug() {
-        let p = Workos::new(reqwest::Url::parse("https://api.workos.com").unwrap(), "sk_test_secret".into()).unwrap();
+        let p = Workos::new(
+            reqwest::Url::parse("https://api.workos.com").unwrap(),
+            "sk_test_secret".into(),
+        )
+        .unwrap();
         assert!(!format!("{p:?}").contains("sk_test_secret"));
     }
 }

@@ -72,8 +72,14 @@ impl FakeGitlab {
             ("User-Agent".into(), "GitLab/17.6.0".into()),
             ("X-Gitlab-Instance".into(), "https://gitlab.example.com".into()),
             ("X-Gitlab-Event".into(), event.event_type.clone()),
-            ("X-Gitlab-Webhook-UUID".into(), "0e1b4f3a-5a53-4b8f-9a64-9d0bd3d1c2a1".into()),
-            ("X-Gitlab-Event-UUID".into(), format!("8b1f1a6c-8f0e-4d8c-9b1e-{tail}")),
+            (
+                "X-Gitlab-Webhook-UUID".into(),
+                "0e1b4f3a-5a53-4b8f-9a64-9d0bd3d1c2a1".into(),
+            ),
+            (
+                "X-Gitlab-Event-UUID".into(),
+                format!("8b1f1a6c-8f0e-4d8c-9b1e-{tail}"),
+            ),
             ("Idempotency-Key".into(), event.id.clone()),
         ]
     }
@@ -82,7 +88,10 @@ impl FakeGitlab {
     fn attempts(event: &Event) -> Vec<(u64, i64, &'static str)> {
         let n: u64 = u64::from_str_radix(&event.id[..8], 16).unwrap();
         if n % 2 == 1 {
-            vec![(n * 2 + 1, event.created_ms + 10_000, "200"), (n * 2, event.created_ms, "500")]
+            vec![
+                (n * 2 + 1, event.created_ms + 10_000, "200"),
+                (n * 2, event.created_ms, "500"),
+            ]
         } else {
             vec![(n * 2, event.created_ms, "200")]
         }
@@ -158,7 +167,10 @@ async fn events(
     }
     let number = |k: &str, default: usize| q.get(k).map_or(Some(default), |v| v.parse::<usize>().ok());
     let Some(per_page) = number("per_page", 20).filter(|n| (1..=PER_PAGE_MAX).contains(n)) else {
-        return (StatusCode::BAD_REQUEST, Json(json!({"error": "per_page does not have a valid value"})))
+        return (
+            StatusCode::BAD_REQUEST,
+            Json(json!({"error": "per_page does not have a valid value"})),
+        )
             .into_response();
     };
     let Some(page) = number("page", 1).filter(|&n| n >= 1) else {
@@ -166,9 +178,22 @@ async fn events(
     };
     let rows = fake.rows();
     let total_pages = rows.len().div_ceil(per_page).max(1);
-    let body: Vec<_> = rows.iter().skip((page - 1) * per_page).take(per_page).cloned().collect();
-    let next = if page < total_pages { (page + 1).to_string() } else { String::new() };
-    let prev = if page > 1 { (page - 1).to_string() } else { String::new() };
+    let body: Vec<_> = rows
+        .iter()
+        .skip((page - 1) * per_page)
+        .take(per_page)
+        .cloned()
+        .collect();
+    let next = if page < total_pages {
+        (page + 1).to_string()
+    } else {
+        String::new()
+    };
+    let prev = if page > 1 {
+        (page - 1).to_string()
+    } else {
+        String::new()
+    };
     (
         [
             ("x-page", page.to_string()),
@@ -188,7 +213,11 @@ impl Fake for FakeGitlab {
         "gitlab"
     }
     fn start(self: Arc<Self>) -> String {
-        serve_now(Router::new().route("/{kind}/{owner}/hooks/{hook}/events", get(events)).with_state(self))
+        serve_now(
+            Router::new()
+                .route("/{kind}/{owner}/hooks/{hook}/events", get(events))
+                .with_state(self),
+        )
     }
     fn api(&self) -> &Api {
         &self.api

@@ -75,9 +75,15 @@ fn http_date(secs: i64) -> String {
     let weekday = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"][days.rem_euclid(7) as usize];
     let ymd = rfc3339_secs(days * 86_400_000);
     let (y, m, d) = (&ymd[0..4], &ymd[5..7], &ymd[8..10]);
-    let month = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
-        [m.parse::<usize>().unwrap() - 1];
-    format!("{weekday}, {d} {month} {y} {:02}:{:02}:{:02} GMT", rest / 3600, rest / 60 % 60, rest % 60)
+    let month = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ][m.parse::<usize>().unwrap() - 1];
+    format!(
+        "{weekday}, {d} {month} {y} {:02}:{:02}:{:02} GMT",
+        rest / 3600,
+        rest / 60 % 60,
+        rest % 60
+    )
 }
 
 /// The gate, the token and the version header, as every request meets them.
@@ -139,14 +145,28 @@ async fn list(
         if let Some(v) = q.get(&format!("created_at[{op}]")) {
             match parse_rfc3339_ms(v) {
                 Some(at) => bounds.push((op, at)),
-                None => return error(StatusCode::UNPROCESSABLE_ENTITY, "validation_failed", "invalid_type", "created_at is invalid"),
+                None => {
+                    return error(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        "validation_failed",
+                        "invalid_type",
+                        "created_at is invalid",
+                    )
+                }
             }
         }
     }
     let limit = match q.get("limit").map(|v| v.parse::<usize>()) {
         None => 50,
         Some(Ok(n)) if (1..=500).contains(&n) => n,
-        Some(_) => return error(StatusCode::UNPROCESSABLE_ENTITY, "validation_failed", "invalid_type", "limit must be at most 500"),
+        Some(_) => {
+            return error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "validation_failed",
+                "invalid_type",
+                "limit must be at most 500",
+            )
+        }
     };
     let within = |e: &Event| {
         bounds.iter().all(|&(op, at)| match op {
@@ -161,28 +181,49 @@ async fn list(
         .events()
         .into_iter()
         .filter(within)
-        .filter(|e| q.get("resource_type").is_none_or(|r| e.event_type.starts_with(&format!("{r}."))))
-        .filter(|e| q.get("action").is_none_or(|a| e.event_type.ends_with(&format!(".{a}"))))
+        .filter(|e| {
+            q.get("resource_type")
+                .is_none_or(|r| e.event_type.starts_with(&format!("{r}.")))
+        })
+        .filter(|e| {
+            q.get("action")
+                .is_none_or(|a| e.event_type.ends_with(&format!(".{a}")))
+        })
         .collect();
     let from = match q.get("after") {
-        Some(after) => matching.iter().position(|e| &e.id == after).map_or(matching.len(), |i| i + 1),
+        Some(after) => matching
+            .iter()
+            .position(|e| &e.id == after)
+            .map_or(matching.len(), |i| i + 1),
         None => 0,
     };
     let page: Vec<&Event> = matching.iter().skip(from).take(limit).collect();
-    let after = page.last().filter(|_| from + page.len() < matching.len()).map(|e| e.id.clone());
+    let after = page
+        .last()
+        .filter(|_| from + page.len() < matching.len())
+        .map(|e| e.id.clone());
     let before = page.first().filter(|_| from > 0).map(|e| e.id.clone());
     let events: Vec<_> = page.iter().map(|e| FakeGocardless::event(e)).collect();
     Json(json!({"events": events, "meta": {"cursors": {"before": before, "after": after}, "limit": limit}, "linked": {}}))
         .into_response()
 }
 
-async fn one(State(fake): State<Arc<FakeGocardless>>, Path(id): Path<String>, headers: HeaderMap) -> Response {
+async fn one(
+    State(fake): State<Arc<FakeGocardless>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
     if let Some(r) = refused(&fake, &headers) {
         return r;
     }
     match fake.api.find(&id) {
         Some(e) => Json(json!({"events": FakeGocardless::event(&e)})).into_response(),
-        None => error(StatusCode::NOT_FOUND, "invalid_api_usage", "resource_not_found", "Resource not found"),
+        None => error(
+            StatusCode::NOT_FOUND,
+            "invalid_api_usage",
+            "resource_not_found",
+            "Resource not found",
+        ),
     }
 }
 
@@ -210,7 +251,8 @@ impl Fake for FakeGocardless {
     }
     fn webhook(&self, event: &Event) -> Webhook {
         let tail = event.id.trim_start_matches("EV");
-        let body = json!({"events": [FakeGocardless::event(event)], "meta": {"webhook_id": format!("WB{tail}")}});
+        let body =
+            json!({"events": [FakeGocardless::event(event)], "meta": {"webhook_id": format!("WB{tail}")}});
         Webhook {
             body: serde_json::to_vec(&body).unwrap(),
             content_type: "application/json",

@@ -66,7 +66,12 @@ async fn events(
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
     match fake.api.gate() {
-        Gate::Fail => return message(StatusCode::INTERNAL_SERVER_ERROR, json!({"message": "Internal Server Error"})),
+        Gate::Fail => {
+            return message(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                json!({"message": "Internal Server Error"}),
+            )
+        }
         Gate::RateLimited => {
             return (
                 StatusCode::TOO_MANY_REQUESTS,
@@ -112,7 +117,10 @@ async fn events(
         listed.reverse();
     }
     let from = match q.get("after") {
-        Some(after) => listed.iter().position(|e| &e.id == after).map_or(listed.len(), |i| i + 1),
+        Some(after) => listed
+            .iter()
+            .position(|e| &e.id == after)
+            .map_or(listed.len(), |i| i + 1),
         None => 0,
     };
     let page: Vec<&Event> = listed.iter().skip(from).take(limit).collect();
@@ -127,7 +135,8 @@ async fn events(
         .collect();
     let after = page.last().filter(|_| more).map(|e| e.id.clone());
     let before = page.first().filter(|_| from > 0).map(|e| e.id.clone());
-    Json(json!({"object": "list", "data": data, "list_metadata": {"before": before, "after": after}})).into_response()
+    Json(json!({"object": "list", "data": data, "list_metadata": {"before": before, "after": after}}))
+        .into_response()
 }
 
 impl Fake for FakeWorkos {

@@ -238,4 +238,12 @@ mod tests {
         .unwrap();
         assert!(!format!("{p:?}").contains("live_secret"));
     }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_kept_event_is_fetched_again_from_the_fake() {
+        super::super::gitlab::a_kept_event_is_fetched_again_alone("gocardless", |base, credential| {
+            Box::new(Gocardless::new(base, credential).unwrap())
+        })
+        .await;
+    }
 }

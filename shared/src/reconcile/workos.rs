@@ -270,4 +270,12 @@ mod tests {
         .unwrap();
         assert!(!format!("{p:?}").contains("sk_test_secret"));
     }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_kept_event_is_fetched_again_from_the_fake() {
+        super::super::gitlab::a_kept_event_is_fetched_again_alone("workos", |base, credential| {
+            Box::new(Workos::new(base, credential).unwrap())
+        })
+        .await;
+    }
 }

@@ -252,6 +252,54 @@ pub(super) fn lenient_ms(text: &str) -> Option<i64> {
     Some(ms - offset_ms)
 }
 
+/// Test support for the providers of this batch: a listed event of `fake`'s API kept as a failed event would be
+/// (no payload, no headers), fetched again alone, must be the payload the fake says is stored; an id the API does
+/// not have fails that item alone.
+#[cfg(test)]
+pub(super) async fn a_kept_event_is_fetched_again_alone(
+    name: &str,
+    build: impl Fn(reqwest::Url, String) -> Box<dyn Provider>,
+) {
+    use testkit::providers::{events_over, fakes, now_ms};
+    let fake = fakes().into_iter().find(|f| f.provider() == name).unwrap();
+    let base = reqwest::Url::parse(&fake.clone().start()).unwrap();
+    let events = events_over(fake.as_ref(), fake.page_size() * 3 / 2, 10 * 3_600_000, 0);
+    fake.api().add_all(events.clone());
+    let credential = fake.block("KEPT", false).1.remove(0).1;
+    let provider = build(base, credential);
+    let window = Window {
+        from_ms: now_ms() - 11 * 3_600_000,
+        to_ms: now_ms(),
+    };
+    // The oldest event, on the last page: listed as a run lists it, then kept without its payload.
+    let wanted = events.last().unwrap();
+    let mut cursor: Option<String> = None;
+    let listed = loop {
+        let page = provider.list(window, cursor.as_deref()).await.unwrap();
+        if let Some(hit) = page.items.into_iter().find(|i| i.id == wanted.id) {
+            break hit;
+        }
+        cursor = Some(page.next.expect("the event is listed"));
+    };
+    let kept = Listed {
+        payload: None,
+        headers: Vec::new(),
+        ..listed.clone()
+    };
+    let fetched = provider.fetch(&kept).await.unwrap();
+    let payload: Value = serde_json::from_slice(&fetched.payload).unwrap();
+    assert_eq!(payload, fake.stored(wanted), "{name}");
+    assert_eq!(fetched.event_type, listed.event_type, "{name}");
+    assert_eq!(fetched.headers, listed.headers, "{name}");
+    let unknown = Listed {
+        id: fake.new_id(999_999),
+        handle: fake.new_id(999_999),
+        ..kept
+    };
+    let err = provider.fetch(&unknown).await.unwrap_err();
+    assert!(matches!(err, ProviderError::Failed(_)), "{name}: {err:?}");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -359,52 +407,4 @@ mod tests {
         })
         .await;
     }
-}
-
-/// Test support for the providers of this batch: a listed event of `fake`'s API kept as a failed event would be
-/// (no payload, no headers), fetched again alone, must be the payload the fake says is stored; an id the API does
-/// not have fails that item alone.
-#[cfg(test)]
-pub(super) async fn a_kept_event_is_fetched_again_alone(
-    name: &str,
-    build: impl Fn(reqwest::Url, String) -> Box<dyn Provider>,
-) {
-    use testkit::providers::{events_over, fakes, now_ms};
-    let fake = fakes().into_iter().find(|f| f.provider() == name).unwrap();
-    let base = reqwest::Url::parse(&fake.clone().start()).unwrap();
-    let events = events_over(fake.as_ref(), fake.page_size() * 3 / 2, 10 * 3_600_000, 0);
-    fake.api().add_all(events.clone());
-    let credential = fake.block("KEPT", false).1.remove(0).1;
-    let provider = build(base, credential);
-    let window = Window {
-        from_ms: now_ms() - 11 * 3_600_000,
-        to_ms: now_ms(),
-    };
-    // The oldest event, on the last page: listed as a run lists it, then kept without its payload.
-    let wanted = events.last().unwrap();
-    let mut cursor: Option<String> = None;
-    let listed = loop {
-        let page = provider.list(window, cursor.as_deref()).await.unwrap();
-        if let Some(hit) = page.items.into_iter().find(|i| i.id == wanted.id) {
-            break hit;
-        }
-        cursor = Some(page.next.expect("the event is listed"));
-    };
-    let kept = Listed {
-        payload: None,
-        headers: Vec::new(),
-        ..listed.clone()
-    };
-    let fetched = provider.fetch(&kept).await.unwrap();
-    let payload: Value = serde_json::from_slice(&fetched.payload).unwrap();
-    assert_eq!(payload, fake.stored(wanted), "{name}");
-    assert_eq!(fetched.event_type, listed.event_type, "{name}");
-    assert_eq!(fetched.headers, listed.headers, "{name}");
-    let unknown = Listed {
-        id: fake.new_id(999_999),
-        handle: fake.new_id(999_999),
-        ..kept
-    };
-    let err = provider.fetch(&unknown).await.unwrap_err();
-    assert!(matches!(err, ProviderError::Failed(_)), "{name}: {err:?}");
 }

@@ -95,7 +95,9 @@ fn events_query(events_url: &reqwest::Url, after: Option<&str>) -> reqwest::Url 
     let mut url = events_url.clone();
     {
         let mut query = url.query_pairs_mut();
-        query.append_pair("order_by", "id[DESC]").append_pair("per_page", PER_PAGE);
+        query
+            .append_pair("order_by", "id[DESC]")
+            .append_pair("per_page", PER_PAGE);
         if let Some(after) = after {
             query.append_pair("after", after);
         }
@@ -125,7 +127,11 @@ fn fields(event: &serde_json::Value) -> Result<(&str, Option<String>, i64), Prov
 /// A page read into the run's items: those from the window's start on (newer ones are dropped by the run), each
 /// with the id listed before it as its handle (`before`: the page's cursor, none at the top), and whether the walk
 /// passed the window's start.
-fn items(data: &[serde_json::Value], window: Window, before: Option<&str>) -> Result<(Vec<Listed>, bool), ProviderError> {
+fn items(
+    data: &[serde_json::Value],
+    window: Window,
+    before: Option<&str>,
+) -> Result<(Vec<Listed>, bool), ProviderError> {
     let mut items = Vec::with_capacity(data.len());
     let mut before = before.unwrap_or_default().to_owned();
     for event in data {
@@ -151,7 +157,11 @@ impl Provider for Paddle {
     async fn list(&self, window: Window, cursor: Option<&str>) -> Result<Page, ProviderError> {
         let list = self.events(cursor).await?;
         let (items, passed) = items(&list.data, window, cursor)?;
-        let last = list.data.last().and_then(|e| e.get("event_id")).and_then(|v| v.as_str());
+        let last = list
+            .data
+            .last()
+            .and_then(|e| e.get("event_id"))
+            .and_then(|v| v.as_str());
         let next = match (passed, list.meta.pagination.has_more) {
             (false, true) => {
                 let next = list.meta.pagination.next.as_deref().and_then(after_of);
@@ -241,7 +251,10 @@ mod tests {
             event("evt_1", "2024-04-12T13:15:30.000000Z"),
         ];
         let from_ms = crate::time::parse_rfc3339("2024-04-12T13:15:35Z").unwrap();
-        let window = Window { from_ms, to_ms: i64::MAX };
+        let window = Window {
+            from_ms,
+            to_ms: i64::MAX,
+        };
         let (items, passed) = items(&data, window, Some("evt_4")).unwrap();
         assert!(passed);
         let got: Vec<_> = items.iter().map(|i| (i.id.as_str(), i.handle.as_str())).collect();
@@ -269,7 +282,10 @@ mod tests {
         };
         let mut listed: serde_json::Value = serde_json::from_slice(body).unwrap();
         listed.as_object_mut().unwrap().remove("notification_id");
-        let window = Window { from_ms: 0, to_ms: i64::MAX };
+        let window = Window {
+            from_ms: 0,
+            to_ms: i64::MAX,
+        };
         let (items, _) = items(&[listed], window, None).unwrap();
         assert_eq!(items[0].id, identity.event_id);
         assert_eq!(items[0].event_type, identity.event_type);
@@ -277,7 +293,11 @@ mod tests {
 
     #[test]
     fn debug_hides_the_key() {
-        let p = Paddle::new(reqwest::Url::parse("https://api.paddle.com").unwrap(), "pdl_secret".into()).unwrap();
+        let p = Paddle::new(
+            reqwest::Url::parse("https://api.paddle.com").unwrap(),
+            "pdl_secret".into(),
+        )
+        .unwrap();
         assert!(!format!("{p:?}").contains("pdl_secret"));
     }
 }

@@ -108,9 +108,11 @@ fn after_of(next: &str) -> Option<String> {
 /// An event's id, name and creation time (`created-at`, or the same key in another inflection).
 fn fields(event: &serde_json::Value, what: &str) -> Result<(String, Option<String>, i64), ProviderError> {
     let attributes = event.get("attributes");
-    let at = ["created-at", "createdAt", "created_at"]
-        .iter()
-        .find_map(|k| attributes.and_then(|a| a.get(*k)).and_then(serde_json::Value::as_str));
+    let at = ["created-at", "createdAt", "created_at"].iter().find_map(|k| {
+        attributes
+            .and_then(|a| a.get(*k))
+            .and_then(serde_json::Value::as_str)
+    });
     let (Some(id), Some(at)) = (event.get("id").and_then(serde_json::Value::as_str), at) else {
         return Err(ProviderError::Failed(format!(
             "{what}: an event without an id or a created-at"
@@ -132,7 +134,11 @@ fn webhook_shape(event: &serde_json::Value) -> Result<bytes::Bytes, ProviderErro
 impl Provider for Persona {
     async fn list(&self, window: Window, cursor: Option<&str>) -> Result<Page, ProviderError> {
         let what = "GET /api/v1/events";
-        let list: List = json(self.get(events_query(&self.events_url, cursor), what).await?, what).await?;
+        let list: List = json(
+            self.get(events_query(&self.events_url, cursor), what).await?,
+            what,
+        )
+        .await?;
         let mut items = Vec::with_capacity(list.data.len());
         let mut passed = false;
         for event in &list.data {
@@ -178,7 +184,9 @@ impl Provider for Persona {
         let one: One = json(self.get(url, &what).await?, &what).await?;
         let (id, name, _) = fields(&one.data, &what)?;
         if id != item.id {
-            return Err(ProviderError::Failed(format!("{what}: the answer is another event")));
+            return Err(ProviderError::Failed(format!(
+                "{what}: the answer is another event"
+            )));
         }
         Ok(Fetched {
             payload: webhook_shape(&one.data)?,
@@ -240,8 +248,11 @@ mod tests {
 
     #[test]
     fn debug_hides_the_key() {
-        let p = Persona::new(reqwest::Url::parse("https://api.withpersona.com").unwrap(), "persona_secret".into())
-            .unwrap();
+        let p = Persona::new(
+            reqwest::Url::parse("https://api.withpersona.com").unwrap(),
+            "persona_secret".into(),
+        )
+        .unwrap();
         assert!(!format!("{p:?}").contains("persona_secret"));
     }
 }

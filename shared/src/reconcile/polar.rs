@@ -110,7 +110,9 @@ fn deliveries_query(url: &reqwest::Url, endpoint: &str, ask: &Ask<'_>) -> reqwes
     let mut url = url.clone();
     {
         let mut query = url.query_pairs_mut();
-        query.append_pair("endpoint_id", endpoint).append_pair("limit", "100");
+        query
+            .append_pair("endpoint_id", endpoint)
+            .append_pair("limit", "100");
         match ask {
             // Strictly after: a millisecond before the window's start.
             Ask::Window { from_ms, page } => query
@@ -131,7 +133,10 @@ fn listed(event: &WebhookEvent) -> Result<Listed, ProviderError> {
         id: event.id.clone(),
         event_type: event.event_type.clone(),
         created_ms,
-        payload: event.payload.as_ref().map(|p| Bytes::from(p.clone().into_bytes())),
+        payload: event
+            .payload
+            .as_ref()
+            .map(|p| Bytes::from(p.clone().into_bytes())),
         headers,
         handle: event.id.clone(),
     })
@@ -157,7 +162,8 @@ impl Provider for Polar {
             .iter()
             .map(|d| listed(&d.webhook_event))
             .collect::<Result<Vec<_>, _>>()?;
-        let next = (page < list.pagination.max_page && !list.items.is_empty()).then(|| (page + 1).to_string());
+        let next =
+            (page < list.pagination.max_page && !list.items.is_empty()).then(|| (page + 1).to_string());
         Ok(Page { items, next })
     }
 
@@ -226,11 +232,17 @@ mod tests {
         let delivery: Delivery = serde_json::from_value(delivery).unwrap();
         let item = listed(&delivery.webhook_event).unwrap();
         assert_eq!(item.payload.as_deref(), Some(body.as_bytes()));
-        assert_eq!(item.created_ms, crate::time::parse_rfc3339("2026-01-02T03:04:05.006Z").unwrap());
+        assert_eq!(
+            item.created_ms,
+            crate::time::parse_rfc3339("2026-01-02T03:04:05.006Z").unwrap()
+        );
 
         let scheme = crate::schemes::Scheme::named("polar").unwrap();
         let mut headers = http::HeaderMap::new();
-        headers.insert("webhook-id", "6c0e6a52-0000-4000-8000-000000000007".parse().unwrap());
+        headers.insert(
+            "webhook-id",
+            "6c0e6a52-0000-4000-8000-000000000007".parse().unwrap(),
+        );
         let uri = http::Uri::from_static("/");
         let crate::schemes::Identified::One(identity) = scheme
             .identify_request(&crate::schemes::Request::post(&uri, &headers, body.as_bytes()))
@@ -240,13 +252,20 @@ mod tests {
         };
         assert_eq!(item.id, identity.event_id);
         assert_eq!(item.event_type, identity.event_type);
-        assert!(item.headers.iter().any(|(k, v)| k == "webhook-id" && *v == item.id));
+        assert!(item
+            .headers
+            .iter()
+            .any(|(k, v)| k == "webhook-id" && *v == item.id));
     }
 
     #[test]
     fn debug_hides_the_token() {
-        let p = Polar::new(reqwest::Url::parse("https://api.polar.sh").unwrap(), "4f3c", "polar_oat_secret".into())
-            .unwrap();
+        let p = Polar::new(
+            reqwest::Url::parse("https://api.polar.sh").unwrap(),
+            "4f3c",
+            "polar_oat_secret".into(),
+        )
+        .unwrap();
         assert!(!format!("{p:?}").contains("polar_oat_secret"));
     }
 }

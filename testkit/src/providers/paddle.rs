@@ -27,6 +27,7 @@ pub struct FakePaddle {
 }
 
 impl FakePaddle {
+    #[allow(clippy::new_ret_no_self)] // The shape every fake has (`fakes()`).
     pub fn new() -> Arc<dyn Fake> {
         Arc::new(FakePaddle { api: Api::default() })
     }
@@ -62,7 +63,12 @@ async fn events(
 ) -> Response {
     match fake.api.gate() {
         Gate::Fail => {
-            return error(StatusCode::INTERNAL_SERVER_ERROR, "api_error", "internal_error", "An internal error has occurred.")
+            return error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "api_error",
+                "internal_error",
+                "An internal error has occurred.",
+            )
         }
         Gate::RateLimited => {
             let mut r = error(
@@ -77,7 +83,12 @@ async fn events(
         Gate::Serve => {}
     }
     if headers.get("authorization").and_then(|v| v.to_str().ok()) != Some(&format!("Bearer {KEY}")) {
-        return error(StatusCode::UNAUTHORIZED, "request_error", "invalid_token", "Authentication token is invalid.");
+        return error(
+            StatusCode::UNAUTHORIZED,
+            "request_error",
+            "invalid_token",
+            "Authentication token is invalid.",
+        );
     }
     let per_page = match q.get("per_page").map(|v| v.parse::<usize>()) {
         None => 50,
@@ -94,13 +105,25 @@ async fn events(
         None => 0,
         Some(after) => match all.iter().position(|e| &e.id == after) {
             Some(i) => i + 1,
-            None => return error(StatusCode::BAD_REQUEST, "request_error", "invalid_field", "after is not a listed id"),
+            None => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    "request_error",
+                    "invalid_field",
+                    "after is not a listed id",
+                )
+            }
         },
     };
     let page: Vec<_> = all.iter().skip(start).take(per_page).collect();
     let has_more = start + page.len() < all.len();
-    let host = headers.get("host").and_then(|v| v.to_str().ok()).unwrap_or("127.0.0.1");
-    let last = page.last().map_or_else(|| q.get("after").cloned().unwrap_or_default(), |e| e.id.clone());
+    let host = headers
+        .get("host")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("127.0.0.1");
+    let last = page
+        .last()
+        .map_or_else(|| q.get("after").cloned().unwrap_or_default(), |e| e.id.clone());
     let order = q.get("order_by").map_or("id[DESC]", String::as_str);
     let next = format!("http://{host}/events?after={last}&order_by={order}&per_page={per_page}");
     let data: Vec<_> = page.iter().map(|e| FakePaddle::listed(e)).collect();
@@ -153,7 +176,10 @@ impl Fake for FakePaddle {
     fn receiving(&self, prefix: &str) -> Receiving {
         Receiving {
             config: format!("secrets = [\"env:{prefix}_WEBHOOK_SECRET\"]"),
-            env: vec![(format!("{prefix}_WEBHOOK_SECRET"), "pdl_ntfset_01test_secret".to_owned())],
+            env: vec![(
+                format!("{prefix}_WEBHOOK_SECRET"),
+                "pdl_ntfset_01test_secret".to_owned(),
+            )],
             ..Receiving::default()
         }
     }

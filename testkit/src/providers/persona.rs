@@ -25,6 +25,7 @@ pub struct FakePersona {
 }
 
 impl FakePersona {
+    #[allow(clippy::new_ret_no_self)] // The shape every fake has (`fakes()`).
     pub fn new() -> Arc<dyn Fake> {
         Arc::new(FakePersona { api: Api::default() })
     }
@@ -56,14 +57,24 @@ fn errors(status: StatusCode, title: &str, details: Option<&str>) -> Response {
 /// The gate and the key, as every request meets them.
 fn refuse(fake: &FakePersona, headers: &HeaderMap) -> Option<Response> {
     match fake.api.gate() {
-        Gate::Fail => return Some(errors(StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error", None)),
+        Gate::Fail => {
+            return Some(errors(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "Internal Server Error",
+                None,
+            ))
+        }
         Gate::RateLimited => {
             let mut r = errors(
                 StatusCode::TOO_MANY_REQUESTS,
                 "Rate limit exceeded",
                 Some("You have hit your rate limit of 300 requests / min. Please reach out to support@withpersona.com if you need this changed."),
             );
-            for (k, v) in [("ratelimit-limit", "300"), ("ratelimit-remaining", "0"), ("ratelimit-reset", "1")] {
+            for (k, v) in [
+                ("ratelimit-limit", "300"),
+                ("ratelimit-remaining", "0"),
+                ("ratelimit-reset", "1"),
+            ] {
                 r.headers_mut().insert(k, v.parse().unwrap());
             }
             return Some(r);
@@ -71,7 +82,11 @@ fn refuse(fake: &FakePersona, headers: &HeaderMap) -> Option<Response> {
         Gate::Serve => {}
     }
     if headers.get("authorization").and_then(|v| v.to_str().ok()) != Some(&format!("Bearer {KEY}")) {
-        return Some(errors(StatusCode::UNAUTHORIZED, "Must be authenticated to access this endpoint", None));
+        return Some(errors(
+            StatusCode::UNAUTHORIZED,
+            "Must be authenticated to access this endpoint",
+            None,
+        ));
     }
     None
 }
@@ -87,9 +102,18 @@ async fn events(
     let size = match q.get("page[size]").map(|v| v.parse::<usize>()) {
         None => 10,
         Some(Ok(n)) if (1..=100).contains(&n) => n,
-        Some(_) => return errors(StatusCode::BAD_REQUEST, "Bad Request", Some("page[size] must be between 1 and 100")),
+        Some(_) => {
+            return errors(
+                StatusCode::BAD_REQUEST,
+                "Bad Request",
+                Some("page[size] must be between 1 and 100"),
+            )
+        }
     };
-    let list = |k: &str| q.get(k).map(|v| v.split(',').map(str::to_owned).collect::<HashSet<_>>());
+    let list = |k: &str| {
+        q.get(k)
+            .map(|v| v.split(',').map(str::to_owned).collect::<HashSet<_>>())
+    };
     let (ids, names) = (list("filter[id]"), list("filter[name]"));
     let all: Vec<Event> = fake
         .api
@@ -102,20 +126,38 @@ async fn events(
     let (start, end) = match (q.get("page[after]"), q.get("page[before]")) {
         (Some(after), _) => match position(after) {
             Some(i) => (i + 1, (i + 1 + size).min(all.len())),
-            None => return errors(StatusCode::BAD_REQUEST, "Bad Request", Some("page[after] is not a valid cursor")),
+            None => {
+                return errors(
+                    StatusCode::BAD_REQUEST,
+                    "Bad Request",
+                    Some("page[after] is not a valid cursor"),
+                )
+            }
         },
         (None, Some(before)) => match position(before) {
             Some(i) => (i.saturating_sub(size), i),
-            None => return errors(StatusCode::BAD_REQUEST, "Bad Request", Some("page[before] is not a valid cursor")),
+            None => {
+                return errors(
+                    StatusCode::BAD_REQUEST,
+                    "Bad Request",
+                    Some("page[before] is not a valid cursor"),
+                )
+            }
         },
         (None, None) => (0, size.min(all.len())),
     };
     let page = &all[start..end];
-    let link = |k: &str, id: Option<&Event>| {
-        id.map(|e| format!("/api/v1/events?page%5B{k}%5D={}", e.id))
+    let link = |k: &str, id: Option<&Event>| id.map(|e| format!("/api/v1/events?page%5B{k}%5D={}", e.id));
+    let next = if end < all.len() {
+        link("after", page.last())
+    } else {
+        None
     };
-    let next = if end < all.len() { link("after", page.last()) } else { None };
-    let prev = if start > 0 { link("before", page.first()) } else { None };
+    let prev = if start > 0 {
+        link("before", page.first())
+    } else {
+        None
+    };
     let data: Vec<_> = page.iter().map(FakePersona::event_json).collect();
     Json(json!({"data": data, "links": {"prev": prev, "next": next}})).into_response()
 }
@@ -169,7 +211,10 @@ impl Fake for FakePersona {
     fn receiving(&self, prefix: &str) -> Receiving {
         Receiving {
             config: format!("secrets = [\"env:{prefix}_WEBHOOK_SECRET\"]"),
-            env: vec![(format!("{prefix}_WEBHOOK_SECRET"), "wbhsec_test_secret".to_owned())],
+            env: vec![(
+                format!("{prefix}_WEBHOOK_SECRET"),
+                "wbhsec_test_secret".to_owned(),
+            )],
             ..Receiving::default()
         }
     }

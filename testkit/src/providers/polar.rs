@@ -43,6 +43,7 @@ struct Delivery {
 }
 
 impl FakePolar {
+    #[allow(clippy::new_ret_no_self)] // The shape every fake has (`fakes()`).
     pub fn new() -> Arc<dyn Fake> {
         Arc::new(FakePolar { api: Api::default() })
     }
@@ -113,8 +114,12 @@ impl FakePolar {
 }
 
 fn unprocessable(field: &str) -> Response {
-    let detail = json!([{"type": "greater_than", "loc": ["query", field], "msg": "Input should be greater than 0"}]);
-    (StatusCode::UNPROCESSABLE_ENTITY, Json(json!({"error": "RequestValidationError", "detail": detail})))
+    let detail =
+        json!([{"type": "greater_than", "loc": ["query", field], "msg": "Input should be greater than 0"}]);
+    (
+        StatusCode::UNPROCESSABLE_ENTITY,
+        Json(json!({"error": "RequestValidationError", "detail": detail})),
+    )
         .into_response()
 }
 
@@ -135,7 +140,8 @@ async fn deliveries(
         Gate::Serve => {}
     }
     if headers.get("authorization").and_then(|v| v.to_str().ok()) != Some(&format!("Bearer {TOKEN}")) {
-        let description = "The access token provided is expired, revoked, malformed, or invalid for other reasons.";
+        let description =
+            "The access token provided is expired, revoked, malformed, or invalid for other reasons.";
         let challenge =
             format!("Bearer realm=\"polar\", error=\"invalid_token\", error_description=\"{description}\"");
         return (
@@ -145,33 +151,39 @@ async fn deliveries(
         )
             .into_response();
     }
-    let number = |k: &str, default: u64| match q.get(k).map(|v| v.parse::<u64>()) {
+    // Each parameter read, or the name of the one that does not parse.
+    let number = |k: &'static str, default: u64| match q.get(k).map(|v| v.parse::<u64>()) {
         None => Ok(default),
         Some(Ok(n)) if n >= 1 => Ok(n),
-        Some(_) => Err(unprocessable(k)),
+        Some(_) => Err(k),
     };
     let (page, limit) = match (number("page", 1), number("limit", 10)) {
         (Ok(p), Ok(l)) => (p, l.min(100)),
-        (Err(r), _) | (_, Err(r)) => return r,
+        (Err(k), _) | (_, Err(k)) => return unprocessable(k),
     };
-    let time = |k: &str| match q.get(k) {
+    let time = |k: &'static str| match q.get(k) {
         None => Ok(None),
-        Some(v) => parse_rfc3339_ms(v).map(Some).ok_or_else(|| bad_request(k)),
+        Some(v) => parse_rfc3339_ms(v).map(Some).ok_or(k),
     };
     let (start, end) = match (time("start_timestamp"), time("end_timestamp")) {
         (Ok(s), Ok(e)) => (s, e),
-        (Err(r), _) | (_, Err(r)) => return r,
+        (Err(k), _) | (_, Err(k)) => return bad_request(k),
     };
     let all = fake.deliveries();
     let matching: Vec<&Delivery> = all
         .iter()
         .filter(|_| q.get("endpoint_id").is_none_or(|e| e == ENDPOINT))
         .filter(|d| start.is_none_or(|s| d.created_ms > s) && end.is_none_or(|e| d.created_ms < e))
-        .filter(|d| q.get("succeeded").is_none_or(|s| *s == (d.http_code < 300).to_string()))
+        .filter(|d| {
+            q.get("succeeded")
+                .is_none_or(|s| *s == (d.http_code < 300).to_string())
+        })
         .filter(|d| q.get("event_type").is_none_or(|t| *t == d.event.event_type))
         .filter(|d| {
             q.get("query").is_none_or(|s| {
-                d.id.contains(s.as_str()) || d.event.id.contains(s.as_str()) || d.http_code.to_string().contains(s.as_str())
+                d.id.contains(s.as_str())
+                    || d.event.id.contains(s.as_str())
+                    || d.http_code.to_string().contains(s.as_str())
             })
         })
         .collect();
@@ -192,7 +204,11 @@ impl Fake for FakePolar {
         "polar"
     }
     fn start(self: Arc<Self>) -> String {
-        serve_now(Router::new().route("/v1/webhooks/deliveries", get(deliveries)).with_state(self))
+        serve_now(
+            Router::new()
+                .route("/v1/webhooks/deliveries", get(deliveries))
+                .with_state(self),
+        )
     }
     fn api(&self) -> &Api {
         &self.api
@@ -221,7 +237,10 @@ impl Fake for FakePolar {
     fn receiving(&self, prefix: &str) -> Receiving {
         Receiving {
             config: format!("secrets = [\"env:{prefix}_WEBHOOK_SECRET\"]"),
-            env: vec![(format!("{prefix}_WEBHOOK_SECRET"), "polar_whs_test_secret".to_owned())],
+            env: vec![(
+                format!("{prefix}_WEBHOOK_SECRET"),
+                "polar_whs_test_secret".to_owned(),
+            )],
             ..Receiving::default()
         }
     }

@@ -268,4 +268,55 @@ mod tests {
         .unwrap();
         assert!(!format!("{p:?}").contains("polar_oat_secret"));
     }
+
+    /// The fake of `name`, served, with `n` events over the last ten hours; its base URL and good credential.
+    async fn served(
+        name: &str,
+        n: usize,
+    ) -> (std::sync::Arc<dyn testkit::providers::Fake>, reqwest::Url, String) {
+        let fake = testkit::providers::fakes()
+            .into_iter()
+            .find(|f| f.provider() == name)
+            .unwrap();
+        let base = reqwest::Url::parse(&fake.clone().start()).unwrap();
+        fake.api().add_all(testkit::providers::events_over(
+            fake.as_ref(),
+            n,
+            10 * 3_600_000,
+            0,
+        ));
+        let (_, env) = fake.block("UNIT", false);
+        (fake, base, env[0].1.clone())
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_kept_event_is_found_again_by_its_id() {
+        let (_fake, base, token) = served("polar", 150).await;
+        let p = Polar::new(base, "3f1d2c4b-5a69-4e7f-8a9b-0c1d2e3f4a5b", token).unwrap();
+        let window = Window {
+            from_ms: 0,
+            to_ms: i64::MAX,
+        };
+        let mut pages = vec![p.list(window, None).await.unwrap()];
+        while let Some(next) = pages.last().unwrap().next.clone() {
+            pages.push(p.list(window, Some(&next)).await.unwrap());
+        }
+        let ids: std::collections::HashSet<_> = pages.iter().flat_map(|p| &p.items).map(|i| &i.id).collect();
+        assert_eq!(ids.len(), 150);
+        let listed = &pages[1].items[5];
+        let kept = Listed {
+            payload: None,
+            headers: vec![],
+            ..listed.clone()
+        };
+        let got = p.fetch(&kept).await.unwrap();
+        assert_eq!(Some(&got.payload), listed.payload.as_ref());
+        assert_eq!(got.headers, listed.headers);
+        let gone = Listed {
+            id: "6c0e6a52-dead".into(),
+            handle: "6c0e6a52-dead".into(),
+            ..kept
+        };
+        assert!(matches!(p.fetch(&gone).await, Err(ProviderError::Failed(_))));
+    }
 }

@@ -300,4 +300,58 @@ mod tests {
         .unwrap();
         assert!(!format!("{p:?}").contains("pdl_secret"));
     }
+
+    /// The fake of `name`, served, with `n` events over the last ten hours; its base URL and good credential.
+    async fn served(
+        name: &str,
+        n: usize,
+    ) -> (std::sync::Arc<dyn testkit::providers::Fake>, reqwest::Url, String) {
+        let fake = testkit::providers::fakes()
+            .into_iter()
+            .find(|f| f.provider() == name)
+            .unwrap();
+        let base = reqwest::Url::parse(&fake.clone().start()).unwrap();
+        fake.api().add_all(testkit::providers::events_over(
+            fake.as_ref(),
+            n,
+            10 * 3_600_000,
+            0,
+        ));
+        let (_, env) = fake.block("UNIT", false);
+        (fake, base, env[0].1.clone())
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_kept_event_is_found_again_after_its_newer_neighbour() {
+        let (_fake, base, key) = served("paddle", 450).await;
+        let p = Paddle::new(base, key).unwrap();
+        let window = Window {
+            from_ms: 0,
+            to_ms: i64::MAX,
+        };
+        let first = p.list(window, None).await.unwrap();
+        let second = p.list(window, first.next.as_deref()).await.unwrap();
+        assert_eq!((first.items.len(), second.items.len()), (200, 200));
+        for listed in [
+            &first.items[0],
+            &first.items[150],
+            &second.items[0],
+            &second.items[199],
+        ] {
+            let kept = Listed {
+                payload: None,
+                headers: vec![],
+                ..listed.clone()
+            };
+            let got = p.fetch(&kept).await.unwrap();
+            assert_eq!(Some(&got.payload), listed.payload.as_ref(), "{}", listed.id);
+            assert_eq!(got.event_type, listed.event_type);
+        }
+        let gone = Listed {
+            id: "evt_01gone".into(),
+            payload: None,
+            ..first.items[3].clone()
+        };
+        assert!(matches!(p.fetch(&gone).await, Err(ProviderError::Failed(_))));
+    }
 }

@@ -255,4 +255,53 @@ mod tests {
         .unwrap();
         assert!(!format!("{p:?}").contains("persona_secret"));
     }
+
+    /// The fake of `name`, served, with `n` events over the last ten hours; its base URL and good credential.
+    async fn served(
+        name: &str,
+        n: usize,
+    ) -> (std::sync::Arc<dyn testkit::providers::Fake>, reqwest::Url, String) {
+        let fake = testkit::providers::fakes()
+            .into_iter()
+            .find(|f| f.provider() == name)
+            .unwrap();
+        let base = reqwest::Url::parse(&fake.clone().start()).unwrap();
+        fake.api().add_all(testkit::providers::events_over(
+            fake.as_ref(),
+            n,
+            10 * 3_600_000,
+            0,
+        ));
+        let (_, env) = fake.block("UNIT", false);
+        (fake, base, env[0].1.clone())
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_kept_event_is_fetched_again_alone() {
+        let (_fake, base, key) = served("persona", 150).await;
+        let p = Persona::new(base, key).unwrap();
+        let window = Window {
+            from_ms: 0,
+            to_ms: i64::MAX,
+        };
+        let first = p.list(window, None).await.unwrap();
+        assert_eq!(first.items.len(), 100);
+        let second = p.list(window, first.next.as_deref()).await.unwrap();
+        assert_eq!((second.items.len(), second.next.as_deref()), (50, None));
+        let listed = &second.items[7];
+        let kept = Listed {
+            payload: None,
+            headers: vec![],
+            ..listed.clone()
+        };
+        let got = p.fetch(&kept).await.unwrap();
+        assert_eq!(Some(&got.payload), listed.payload.as_ref());
+        assert_eq!(got.event_type, listed.event_type);
+        let gone = Listed {
+            id: "evt_gone".into(),
+            handle: "evt_gone".into(),
+            ..kept
+        };
+        assert!(matches!(p.fetch(&gone).await, Err(ProviderError::Failed(_))));
+    }
 }

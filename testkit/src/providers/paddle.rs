@@ -27,6 +27,7 @@ pub struct FakePaddle {
 }
 
 impl FakePaddle {
+    #[allow(clippy::new_ret_no_self)] // The shape every fake has (`fakes()`).
     pub fn new() -> Arc<dyn Fake> {
         Arc::new(FakePaddle { api: Api::default() })
     }

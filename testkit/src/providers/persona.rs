@@ -25,6 +25,7 @@ pub struct FakePersona {
 }
 
 impl FakePersona {
+    #[allow(clippy::new_ret_no_self)] // The shape every fake has (`fakes()`).
     pub fn new() -> Arc<dyn Fake> {
         Arc::new(FakePersona { api: Api::default() })
     }

@@ -6,7 +6,7 @@
 //! `limit` is at most 500. The window is asked for as it is, in RFC 3339 with milliseconds.
 //!
 //! Retention: the client's `event_service.go` says the endpoint "will no longer return events older than 18
-//! months" (from 1 October 2026 in live); our config keeps a conservative 30 days.
+//! months" (from 1 October 2026 in live): 540 days here; `retention_days` bounds the lookback further.
 //!
 //! Credential: an access token with "Read-only access" (Dashboard → Developers → Create → Access token).
 //!

@@ -29,7 +29,8 @@ use super::api::{json_headers, send, to_payload, url, Refusals};
 use super::{api_client, json, Fetched, Listed, Page, Provider, ProviderError, Window};
 
 const REFUSALS: Refusals = Refusals {
-    unauthorized: "Chargebee refused the API key (keys are per site: a test site's key differs from the live one's)",
+    unauthorized:
+        "Chargebee refused the API key (keys are per site: a test site's key differs from the live one's)",
     forbidden: "the API key may not read events (a read-only key needs \"Read All\" or transactional data)",
     missing: "Chargebee no longer has it, or never did (or the site is not this one)",
 };
@@ -90,7 +91,10 @@ impl Chargebee {
             let mut query = url.query_pairs_mut();
             query
                 .append_pair("limit", "100")
-                .append_pair("occurred_at[after]", &(window.from_ms.div_euclid(1000) - 1).to_string())
+                .append_pair(
+                    "occurred_at[after]",
+                    &(window.from_ms.div_euclid(1000) - 1).to_string(),
+                )
                 .append_pair("occurred_at[before]", &ceil_secs(window.to_ms).to_string())
                 .append_pair("sort_by[desc]", "occurred_at");
             if let Some(offset) = offset {
@@ -108,14 +112,20 @@ fn ceil_secs(ms: i64) -> i64 {
 
 /// A listed (or fetched) event, unwrapped: its id, type and time, and the event less what the webhook lacks.
 fn listed(mut event: serde_json::Value, what: &str) -> Result<Listed, ProviderError> {
-    let id = event.get("id").and_then(serde_json::Value::as_str).map(str::to_owned);
+    let id = event
+        .get("id")
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_owned);
     let occurred = event.get("occurred_at").and_then(serde_json::Value::as_i64);
     let (Some(id), Some(occurred)) = (id, occurred) else {
         return Err(ProviderError::Failed(format!(
             "{what}: an event without an id or an occurred_at"
         )));
     };
-    let event_type = event.get("event_type").and_then(serde_json::Value::as_str).map(str::to_owned);
+    let event_type = event
+        .get("event_type")
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_owned);
     if let Some(fields) = event.as_object_mut() {
         for field in NOT_IN_THE_WEBHOOK {
             fields.remove(field);
@@ -154,7 +164,9 @@ impl Provider for Chargebee {
         let wrapped: Wrapped = json(self.get(url, &what).await?, &what).await?;
         let found = listed(wrapped.event, &what)?;
         if found.id != item.id {
-            return Err(ProviderError::Failed(format!("{what}: the answer is another event")));
+            return Err(ProviderError::Failed(format!(
+                "{what}: the answer is another event"
+            )));
         }
         Ok(Fetched {
             payload: found.payload.unwrap_or_default(),
@@ -187,7 +199,11 @@ mod tests {
              &occurred_at%5Bbefore%5D=1700003601&sort_by%5Bdesc%5D=occurred_at"
         );
         let next = chargebee().page_url(window, Some(r#"["1700000100000","230"]"#));
-        assert!(next.as_str().ends_with("&offset=%5B%221700000100000%22%2C%22230%22%5D"), "{next}");
+        assert!(
+            next.as_str()
+                .ends_with("&offset=%5B%221700000100000%22%2C%22230%22%5D"),
+            "{next}"
+        );
     }
 
     #[test]

@@ -221,7 +221,9 @@ impl Provider for Paypal {
         let event: serde_json::Value = json(self.get(&url, &what).await?, &what).await?;
         let found = listed(&event, &what)?;
         if found.id != item.id {
-            return Err(ProviderError::Failed(format!("{what}: the answer is another event")));
+            return Err(ProviderError::Failed(format!(
+                "{what}: the answer is another event"
+            )));
         }
         Ok(Fetched {
             payload: found.payload.unwrap_or_default(),
@@ -272,7 +274,12 @@ mod tests {
         assert_eq!(identity.event_id, item.id);
         assert_eq!(identity.event_type, item.event_type);
         assert_eq!(item.created_ms, 1_796_119_200_250);
-        assert_eq!(item.payload.as_deref().map(|p| serde_json::from_slice::<serde_json::Value>(p).unwrap()), Some(event));
+        assert_eq!(
+            item.payload
+                .as_deref()
+                .map(|p| serde_json::from_slice::<serde_json::Value>(p).unwrap()),
+            Some(event)
+        );
     }
 
     #[test]

@@ -35,7 +35,8 @@ const SQUARE_VERSION: &str = "2025-08-20";
 const FETCH_PAGES: usize = 10;
 
 const REFUSALS: Refusals = Refusals {
-    unauthorized: "Square refused the token (the Events API takes only the application's personal access token, \
+    unauthorized:
+        "Square refused the token (the Events API takes only the application's personal access token, \
                    not an OAuth token)",
     forbidden: "the token may not search events",
     missing: "check api_base",
@@ -197,7 +198,12 @@ mod tests {
                 "filter": {"created_at": {"start_at": "2023-11-14T22:13:20.000Z", "end_at": "2023-11-14T23:13:20.500Z"}},
                 "sort": {"field": "DEFAULT", "order": "DESC"}}})
         );
-        let next = search_body(1_700_000_000_000, 1_700_003_600_500, &[], Some("6b571fc9773647f="));
+        let next = search_body(
+            1_700_000_000_000,
+            1_700_003_600_500,
+            &[],
+            Some("6b571fc9773647f="),
+        );
         assert_eq!(next["query"], first["query"]);
         assert_eq!(next["cursor"], "6b571fc9773647f=");
         let one = search_body(0, 1000, &["payment.updated"], None);
@@ -206,16 +212,29 @@ mod tests {
 
     #[test]
     fn created_at_reads_with_or_without_an_offset() {
-        assert_eq!(created_ms("2023-11-14T22:13:20.250Z", "t").unwrap(), 1_700_000_000_250);
-        assert_eq!(created_ms("2023-11-14T22:13:20.250+00:00", "t").unwrap(), 1_700_000_000_250);
+        assert_eq!(
+            created_ms("2023-11-14T22:13:20.250Z", "t").unwrap(),
+            1_700_000_000_250
+        );
+        assert_eq!(
+            created_ms("2023-11-14T22:13:20.250+00:00", "t").unwrap(),
+            1_700_000_000_250
+        );
         // The spec's example: microseconds, no offset.
-        assert_eq!(created_ms("2023-11-14T22:13:20.454726", "t").unwrap(), 1_700_000_000_454);
+        assert_eq!(
+            created_ms("2023-11-14T22:13:20.454726", "t").unwrap(),
+            1_700_000_000_454
+        );
         assert!(created_ms("yesterday", "t").is_err());
     }
 
     #[test]
     fn debug_shows_no_token() {
-        let square = Square::new(reqwest::Url::parse("https://connect.squareup.com").unwrap(), "EAAAl-secret".into()).unwrap();
+        let square = Square::new(
+            reqwest::Url::parse("https://connect.squareup.com").unwrap(),
+            "EAAAl-secret".into(),
+        )
+        .unwrap();
         assert!(!format!("{square:?}").contains("EAAAl"));
     }
 

@@ -29,6 +29,7 @@ pub struct FakeChargebee {
 }
 
 impl FakeChargebee {
+    #[allow(clippy::new_ret_no_self)] // the `fakes()` list takes trait objects
     pub fn new() -> Arc<dyn Fake> {
         Arc::new(FakeChargebee { api: Api::default() })
     }
@@ -73,7 +74,8 @@ impl FakeChargebee {
         let mut event = FakeChargebee::event_json(e);
         event["webhook_status"] = json!("failed");
         event["webhook_failure_reason"] = json!("{\"message\":\"Connection refused\"}");
-        event["webhooks"] = json!([{"id": "whv2_AzqRMnTdHeeCl2wZ", "webhook_status": "failed", "object": "webhook"}]);
+        event["webhooks"] =
+            json!([{"id": "whv2_AzqRMnTdHeeCl2wZ", "webhook_status": "failed", "object": "webhook"}]);
         event
     }
 }
@@ -82,8 +84,10 @@ impl FakeChargebee {
 fn error(status: StatusCode, kind: &str, code: &str, message: &str) -> Response {
     (
         status,
-        Json(json!({"message": message, "type": kind, "api_error_code": code, "error_code": code,
-                    "error_msg": message, "http_status_code": status.as_u16()})),
+        Json(
+            json!({"message": message, "type": kind, "api_error_code": code, "error_code": code,
+                    "error_msg": message, "http_status_code": status.as_u16()}),
+        ),
     )
         .into_response()
 }
@@ -112,14 +116,16 @@ fn refused(fake: &FakeChargebee, headers: &HeaderMap) -> Option<Response> {
         }
     }
     let basic = base64::engine::general_purpose::STANDARD.encode(format!("{API_KEY}:"));
-    (headers.get("authorization").and_then(|v| v.to_str().ok()) != Some(&format!("Basic {basic}"))).then(|| {
-        error(
-            StatusCode::UNAUTHORIZED,
-            "untyped",
-            "api_authentication_failed",
-            "Sorry, authentication failed. Invalid api key",
-        )
-    })
+    (headers.get("authorization").and_then(|v| v.to_str().ok()) != Some(&format!("Basic {basic}"))).then(
+        || {
+            error(
+                StatusCode::UNAUTHORIZED,
+                "untyped",
+                "api_authentication_failed",
+                "Sorry, authentication failed. Invalid api key",
+            )
+        },
+    )
 }
 
 async fn events(
@@ -131,7 +137,12 @@ async fn events(
         return r;
     }
     let wrong = |param: &str| {
-        error(StatusCode::BAD_REQUEST, "invalid_request", "param_wrong_value", &format!("{param} : invalid value"))
+        error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "param_wrong_value",
+            &format!("{param} : invalid value"),
+        )
     };
     let number = |k: &str| q.get(k).map(|v| v.parse::<i64>().map_err(|_| k.to_owned()));
     let (after, before, limit) = match (
@@ -147,7 +158,10 @@ async fn events(
     }
     let offset = match q.get("offset") {
         None => 0,
-        Some(o) => match serde_json::from_str::<Vec<String>>(o).ok().and_then(|v| v.get(1)?.parse().ok()) {
+        Some(o) => match serde_json::from_str::<Vec<String>>(o)
+            .ok()
+            .and_then(|v| v.get(1)?.parse().ok())
+        {
             Some(n) => n,
             None => return wrong("offset"),
         },
@@ -173,7 +187,11 @@ async fn events(
     Json(answer).into_response()
 }
 
-async fn event(State(fake): State<Arc<FakeChargebee>>, Path(id): Path<String>, headers: HeaderMap) -> Response {
+async fn event(
+    State(fake): State<Arc<FakeChargebee>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
     if let Some(r) = refused(&fake, &headers) {
         return r;
     }
@@ -225,7 +243,11 @@ impl Fake for FakeChargebee {
         FakeChargebee::event_json(event)
     }
     fn block(&self, prefix: &str, wrong: bool) -> (String, Vec<(String, String)>) {
-        let key = if wrong { "live_wrongKeyOfAnotherSite0000000000" } else { API_KEY };
+        let key = if wrong {
+            "live_wrongKeyOfAnotherSite0000000000"
+        } else {
+            API_KEY
+        };
         (
             format!("api_key = \"env:{prefix}_API_KEY\"\nsite = \"acme\""),
             vec![(format!("{prefix}_API_KEY"), key.into())],

@@ -39,6 +39,7 @@ pub struct FakePaypal {
 }
 
 impl FakePaypal {
+    #[allow(clippy::new_ret_no_self)] // the `fakes()` list takes trait objects
     pub fn new() -> Arc<dyn Fake> {
         Arc::new(FakePaypal { api: Api::default() })
     }
@@ -46,7 +47,7 @@ impl FakePaypal {
     /// The `event` object, as the list, the detail and the webhook carry it.
     fn event_json(e: &Event) -> serde_json::Value {
         let at = rfc3339(e.created_ms);
-        let capture = format!("{:017X}", hash(&e.id) & 0xFFFF_FFFF_FFFF_FFFF);
+        let capture = format!("{:017X}", hash(&e.id));
         let cents = 100 + hash(&e.id) % 90_000;
         let amount = format!("{}.{:02}", cents / 100, cents % 100);
         let host = "https://api.paypal.com";
@@ -80,17 +81,20 @@ impl FakePaypal {
 
 /// FNV-1a, for values derived from an event's id (deterministic, unlike std's hasher).
 fn hash(text: &str) -> u64 {
-    text.bytes()
-        .fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    })
 }
 
 /// The spec's `error` body.
 fn error(status: StatusCode, name: &str, message: &str) -> Response {
     (
         status,
-        Json(json!({"name": name, "message": message, "debug_id": "f3e2a1b0c9d8e",
+        Json(
+            json!({"name": name, "message": message, "debug_id": "f3e2a1b0c9d8e",
                     "information_link": "https://developer.paypal.com/api/rest/reference/orders/v2/errors/",
-                    "details": [], "links": []})),
+                    "details": [], "links": []}),
+        ),
     )
         .into_response()
 }
@@ -135,7 +139,10 @@ async fn token(State(fake): State<Arc<FakePaypal>>, headers: HeaderMap, body: By
         )
             .into_response();
     }
-    if !String::from_utf8_lossy(&body).split('&').any(|p| p == "grant_type=client_credentials") {
+    if !String::from_utf8_lossy(&body)
+        .split('&')
+        .any(|p| p == "grant_type=client_credentials")
+    {
         return (
             StatusCode::BAD_REQUEST,
             Json(json!({"error": "unsupported_grant_type", "error_description": "Grant Type is NULL"})),
@@ -165,12 +172,20 @@ async fn events(
     let (start, end) = match (time("start_time").transpose(), time("end_time").transpose()) {
         (Ok(s), Ok(e)) => (s.unwrap_or(i64::MIN), e.unwrap_or(i64::MAX)),
         (Err(k), _) | (_, Err(k)) => {
-            return error(StatusCode::BAD_REQUEST, "INVALID_REQUEST", &format!("{k} is not a valid date-time"))
+            return error(
+                StatusCode::BAD_REQUEST,
+                "INVALID_REQUEST",
+                &format!("{k} is not a valid date-time"),
+            )
         }
     };
     let number = |k: &str, default: usize| q.get(k).map_or(Some(default), |v| v.parse().ok());
     let (Some(size), Some(offset)) = (number("page_size", 10), number("offset", 0)) else {
-        return error(StatusCode::BAD_REQUEST, "INVALID_REQUEST", "page_size or offset is not a number");
+        return error(
+            StatusCode::BAD_REQUEST,
+            "INVALID_REQUEST",
+            "page_size or offset is not a number",
+        );
     };
     let size = size.max(1);
     let matching: Vec<Event> = fake
@@ -179,9 +194,16 @@ async fn events(
         .into_iter()
         .filter(|e| start <= e.created_ms && e.created_ms <= end)
         .collect();
-    let page: Vec<serde_json::Value> =
-        matching.iter().skip(offset).take(size).map(FakePaypal::event_json).collect();
-    let host = headers.get("host").and_then(|v| v.to_str().ok()).unwrap_or("localhost");
+    let page: Vec<serde_json::Value> = matching
+        .iter()
+        .skip(offset)
+        .take(size)
+        .map(FakePaypal::event_json)
+        .collect();
+    let host = headers
+        .get("host")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("localhost");
     let encode = |v: &str| v.replace('%', "%25").replace(':', "%3A").replace('+', "%2B");
     let mut links = Vec::new();
     if offset + size < matching.len() {
@@ -192,8 +214,10 @@ async fn events(
             }
         }
         query.push(format!("move_to=next&offset={}", offset + size));
-        links.push(json!({"href": format!("http://{host}/v1/notifications/webhooks-events?{}", query.join("&")),
-                          "rel": "next", "method": "GET"}));
+        links.push(
+            json!({"href": format!("http://{host}/v1/notifications/webhooks-events?{}", query.join("&")),
+                          "rel": "next", "method": "GET"}),
+        );
     }
     Json(json!({"events": page, "count": page.len(), "links": links})).into_response()
 }
@@ -204,7 +228,11 @@ async fn event(State(fake): State<Arc<FakePaypal>>, Path(id): Path<String>, head
     }
     match fake.api.find(&id) {
         Some(e) => Json(FakePaypal::event_json(&e)).into_response(),
-        None => error(StatusCode::NOT_FOUND, "RESOURCE_NOT_FOUND", "The specified resource does not exist."),
+        None => error(
+            StatusCode::NOT_FOUND,
+            "RESOURCE_NOT_FOUND",
+            "The specified resource does not exist.",
+        ),
     }
 }
 
@@ -246,12 +274,19 @@ impl Fake for FakePaypal {
             headers: vec![
                 ("paypal-transmission-id".into(), transmission),
                 ("paypal-auth-algo".into(), "SHA256withRSA".into()),
-                ("paypal-cert-url".into(), format!("https://api-m.paypal.com{CERT_PATH}")),
+                (
+                    "paypal-cert-url".into(),
+                    format!("https://api-m.paypal.com{CERT_PATH}"),
+                ),
             ],
         }
     }
     fn block(&self, prefix: &str, wrong: bool) -> (String, Vec<(String, String)>) {
-        let secret = if wrong { "EBxW-wrong-secret-of-another-app" } else { CLIENT_SECRET };
+        let secret = if wrong {
+            "EBxW-wrong-secret-of-another-app"
+        } else {
+            CLIENT_SECRET
+        };
         (
             format!("client_id = \"env:{prefix}_CLIENT_ID\"\nclient_secret = \"env:{prefix}_CLIENT_SECRET\""),
             vec![

@@ -30,6 +30,7 @@ pub struct FakeSquare {
 }
 
 impl FakeSquare {
+    #[allow(clippy::new_ret_no_self)] // the `fakes()` list takes trait objects
     pub fn new() -> Arc<dyn Fake> {
         Arc::new(FakeSquare { api: Api::default() })
     }
@@ -68,8 +69,9 @@ impl FakeSquare {
 
 /// FNV-1a, for values derived from an event's id (deterministic, unlike std's hasher).
 fn hash(text: &str) -> u64 {
-    text.bytes()
-        .fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    })
 }
 
 /// Square's error body: `errors[]` of `{category, code, detail, field?}`.
@@ -109,7 +111,8 @@ async fn search(State(fake): State<Arc<FakeSquare>>, headers: HeaderMap, body: B
             "This request could not be authorized.",
         );
     }
-    let invalid = |code: &str, detail: &str| error(StatusCode::BAD_REQUEST, "INVALID_REQUEST_ERROR", code, detail);
+    let invalid =
+        |code: &str, detail: &str| error(StatusCode::BAD_REQUEST, "INVALID_REQUEST_ERROR", code, detail);
     let Ok(request) = serde_json::from_slice::<serde_json::Value>(&body) else {
         return invalid("INVALID_REQUEST_ERROR", "The request body is not valid JSON.");
     };
@@ -127,9 +130,10 @@ async fn search(State(fake): State<Arc<FakeSquare>>, headers: HeaderMap, body: B
                 .decode(cursor)
                 .ok()
                 .and_then(|b| String::from_utf8(b).ok());
-            let parsed = decoded.as_deref().and_then(|d| d.split_once('|')).and_then(|(o, h)| {
-                Some((o.parse::<usize>().ok()?, h.parse::<u64>().ok()?))
-            });
+            let parsed = decoded
+                .as_deref()
+                .and_then(|d| d.split_once('|'))
+                .and_then(|(o, h)| Some((o.parse::<usize>().ok()?, h.parse::<u64>().ok()?)));
             match parsed {
                 Some((offset, h)) if h == query_hash => offset,
                 _ => return invalid("INVALID_CURSOR", "The cursor is not valid for this query."),
@@ -192,12 +196,19 @@ impl Fake for FakeSquare {
             content_type: "application/json",
             headers: vec![
                 ("square-environment".into(), "Production".into()),
-                ("square-initial-delivery-timestamp".into(), rfc3339(event.created_ms)),
+                (
+                    "square-initial-delivery-timestamp".into(),
+                    rfc3339(event.created_ms),
+                ),
             ],
         }
     }
     fn block(&self, prefix: &str, wrong: bool) -> (String, Vec<(String, String)>) {
-        let token = if wrong { "EAAAEOuLQ-revoked-or-oauth-token" } else { TOKEN };
+        let token = if wrong {
+            "EAAAEOuLQ-revoked-or-oauth-token"
+        } else {
+            TOKEN
+        };
         (
             format!("token = \"env:{prefix}_TOKEN\""),
             vec![(format!("{prefix}_TOKEN"), token.into())],

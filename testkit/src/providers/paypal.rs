@@ -39,6 +39,7 @@ pub struct FakePaypal {
 }
 
 impl FakePaypal {
+    #[allow(clippy::new_ret_no_self)] // the `fakes()` list takes trait objects
     pub fn new() -> Arc<dyn Fake> {
         Arc::new(FakePaypal { api: Api::default() })
     }
@@ -46,7 +47,7 @@ impl FakePaypal {
     /// The `event` object, as the list, the detail and the webhook carry it.
     fn event_json(e: &Event) -> serde_json::Value {
         let at = rfc3339(e.created_ms);
-        let capture = format!("{:017X}", hash(&e.id) & 0xFFFF_FFFF_FFFF_FFFF);
+        let capture = format!("{:017X}", hash(&e.id));
         let cents = 100 + hash(&e.id) % 90_000;
         let amount = format!("{}.{:02}", cents / 100, cents % 100);
         let host = "https://api.paypal.com";

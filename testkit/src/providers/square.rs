@@ -30,6 +30,7 @@ pub struct FakeSquare {
 }
 
 impl FakeSquare {
+    #[allow(clippy::new_ret_no_self)] // the `fakes()` list takes trait objects
     pub fn new() -> Arc<dyn Fake> {
         Arc::new(FakeSquare { api: Api::default() })
     }

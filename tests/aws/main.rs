@@ -8,8 +8,9 @@
 #![allow(clippy::unwrap_used)]
 
 // The stack under test and its deliveries: the helpers every module below uses.
-#[path = "../signing.rs"]
-mod signing;
+// A provider's sender: signing its webhooks, drawing which are lost (shared by both test binaries).
+#[path = "../sender.rs"]
+mod sender;
 mod stack;
 
 // The receiver→processor paths.

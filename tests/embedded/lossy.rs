@@ -16,11 +16,11 @@ use http::HeaderMap;
 use inbox_core::config::Config;
 use inbox_core::secrets::LocalSecrets;
 use inbox_core::source::Sources;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use testkit::providers::{fakes, Event, Fake, Receiving};
 
 use crate::common::*;
-use crate::signing::signed;
+use crate::sender::{fates, signed, Fate};
 
 /// The reconcile interval and settle time of every source here: short, so that the test takes seconds.
 const INTERVAL: Duration = Duration::from_secs(4);
@@ -49,14 +49,6 @@ impl Lane {
     fn name(&self) -> &'static str {
         self.fake.provider()
     }
-}
-
-/// What a sender does with one event: the fate drawn for it.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Fate {
-    Delivered,
-    Dropped,
-    Refused,
 }
 
 async fn send(url: &str, headers: HeaderMap, body: Vec<u8>) -> (u16, serde_json::Value) {
@@ -167,21 +159,8 @@ async fn every_provider_recovers_a_lossy_delivery_within_two_intervals() {
 
     // The fates, drawn once per lane from a fixed seed: a tenth dropped, two refused, the rest delivered.
     let mut rng = rand::rngs::StdRng::seed_from_u64(27);
-    let mut fates: Vec<Vec<Fate>> = Vec::new();
-    for _ in &lanes {
-        let mut fate = vec![Fate::Delivered; EVENTS];
-        let mut slots: Vec<usize> = (0..EVENTS).collect();
-        for i in (1..slots.len()).rev() {
-            slots.swap(i, rng.random_range(0..=i));
-        }
-        for &i in &slots[..EVENTS / 10] {
-            fate[i] = Fate::Dropped;
-        }
-        for &i in &slots[EVENTS / 10..EVENTS / 10 + REFUSED] {
-            fate[i] = Fate::Refused;
-        }
-        fates.push(fate);
-    }
+    let fates: Vec<Vec<Fate>> = lanes.iter().map(|_| fates(&mut rng, EVENTS, REFUSED)).collect();
+
     // The ledger's own file refuses a refused event's insert while it is sent: the receiver answers 500, nothing
     // written.
     let db = rusqlite::Connection::open(app.data_dir().join("inbox.db")).expect("open the ledger's file");
@@ -304,7 +283,7 @@ async fn every_provider_recovers_a_lossy_delivery_within_two_intervals() {
         let (headers, body) = signed(&sources, &*lane.fake, &lane.receiving, event);
         let (status, answer) = send(&app.webhook_url(lane.name()), headers, body).await;
         assert!(
-            status == 200 && crate::signing::all_duplicates(&answer),
+            status == 200 && crate::sender::all_duplicates(&answer),
             "{} {}: {status} {answer}",
             lane.name(),
             event.id

@@ -6,8 +6,9 @@
 
 // The helpers every suite uses: the server under test, the operator commands, a sink, signatures.
 mod common;
-#[path = "../signing.rs"]
-mod signing;
+// A provider's sender: signing its webhooks, drawing which are lost (shared by both test binaries).
+#[path = "../sender.rs"]
+mod sender;
 
 mod crash;
 mod crashpoints;

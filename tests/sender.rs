@@ -1,5 +1,6 @@
-//! Signing a fake provider's webhook as the provider would (`testkit::providers::Fake`), with the scheme's own signer:
-//! shared by the embedded and the AWS end-to-end tests (`#[path]`-included by both binaries).
+//! A provider's sender on a lossy path, for the end-to-end tests of reconciliation (`#[path]`-included by both test
+//! binaries): its webhooks signed as the provider would (`testkit::providers::Fake`, the scheme's own signer), which
+//! of them are lost on the way, and what a late one is answered.
 
 use http::{HeaderMap, HeaderName, HeaderValue};
 use inbox_core::schemes::{Identity, Key, Request, Signer};
@@ -69,4 +70,29 @@ pub fn all_duplicates(answer: &serde_json::Value) -> bool {
         Some(items) => !items.is_empty() && items.iter().all(|i| i["status"] == "duplicate"),
         None => answer["status"] == "duplicate",
     }
+}
+
+/// What happens to one webhook on its way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fate {
+    Delivered,
+    /// Never arrives.
+    Dropped,
+    /// Answered 500 before any write.
+    Refused,
+}
+
+/// The fates of `n` webhooks: a random tenth dropped and `refused` others answered 500, drawn from `rng`.
+pub fn fates(rng: &mut impl rand::Rng, n: usize, refused: usize) -> Vec<Fate> {
+    use rand::seq::SliceRandom;
+    let mut slots: Vec<usize> = (0..n).collect();
+    slots.shuffle(rng);
+    let mut fate = vec![Fate::Delivered; n];
+    for &i in &slots[..n / 10] {
+        fate[i] = Fate::Dropped;
+    }
+    for &i in &slots[n / 10..n / 10 + refused] {
+        fate[i] = Fate::Refused;
+    }
+    fate
 }

@@ -2,7 +2,7 @@
 //! path), against a provider's fake API (testkit::providers) and the real SQLite ledger: its API requests, ledger
 //! reads and time; then the steady state, a run that re-reads only the overlap below its checkpoint. Stripe, and
 //! one provider of each other paging style: an offset (Chargebee), an id cursor (GoCardless), a link to the next
-//! page (Okta).
+//! page (Okta), and a list with no time filter, walked newest first until it passes the window (Paddle).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,10 +23,11 @@ use crate::{row, Row};
 const EVENTS: usize = 10_000;
 const SPAN_MS: i64 = 70 * 3_600_000;
 /// The providers measured beside Stripe, one per paging style.
-const PAGING_STYLES: [(&str, &str); 3] = [
+const PAGING_STYLES: [(&str, &str); 4] = [
     ("chargebee", "offset"),
     ("gocardless", "id cursor"),
     ("okta", "next link"),
+    ("paddle", "id cursor, no time filter"),
 ];
 
 pub async fn run(rows: &mut Vec<Row>) -> Result<()> {

@@ -363,8 +363,7 @@ async fn the_reconciler_function_recovers_a_lossy_delivery_for_three_providers()
     let now = inbox_core::time::now_ms();
     for (fake, receiving) in lanes.iter().zip(&receivings) {
         let name = fake.provider();
-        let fate = crate::sender::fates(&mut rng, 30, 2);
-        for i in 0..30 {
+        for (i, fate) in crate::sender::fates(&mut rng, 30, 2).into_iter().enumerate() {
             let created_ms = now - 120_000 + i as i64 * 1_000;
             let event = testkit::providers::Event {
                 id: fake.event_id(i, created_ms),
@@ -376,7 +375,7 @@ async fn the_reconciler_function_recovers_a_lossy_delivery_for_three_providers()
                 .or_insert_with(BTreeSet::new)
                 .insert(event.id.clone());
             let (headers, body) = crate::sender::signed(&receiving_sources, fake.as_ref(), receiving, &event);
-            match fate[i] {
+            match fate {
                 // Dropped on the way: never arrives.
                 Fate::Dropped => {}
                 Fate::Refused => {

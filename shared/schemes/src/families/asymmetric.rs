@@ -171,8 +171,13 @@ pub type RsaMessageFn = fn(&Request, &Credentials, Clock) -> Result<RsaMessage, 
 
 /// A provider's own signer for its own message: from the request, the credentials, the key URL the request is to
 /// name and the time, the message to sign and the headers to send beside the signature.
-pub type RsaSignFn =
-    fn(&Request, &Credentials, Option<&str>, i64) -> Option<(Vec<u8>, Vec<(http::HeaderName, String)>)>;
+pub type RsaSignFn = fn(&Request, &Credentials, Option<&str>, i64) -> Option<OwnMessage>;
+
+/// What a provider's own signer makes: the message to sign and the headers beside its signature.
+pub struct OwnMessage {
+    pub message: Vec<u8>,
+    pub headers: Vec<(http::HeaderName, String)>,
+}
 
 #[derive(Clone, Debug)]
 pub struct Rsa {
@@ -249,7 +254,7 @@ impl Rsa {
         let rng = aws_lc_rs::rand::SystemRandom::new();
         if self.message.is_some() {
             // The provider's own message: signed by its own signer, where it has one.
-            let (message, mut headers) = (self.message_signer?)(req, creds, key_url, now_unix)?;
+            let OwnMessage { message, mut headers } = (self.message_signer?)(req, creds, key_url, now_unix)?;
             let mut out = vec![0; pair.public_modulus_len()];
             pair.sign(padding, &rng, &message, &mut out).ok()?;
             headers.push((

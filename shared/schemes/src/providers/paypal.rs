@@ -8,7 +8,7 @@
 
 use http::HeaderName;
 
-use crate::families::asymmetric::RsaMessage;
+use crate::families::asymmetric::{OwnMessage, RsaMessage};
 use crate::families::{Asymmetric, At, Family, Rsa, RsaAlgorithm, RsaKey, Signature, Template, Timestamp};
 use crate::providers::{Identify, Preset};
 use crate::request::{Credentials, Request};
@@ -89,7 +89,7 @@ fn sign(
     creds: &Credentials,
     key_url: Option<&str>,
     now_unix: i64,
-) -> Option<(Vec<u8>, Vec<(HeaderName, String)>)> {
+) -> Option<OwnMessage> {
     let webhook_id = creds.secrets.first()?;
     let id = format!("{:08x}-{:04x}-11ef-8d7c-{:012x}", now_unix, req.body.len() & 0xffff, crc32(req.body));
     let time = crate::time::rfc3339_utc(now_unix);
@@ -104,7 +104,7 @@ fn sign(
     if let Some(url) = key_url {
         headers.push((HeaderName::from_static("paypal-cert-url"), url.to_owned()));
     }
-    Some((message, headers))
+    Some(OwnMessage { message, headers })
 }
 
 /// CRC-32 (IEEE 802.3, as zlib's `crc32`), PayPal's checksum of the body.

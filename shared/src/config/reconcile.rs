@@ -140,6 +140,17 @@ impl ProviderConfig {
         Duration::from_secs(days * DAY)
     }
 
+    /// How late the provider may still add an event to a listing already read: each run re-reads at least this
+    /// far below its checkpoint. Mailgun: "when the events arrive and are eventually indexed, they are inserted into
+    /// the already retrieved pages", and a page is trustworthy once its events are older than "the threshold age
+    /// (e.g. half an hour)" (https://documentation.mailgun.com/docs/mailgun/user-manual/events/event-polling).
+    pub fn listing_lag(&self) -> Duration {
+        match self {
+            ProviderConfig::Mailgun { .. } => Duration::from_secs(30 * 60),
+            _ => Duration::ZERO,
+        }
+    }
+
     /// The production API root.
     pub fn default_api_base(&self) -> String {
         match self {

@@ -32,6 +32,21 @@ pub(crate) fn url(api_base: &reqwest::Url, path: &str) -> Result<reqwest::Url, S
     reqwest::Url::parse(&endpoint(api_base, path)).map_err(|e| format!("api_base: {e}"))
 }
 
+/// `base` with one more path segment (an id, escaped as a segment): a single item's URL under its list's.
+pub(crate) fn child(base: &reqwest::Url, segment: &str) -> Result<reqwest::Url, ProviderError> {
+    let mut url = base.clone();
+    url.path_segments_mut()
+        .map_err(|()| ProviderError::Failed("api_base cannot take a path".into()))?
+        .push(segment);
+    Ok(url)
+}
+
+/// Whole seconds `s` with `s * 1000 >= ms`: the window's edges for an API that takes seconds (Stripe, Chargebee,
+/// PayPal), ours being milliseconds.
+pub(crate) fn ceil_secs(ms: i64) -> i64 {
+    ms.div_euclid(1000) + i64::from(ms.rem_euclid(1000) != 0)
+}
+
 /// What a provider's refusals mean, in words for the operator: the hint a 401 and a 403 carry (which credential,
 /// which scope), and what a 404 means for this request.
 #[derive(Debug, Clone, Copy)]
@@ -150,4 +165,17 @@ pub(crate) fn rfc3339_ms(text: &str, what: &str) -> Result<i64, ProviderError> {
 /// The `Content-Type: application/json` a JSON webhook carries, kept with a reconciled event as with a webhook.
 pub(crate) fn json_headers() -> crate::model::KeptHeaders {
     vec![("content-type".into(), "application/json".into())]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ceil_secs;
+
+    #[test]
+    fn window_edges_round_up_to_whole_seconds() {
+        assert_eq!(ceil_secs(5_000), 5);
+        assert_eq!(ceil_secs(5_001), 6);
+        assert_eq!(ceil_secs(4_999), 5);
+        assert_eq!(ceil_secs(-1), 0);
+    }
 }

@@ -25,7 +25,7 @@ use async_trait::async_trait;
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 
-use super::api::{json_headers, send, to_payload, url, Refusals};
+use super::api::{self, json_headers, send, to_payload, url, Refusals};
 use super::{api_client, json, Fetched, Listed, Page, Provider, ProviderError, Window};
 
 const REFUSALS: Refusals = Refusals {
@@ -38,19 +38,11 @@ const REFUSALS: Refusals = Refusals {
 /// The fields of a listed event that a delivered webhook does not carry as listed (see the module doc).
 const NOT_IN_THE_WEBHOOK: [&str; 3] = ["webhooks", "webhook_failure_reason", "webhook_status"];
 
+#[derive(Debug)]
 pub struct Chargebee {
     client: reqwest::Client,
     events_url: reqwest::Url,
     api_key: SecretString,
-}
-
-impl std::fmt::Debug for Chargebee {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Chargebee")
-            .field("events_url", &self.events_url.as_str())
-            .field("api_key", &"[redacted]")
-            .finish_non_exhaustive()
-    }
 }
 
 #[derive(Deserialize)]
@@ -95,7 +87,7 @@ impl Chargebee {
                     "occurred_at[after]",
                     &(window.from_ms.div_euclid(1000) - 1).to_string(),
                 )
-                .append_pair("occurred_at[before]", &ceil_secs(window.to_ms).to_string())
+                .append_pair("occurred_at[before]", &api::ceil_secs(window.to_ms).to_string())
                 .append_pair("sort_by[desc]", "occurred_at");
             if let Some(offset) = offset {
                 query.append_pair("offset", offset);
@@ -103,11 +95,6 @@ impl Chargebee {
         }
         url
     }
-}
-
-/// Whole seconds `s` with `s * 1000 >= ms`.
-fn ceil_secs(ms: i64) -> i64 {
-    ms.div_euclid(1000) + i64::from(ms.rem_euclid(1000) != 0)
 }
 
 /// A listed (or fetched) event, unwrapped: its id, type and time, and the event less what the webhook lacks.
@@ -157,10 +144,7 @@ impl Provider for Chargebee {
 
     async fn fetch(&self, item: &Listed) -> Result<Fetched, ProviderError> {
         let what = format!("GET /api/v2/events/{}", item.handle);
-        let mut url = self.events_url.clone();
-        url.path_segments_mut()
-            .map_err(|()| ProviderError::Failed("api_base cannot take a path".into()))?
-            .push(&item.handle);
+        let url = api::child(&self.events_url, &item.handle)?;
         let wrapped: Wrapped = json(self.get(url, &what).await?, &what).await?;
         let found = listed(wrapped.event, &what)?;
         if found.id != item.id {

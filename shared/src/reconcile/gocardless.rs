@@ -22,7 +22,7 @@ use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::api::{json_headers, rfc3339_ms, send, to_payload, url, Refusals};
+use super::api::{self, json_headers, rfc3339_ms, send, to_payload, url, Refusals};
 use super::{api_client, json, Fetched, Listed, Page, Provider, ProviderError, Window};
 use crate::time::rfc3339;
 
@@ -34,19 +34,11 @@ const REFUSALS: Refusals = Refusals {
     missing: "GoCardless does not have it (or never did), or api_base is wrong",
 };
 
+#[derive(Debug)]
 pub struct Gocardless {
     client: reqwest::Client,
     events_url: reqwest::Url,
     token: SecretString,
-}
-
-impl std::fmt::Debug for Gocardless {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Gocardless")
-            .field("events_url", &self.events_url.as_str())
-            .field("token", &"[redacted]")
-            .finish()
-    }
 }
 
 #[derive(Deserialize)]
@@ -148,18 +140,8 @@ impl Provider for Gocardless {
     }
 
     async fn fetch(&self, item: &Listed) -> Result<Fetched, ProviderError> {
-        if let Some(payload) = &item.payload {
-            return Ok(Fetched {
-                payload: payload.clone(),
-                event_type: item.event_type.clone(),
-                headers: item.headers.clone(),
-            });
-        }
         let what = format!("GET /events/{}", item.handle);
-        let mut url = self.events_url.clone();
-        url.path_segments_mut()
-            .map_err(|()| ProviderError::Failed("api_base cannot take a path".into()))?
-            .push(&item.handle);
+        let url = api::child(&self.events_url, &item.handle)?;
         let one: One = json(self.get(url, &what).await?, &what).await?;
         let found = listed(&one.events, &what)?;
         if found.id != item.id {

@@ -261,6 +261,8 @@ pub struct Reconciler {
     provider: Arc<dyn Provider>,
     lookback: Duration,
     settle: Duration,
+    /// How late the provider may add an event to a listing already read (`ProviderConfig::listing_lag`).
+    listing_lag: Duration,
     interval: Duration,
     budget: Budget,
 }
@@ -281,6 +283,7 @@ impl Reconciler {
             provider,
             lookback: config.lookback,
             settle: config.settle,
+            listing_lag: config.provider.listing_lag(),
             interval: config.interval,
             budget: Budget::default(),
         })
@@ -300,6 +303,7 @@ impl Reconciler {
             provider,
             lookback,
             settle,
+            listing_lag: Duration::ZERO,
             interval: crate::config::DEFAULT_RECONCILE_INTERVAL,
             budget: Budget::default(),
         }
@@ -320,9 +324,10 @@ impl Reconciler {
         self.interval
     }
 
-    /// How far below the checkpoint a run re-reads: the settle time, and at least [`MIN_OVERLAP`].
+    /// How far below the checkpoint a run re-reads: the settle time, the provider's listing lag, and at least
+    /// [`MIN_OVERLAP`].
     pub fn overlap(&self) -> Duration {
-        self.settle.max(MIN_OVERLAP)
+        self.settle.max(MIN_OVERLAP).max(self.listing_lag)
     }
 
     /// One run: lists `[max(now − lookback, checkpoint − overlap), now − settle)` to the end of the provider's
@@ -484,6 +489,12 @@ impl Reconciler {
                 reached_ms,
             });
             match page.next {
+                // A cursor that does not move would walk the same page until the budget is spent.
+                Some(next) if cursor.as_deref() == Some(next.as_str()) => {
+                    return Err(RunErrorKind::Provider(
+                        "the provider answered the same next page again".into(),
+                    ))
+                }
                 Some(next) => cursor = Some(next),
                 None => return Ok(()),
             }
@@ -662,7 +673,11 @@ impl Reconciler {
         let mut backoff = Duration::from_secs(1);
         loop {
             summary.requests += 1;
-            match request().await {
+            // No request outlives the run's budget (each has its own timeout besides, `api_client`).
+            let Ok(answer) = tokio::time::timeout_at(deadline, request()).await else {
+                return Err(RunErrorKind::Budget("time"));
+            };
+            match answer {
                 Ok(v) => return Ok(v),
                 Err(ProviderError::RateLimited { wait }) => {
                     let wait = wait.unwrap_or_else(|| {

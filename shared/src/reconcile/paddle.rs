@@ -29,25 +29,24 @@ use super::{api_client, json, Fetched, Listed, Page, Provider, ProviderError, Wi
 /// The most events a page holds (the SDKs and the reference: "Maximum: 200").
 const PER_PAGE: &str = "200";
 
+/// How far past an edge a walk goes on: the list is in id order, and ids follow time only to within moments, so an
+/// event a little older than the one that passed the edge may still come after it.
+const SLACK_MS: i64 = 5 * 60 * 1000;
+
+/// The most pages a kept event's fetch reads looking for it.
+const FETCH_PAGES: usize = 20;
+
 const REFUSALS: Refusals = Refusals {
     unauthorized: "the API key is not valid (a sandbox key works only against sandbox-api.paddle.com)",
     forbidden: "the API key lacks the permission to read events",
     missing: "check api_base",
 };
 
+#[derive(Debug)]
 pub struct Paddle {
     client: reqwest::Client,
     events_url: reqwest::Url,
     api_key: SecretString,
-}
-
-impl std::fmt::Debug for Paddle {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Paddle")
-            .field("events_url", &self.events_url.as_str())
-            .field("api_key", &"[redacted]")
-            .finish()
-    }
 }
 
 #[derive(Deserialize)]
@@ -136,8 +135,9 @@ fn items(
     let mut before = before.unwrap_or_default().to_owned();
     for event in data {
         let (id, event_type, at) = fields(event)?;
-        // Newest first: once an event is older than the window, every later one is too.
-        if at < window.from_ms {
+        // Newest first: once an event is older than the window by more than the slack, every later one is too
+        // (those between are listed and dropped by the run).
+        if at < window.from_ms - SLACK_MS {
             return Ok((items, true));
         }
         items.push(Listed {
@@ -179,34 +179,39 @@ impl Provider for Paddle {
         Ok(Page { items, next })
     }
 
-    /// The list carries every event whole: only an event kept from an earlier run is fetched, from the id listed
-    /// just before it on.
+    /// The list carries every event whole: only an event kept from an earlier run is fetched, paging down from
+    /// the id listed just before it (from the top where none was) until past its time.
     async fn fetch(&self, item: &Listed) -> Result<Fetched, ProviderError> {
-        if let Some(payload) = &item.payload {
-            return Ok(Fetched {
-                payload: payload.clone(),
-                event_type: item.event_type.clone(),
-                headers: item.headers.clone(),
-            });
+        let mut after = Some(item.handle.clone()).filter(|h| !h.is_empty());
+        for _ in 0..FETCH_PAGES {
+            let list = self.events(after.as_deref()).await?;
+            for event in &list.data {
+                let (id, event_type, at) = fields(event)?;
+                if id == item.id {
+                    return Ok(Fetched {
+                        payload: api::to_payload(event)?,
+                        event_type,
+                        headers: api::json_headers(),
+                    });
+                }
+                if at < item.created_ms - SLACK_MS {
+                    break;
+                }
+            }
+            let last = list
+                .data
+                .last()
+                .and_then(|e| e.get("event_id"))
+                .and_then(|v| v.as_str());
+            match (list.meta.pagination.has_more, last) {
+                (true, Some(last)) if after.as_deref() != Some(last) => after = Some(last.to_owned()),
+                _ => break,
+            }
         }
-        let after = Some(item.handle.as_str()).filter(|h| !h.is_empty());
-        let list = self.events(after).await?;
-        let event = list
-            .data
-            .iter()
-            .find(|e| e.get("event_id").and_then(|v| v.as_str()) == Some(item.id.as_str()))
-            .ok_or_else(|| {
-                ProviderError::Failed(format!(
-                    "GET /events: {} is no longer listed where it was (Paddle keeps events 90 days)",
-                    item.id
-                ))
-            })?;
-        let (_, event_type, _) = fields(event)?;
-        Ok(Fetched {
-            payload: api::to_payload(event)?,
-            event_type,
-            headers: api::json_headers(),
-        })
+        Err(ProviderError::Failed(format!(
+            "GET /events: {} is no longer listed where it was (Paddle keeps events 90 days)",
+            item.id
+        )))
     }
 }
 
@@ -249,6 +254,7 @@ mod tests {
             event("evt_3", "2024-04-12T13:15:50.037665Z"),
             event("evt_2", "2024-04-12T13:15:40.000000Z"),
             event("evt_1", "2024-04-12T13:15:30.000000Z"),
+            event("evt_0", "2024-04-12T13:05:00.000000Z"),
         ];
         let from_ms = crate::time::parse_rfc3339("2024-04-12T13:15:35Z").unwrap();
         let window = Window {
@@ -258,7 +264,8 @@ mod tests {
         let (items, passed) = items(&data, window, Some("evt_4")).unwrap();
         assert!(passed);
         let got: Vec<_> = items.iter().map(|i| (i.id.as_str(), i.handle.as_str())).collect();
-        assert_eq!(got, [("evt_3", "evt_4"), ("evt_2", "evt_3")]);
+        // evt_1 is older than the window but within the slack (the run drops it); evt_0 is past it: the walk stops.
+        assert_eq!(got, [("evt_3", "evt_4"), ("evt_2", "evt_3"), ("evt_1", "evt_2")]);
         assert_eq!(items[0].created_ms, 1_712_927_750_037);
         assert_eq!(items[0].event_type.as_deref(), Some("transaction.completed"));
         let stored: serde_json::Value = serde_json::from_slice(items[0].payload.as_ref().unwrap()).unwrap();

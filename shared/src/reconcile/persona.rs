@@ -32,19 +32,11 @@ const REFUSALS: Refusals = Refusals {
     missing: "Persona no longer has it (it keeps events about 3 months), or never did",
 };
 
+#[derive(Debug)]
 pub struct Persona {
     client: reqwest::Client,
     events_url: reqwest::Url,
     api_key: SecretString,
-}
-
-impl std::fmt::Debug for Persona {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Persona")
-            .field("events_url", &self.events_url.as_str())
-            .field("api_key", &"[redacted]")
-            .finish()
-    }
 }
 
 #[derive(Deserialize)]
@@ -169,18 +161,8 @@ impl Provider for Persona {
 
     /// The list carries every event whole: only an event kept from an earlier run is fetched, alone.
     async fn fetch(&self, item: &Listed) -> Result<Fetched, ProviderError> {
-        if let Some(payload) = &item.payload {
-            return Ok(Fetched {
-                payload: payload.clone(),
-                event_type: item.event_type.clone(),
-                headers: item.headers.clone(),
-            });
-        }
         let what = format!("GET /api/v1/events/{}", item.handle);
-        let mut url = self.events_url.clone();
-        url.path_segments_mut()
-            .map_err(|()| ProviderError::Failed("api_base cannot take a path".into()))?
-            .push(&item.handle);
+        let url = api::child(&self.events_url, &item.handle)?;
         let one: One = json(self.get(url, &what).await?, &what).await?;
         let (id, name, _) = fields(&one.data, &what)?;
         if id != item.id {

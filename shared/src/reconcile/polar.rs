@@ -37,21 +37,12 @@ const REFUSALS: Refusals = Refusals {
 
 const WHAT: &str = "GET /v1/webhooks/deliveries";
 
+#[derive(Debug)]
 pub struct Polar {
     client: reqwest::Client,
     deliveries_url: reqwest::Url,
     endpoint: String,
     token: SecretString,
-}
-
-impl std::fmt::Debug for Polar {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Polar")
-            .field("deliveries_url", &self.deliveries_url.as_str())
-            .field("endpoint", &self.endpoint)
-            .field("token", &"[redacted]")
-            .finish()
-    }
 }
 
 #[derive(Deserialize)]
@@ -67,13 +58,14 @@ struct Pagination {
 
 #[derive(Deserialize)]
 struct Delivery {
+    /// When Polar recorded this delivery attempt: the list's filter and order are on it.
+    created_at: String,
     webhook_event: WebhookEvent,
 }
 
 #[derive(Deserialize)]
 struct WebhookEvent {
     id: String,
-    created_at: String,
     #[serde(rename = "type")]
     event_type: Option<String>,
     payload: Option<String>,
@@ -124,9 +116,12 @@ fn deliveries_query(url: &reqwest::Url, endpoint: &str, ask: &Ask<'_>) -> reqwes
     url
 }
 
-/// A delivery's event as the run lists it: the payload where Polar still has it.
-fn listed(event: &WebhookEvent) -> Result<Listed, ProviderError> {
-    let created_ms = api::rfc3339_ms(&event.created_at, "webhook_event.created_at")?;
+/// A delivery's event as the run lists it: the payload where Polar still has it, at the delivery's time (the list
+/// is filtered and ordered by it, and Polar holds an event's first attempt back behind earlier undelivered ones, so
+/// an event's own creation may lie far below the window its delivery falls in).
+fn listed(delivery: &Delivery) -> Result<Listed, ProviderError> {
+    let event = &delivery.webhook_event;
+    let created_ms = api::rfc3339_ms(&delivery.created_at, "created_at")?;
     let mut headers = api::json_headers();
     headers.push(("webhook-id".into(), event.id.clone()));
     Ok(Listed {
@@ -157,11 +152,7 @@ impl Provider for Polar {
                 page,
             })
             .await?;
-        let items = list
-            .items
-            .iter()
-            .map(|d| listed(&d.webhook_event))
-            .collect::<Result<Vec<_>, _>>()?;
+        let items = list.items.iter().map(listed).collect::<Result<Vec<_>, _>>()?;
         let next =
             (page < list.pagination.max_page && !list.items.is_empty()).then(|| (page + 1).to_string());
         Ok(Page { items, next })
@@ -170,21 +161,13 @@ impl Provider for Polar {
     /// Only an archived event (its payload gone) or one kept from an earlier run gets here: its deliveries are
     /// looked up by its id.
     async fn fetch(&self, item: &Listed) -> Result<Fetched, ProviderError> {
-        if let Some(payload) = &item.payload {
-            return Ok(Fetched {
-                payload: payload.clone(),
-                event_type: item.event_type.clone(),
-                headers: item.headers.clone(),
-            });
-        }
         let list = self.deliveries(Ask::Event(&item.handle)).await?;
-        let event = list
+        let delivery = list
             .items
             .iter()
-            .map(|d| &d.webhook_event)
-            .find(|e| e.id == item.id)
+            .find(|d| d.webhook_event.id == item.id)
             .ok_or_else(|| ProviderError::Failed(format!("{WHAT}: no delivery of {} is listed", item.id)))?;
-        let found = listed(event)?;
+        let found = listed(delivery)?;
         let payload = found.payload.ok_or_else(|| {
             ProviderError::Failed(format!(
                 "{WHAT}: {} is archived, its payload is no longer accessible",
@@ -230,11 +213,12 @@ mod tests {
                 "id": "6c0e6a52-0000-4000-8000-000000000007", "last_http_code": 200, "succeeded": true,
                 "skipped": false, "payload": body, "type": "order.paid", "is_archived": false}});
         let delivery: Delivery = serde_json::from_value(delivery).unwrap();
-        let item = listed(&delivery.webhook_event).unwrap();
+        let item = listed(&delivery).unwrap();
         assert_eq!(item.payload.as_deref(), Some(body.as_bytes()));
+        // At the delivery's time, which the list's window is on.
         assert_eq!(
             item.created_ms,
-            crate::time::parse_rfc3339("2026-01-02T03:04:05.006Z").unwrap()
+            crate::time::parse_rfc3339("2026-01-02T03:04:06.100Z").unwrap()
         );
 
         let scheme = crate::schemes::Scheme::named("polar").unwrap();

@@ -10,25 +10,16 @@ use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 
 use super::{
-    api_client, endpoint, json, rate_limit_wait, transport_error, Fetched, Listed, Page, Provider,
+    api, api_client, endpoint, json, rate_limit_wait, transport_error, Fetched, Listed, Page, Provider,
     ProviderError, Window,
 };
 
+#[derive(Debug)]
 pub struct Stripe {
     client: reqwest::Client,
     events_url: reqwest::Url,
     api_key: SecretString,
     account: Option<String>,
-}
-
-impl std::fmt::Debug for Stripe {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Stripe")
-            .field("events_url", &self.events_url.as_str())
-            .field("api_key", &"[redacted]")
-            .field("account", &self.account)
-            .finish()
-    }
 }
 
 #[derive(Deserialize)]
@@ -82,11 +73,6 @@ impl Stripe {
     }
 }
 
-/// Whole seconds `s` with `s * 1000 >= ms`: Stripe's `created` is in seconds, our window in milliseconds.
-fn ceil_secs(ms: i64) -> i64 {
-    ms.div_euclid(1000) + i64::from(ms.rem_euclid(1000) != 0)
-}
-
 #[async_trait]
 impl Provider for Stripe {
     async fn list(&self, window: Window, cursor: Option<&str>) -> Result<Page, ProviderError> {
@@ -94,8 +80,8 @@ impl Provider for Stripe {
         {
             let mut query = url.query_pairs_mut();
             query
-                .append_pair("created[gte]", &ceil_secs(window.from_ms).to_string())
-                .append_pair("created[lt]", &ceil_secs(window.to_ms).to_string())
+                .append_pair("created[gte]", &api::ceil_secs(window.from_ms).to_string())
+                .append_pair("created[lt]", &api::ceil_secs(window.to_ms).to_string())
                 .append_pair("limit", "100");
             if let Some(after) = cursor {
                 query.append_pair("starting_after", after);
@@ -137,18 +123,8 @@ impl Provider for Stripe {
 
     /// The list carries every event whole: only an event kept from an earlier run is fetched, alone.
     async fn fetch(&self, item: &Listed) -> Result<Fetched, ProviderError> {
-        if let Some(payload) = &item.payload {
-            return Ok(Fetched {
-                payload: payload.clone(),
-                event_type: item.event_type.clone(),
-                headers: item.headers.clone(),
-            });
-        }
         let what = format!("GET /v1/events/{}", item.handle);
-        let mut url = self.events_url.clone();
-        url.path_segments_mut()
-            .map_err(|()| ProviderError::Failed("api_base cannot take a path".into()))?
-            .push(&item.handle);
+        let url = api::child(&self.events_url, &item.handle)?;
         let event: serde_json::Value = json(
             self.get(
                 url,
@@ -171,18 +147,5 @@ impl Provider for Stripe {
             event_type: event.get("type").and_then(|v| v.as_str()).map(str::to_owned),
             headers: vec![("content-type".into(), "application/json".into())],
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::ceil_secs;
-
-    #[test]
-    fn window_edges_round_up_to_whole_seconds() {
-        assert_eq!(ceil_secs(5_000), 5);
-        assert_eq!(ceil_secs(5_001), 6);
-        assert_eq!(ceil_secs(4_999), 5);
-        assert_eq!(ceil_secs(-1), 0);
     }
 }

@@ -38,19 +38,11 @@ const REFUSALS: Refusals = Refusals {
     missing: "no events API there: check api_base",
 };
 
+#[derive(Debug)]
 pub struct Workos {
     client: reqwest::Client,
     events_url: reqwest::Url,
     api_key: SecretString,
-}
-
-impl std::fmt::Debug for Workos {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Workos")
-            .field("events_url", &self.events_url.as_str())
-            .field("api_key", &"[redacted]")
-            .finish()
-    }
 }
 
 #[derive(Deserialize)]

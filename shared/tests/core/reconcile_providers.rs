@@ -295,3 +295,77 @@ async fn every_provider_fetches_a_kept_failed_event_again_alone() {
         );
     }
 }
+
+/// A provider that answers every page with no events and the same next cursor, or that hangs.
+struct Stuck {
+    hang: bool,
+}
+
+#[async_trait::async_trait]
+impl inbox_core::reconcile::Provider for Stuck {
+    async fn list(
+        &self,
+        _window: inbox_core::reconcile::Window,
+        _cursor: Option<&str>,
+    ) -> Result<inbox_core::reconcile::Page, inbox_core::reconcile::ProviderError> {
+        if self.hang {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+        }
+        Ok(inbox_core::reconcile::Page {
+            items: Vec::new(),
+            next: Some("the-same-cursor".into()),
+        })
+    }
+    async fn fetch(
+        &self,
+        _item: &inbox_core::reconcile::Listed,
+    ) -> Result<inbox_core::reconcile::Fetched, inbox_core::reconcile::ProviderError> {
+        Err(inbox_core::reconcile::ProviderError::Failed(
+            "nothing to fetch".into(),
+        ))
+    }
+}
+
+/// GIVEN a provider whose next cursor never moves, and one whose answer never comes
+/// WHEN a run lists the window with a budget of 300 ms
+/// THEN the first ends at the second page, saying the cursor did not move; the second ends at the budget, not an
+/// hour later; neither moves the checkpoint.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cursor_that_does_not_move_or_an_answer_that_never_comes_ends_the_run() {
+    for hang in [false, true] {
+        let source = SourceName::parse("stuck").unwrap();
+        let reconciler = Reconciler::new(
+            source.clone(),
+            "stuck",
+            Arc::new(Stuck { hang }),
+            Duration::from_secs(3600),
+            Duration::from_secs(60),
+        )
+        .with_budget(inbox_core::reconcile::Budget {
+            time: Duration::from_millis(300),
+            pages: 100,
+        });
+        let (ledger, _dir) = ledger();
+        let (queue, _deliveries) = InProcessQueue::new(10);
+        let started = std::time::Instant::now();
+        let error = reconciler
+            .run(&ledger, queue.as_ref(), RunOptions::default(), &mut |_| {})
+            .await
+            .expect_err("the run cannot finish");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            started.elapsed()
+        );
+        match (hang, &error.kind) {
+            (false, RunErrorKind::Provider(text)) => {
+                assert!(text.contains("same next page"), "{text}");
+                assert_eq!(error.summary.pages, 2);
+            }
+            (true, RunErrorKind::Budget("time")) => assert_eq!(error.summary.pages, 0),
+            _ => panic!("hang {hang}: {error}"),
+        }
+        let checkpoint = ledger.checkpoint(&source).await.unwrap().unwrap_or_default();
+        assert_eq!(checkpoint.scanned_to, 0);
+    }
+}

@@ -5,6 +5,7 @@
 //! Every load loop is bounded in count and time and talks to 127.0.0.1 only. See BENCHMARKS.md.
 
 mod aws;
+mod durable;
 mod hardening;
 mod load;
 mod memory;
@@ -101,6 +102,12 @@ fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--ceiling-server") {
         return ceiling_server();
+    }
+    if let Some(dir) = args
+        .iter()
+        .find_map(|a| a.strip_prefix("--durable-ceiling-server="))
+    {
+        return durable::serve(Path::new(dir));
     }
     let quick = args.iter().any(|a| a == "--quick");
     let only: Vec<String> = args

@@ -16,7 +16,9 @@ use inbox_core::ports::Ledger;
 use inbox_core::reconcile::stripe::Stripe;
 use inbox_core::reconcile::{Reconciler, RunOptions};
 use inbox_core::secrets::LocalSecrets;
-use testkit::providers::{all_fakes, events_over, stripe_events_over, FakeStripe, LOOKBACK, SETTLE};
+use testkit::providers::{
+    all_fakes, events_over, source_config, stripe_events_over, FakeStripe, LOOKBACK, SETTLE,
+};
 
 use crate::{row, Row};
 
@@ -52,17 +54,11 @@ pub async fn run(rows: &mut Vec<Row>) -> Result<()> {
         fake.api().add_all(events.clone());
         let url = fake.clone().start();
         let prefix = format!("BENCH_{}", name.to_uppercase());
-        let receiving = fake.receiving(&prefix);
-        let (block, credentials) = fake.block(&prefix, false);
-        for (k, v) in receiving.env.iter().chain(&credentials) {
+        let written = source_config(fake.as_ref(), &prefix, &url, "{ kind = \"log\" }", "", false);
+        for (k, v) in written.env() {
             std::env::set_var(k, v);
         }
-        let config = Config::from_toml(&format!(
-            "[sources.{name}]\nscheme = \"{name}\"\n{}\nhandler = {{ kind = \"log\" }}\n\
-             [sources.{name}.reconcile]\nprovider = \"{name}\"\napi_base = \"{url}\"\n{block}\n",
-            receiving.config
-        ))
-        .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+        let config = Config::from_toml(&written.toml).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
         let source = SourceName::parse(name).context("source name")?;
         let block = config.sources[&source]
             .reconcile

@@ -77,6 +77,23 @@ pub fn webhook_of(id: &str, created_s: i64, event_type: &str) -> String {
     .to_string()
 }
 
+/// The work queue's messages (SQS's approximate count, exact on the emulator when nothing is in flight).
+async fn queued(stack: &ReconcileStack) -> u64 {
+    let attrs = stack
+        .rt
+        .queue
+        .client()
+        .get_queue_attributes()
+        .queue_url(&stack.rt.resources.queue_url)
+        .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
+        .send()
+        .await
+        .unwrap();
+    attrs.attributes().unwrap()[&QueueAttributeName::ApproximateNumberOfMessages]
+        .parse()
+        .unwrap()
+}
+
 /// An invocation deadline `secs` from now, as the Lambda context carries it.
 pub fn deadline_in(secs: i64) -> u64 {
     u64::try_from(inbox_core::time::now_ms() + secs * 1000).unwrap()
@@ -189,19 +206,7 @@ async fn the_reconciler_function_recovers_the_window_with_one_write_per_missing_
         assert_eq!(e.origin, want, "{}", e.event_id);
     }
     // … each one in the work queue once: the webhooks' messages and one per recovered event
-    let attrs = stack
-        .rt
-        .queue
-        .client()
-        .get_queue_attributes()
-        .queue_url(&stack.rt.resources.queue_url)
-        .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
-        .send()
-        .await
-        .unwrap();
-    let queued: u64 = attrs.attributes().unwrap()[&QueueAttributeName::ApproximateNumberOfMessages]
-        .parse()
-        .unwrap();
+    let queued = queued(&stack).await;
     assert_eq!(queued, delivered.len() as u64 + summary.recovered);
 
     // AND the next scheduled invocation, within the interval, skips the source with one read
@@ -323,18 +328,19 @@ async fn the_reconciler_function_recovers_a_lossy_delivery_for_three_providers()
         let url = fake.clone().start();
         let name = fake.provider();
         let prefix = format!("AWS_LOSSY_{}", name.to_uppercase());
-        let receiving = fake.receiving(&prefix);
-        let (block, credentials) = fake.block(&prefix, false);
-        for (k, v) in receiving.env.iter().chain(&credentials) {
+        let written = testkit::providers::source_config(
+            fake.as_ref(),
+            &prefix,
+            &url,
+            "{ kind = \"log\" }",
+            "interval = \"5m\"\nsettle = \"1s\"\nlookback = \"1h\"\n",
+            false,
+        );
+        for (k, v) in written.env() {
             std::env::set_var(k, v);
         }
-        sources.push_str(&format!(
-            "[sources.{name}]\nscheme = \"{name}\"\n{}\nhandler = {{ kind = \"log\" }}\n\
-             [sources.{name}.reconcile]\nprovider = \"{name}\"\napi_base = \"{url}\"\n\
-             interval = \"5m\"\nsettle = \"1s\"\nlookback = \"1h\"\n{block}\n",
-            receiving.config
-        ));
-        receivings.push(receiving);
+        sources.push_str(&written.toml);
+        receivings.push(written.receiving);
     }
     let stack = reconcile_stack(&sdk, &sources).await;
     let receiving_sources =
@@ -450,19 +456,7 @@ async fn the_reconciler_function_recovers_a_lossy_delivery_for_three_providers()
         ops(&calls)
     );
     // One message per event in the work queue: the webhooks' and one per recovered event.
-    let attrs = stack
-        .rt
-        .queue
-        .client()
-        .get_queue_attributes()
-        .queue_url(&stack.rt.resources.queue_url)
-        .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
-        .send()
-        .await
-        .unwrap();
-    let queued: usize = attrs.attributes().unwrap()[&QueueAttributeName::ApproximateNumberOfMessages]
-        .parse()
-        .unwrap();
+    let queued = queued(&stack).await as usize;
     assert_eq!(queued, all.values().map(BTreeSet::len).sum::<usize>());
 
     // The next invocation within the interval skips every source.

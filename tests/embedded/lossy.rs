@@ -17,7 +17,7 @@ use inbox_core::config::Config;
 use inbox_core::secrets::LocalSecrets;
 use inbox_core::source::Sources;
 use rand::SeedableRng;
-use testkit::providers::{fakes, Event, Fake, Receiving};
+use testkit::providers::{fakes, source_config, Event, Fake, Receiving};
 
 use crate::common::*;
 use crate::sender::{fates, signed, Fate};
@@ -102,19 +102,23 @@ async fn every_provider_recovers_a_lossy_delivery_within_two_intervals() {
         let url = fake.clone().start();
         let name = fake.provider();
         let prefix = format!("LOSSY_{}", name.to_uppercase());
-        let receiving = fake.receiving(&prefix);
-        let (block, credentials) = fake.block(&prefix, false);
-        config.push_str(&format!(
-            "[sources.{name}]\nscheme = \"{name}\"\n{}\n\
-             handler = {{ kind = \"forward\", url = \"{}/{name}\", timeout = \"5s\" }}\n\
-             [sources.{name}.reconcile]\nprovider = \"{name}\"\napi_base = \"{url}\"\n\
-             interval = \"{}s\"\nsettle = \"{SETTLE}\"\nlookback = \"1h\"\n{block}\n",
-            receiving.config,
-            sink.url(),
-            INTERVAL.as_secs()
-        ));
-        env.extend(receiving.env.iter().cloned());
-        env.extend(credentials);
+        let written = source_config(
+            fake.as_ref(),
+            &prefix,
+            &url,
+            &format!(
+                "{{ kind = \"forward\", url = \"{}/{name}\", timeout = \"5s\" }}",
+                sink.url()
+            ),
+            &format!(
+                "interval = \"{}s\"\nsettle = \"{SETTLE}\"\nlookback = \"1h\"\n",
+                INTERVAL.as_secs()
+            ),
+            false,
+        );
+        config.push_str(&written.toml);
+        env.extend(written.env().cloned());
+        let receiving = written.receiving;
         if let Some(host) = &receiving.key_host {
             key_routes.insert(host.path.clone(), host.body.clone());
             key_hosts.push(host.host);

@@ -258,19 +258,8 @@ mod tests {
         name: &str,
         n: usize,
     ) -> (std::sync::Arc<dyn testkit::providers::Fake>, reqwest::Url, String) {
-        let fake = testkit::providers::fakes()
-            .into_iter()
-            .find(|f| f.provider() == name)
-            .unwrap();
-        let base = reqwest::Url::parse(&fake.clone().start()).unwrap();
-        fake.api().add_all(testkit::providers::events_over(
-            fake.as_ref(),
-            n,
-            10 * 3_600_000,
-            0,
-        ));
-        let (_, env) = fake.block("UNIT", false);
-        (fake, base, env[0].1.clone())
+        let (fake, base, credential) = testkit::providers::served(name, n);
+        (fake, reqwest::Url::parse(&base).unwrap(), credential)
     }
 
     #[tokio::test(flavor = "multi_thread")]

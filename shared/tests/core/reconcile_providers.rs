@@ -15,7 +15,7 @@ use inbox_core::model::{EventId, EventKey, NewEvent, Origin, SourceName};
 use inbox_core::ports::{Browse, Checkpoints, Created, Ledger, ListFilter};
 use inbox_core::reconcile::{Reconciler, RunErrorKind, RunOptions, Summary};
 use inbox_core::secrets::LocalSecrets;
-use testkit::providers::{events_over, fakes, Event, Fake};
+use testkit::providers::{events_over, fakes, source_config, Event, Fake};
 
 const HOUR_MS: i64 = 3_600_000;
 
@@ -33,17 +33,12 @@ async fn case(fake: Arc<dyn Fake>, prefix: &str, wrong: bool) -> Case {
     let url = fake.clone().start();
     let provider = fake.provider();
     let prefix = format!("{prefix}_{}", provider.to_uppercase());
-    let receiving = fake.receiving(&prefix);
-    let (block, env) = fake.block(&prefix, wrong);
-    for (name, value) in receiving.env.iter().chain(&env) {
+    let written = source_config(fake.as_ref(), &prefix, &url, "{ kind = \"log\" }", "", wrong);
+    for (name, value) in written.env() {
         std::env::set_var(name, value);
     }
-    let toml = format!(
-        "[sources.{provider}]\nscheme = \"{provider}\"\n{}\nhandler = {{ kind = \"log\" }}\n\
-         [sources.{provider}.reconcile]\nprovider = \"{provider}\"\napi_base = \"{url}\"\n{block}\n",
-        receiving.config
-    );
-    let config = Config::from_toml(&toml).unwrap_or_else(|e| panic!("{provider}: {e}\n{toml}"));
+    let toml = written.toml.as_str();
+    let config = Config::from_toml(toml).unwrap_or_else(|e| panic!("{provider}: {e}\n{toml}"));
     let source = SourceName::parse(provider).unwrap();
     let block = config.sources[&source].reconcile.as_ref().unwrap();
     let reconciler = Reconciler::from_config(&source, block, &LocalSecrets)
@@ -53,7 +48,7 @@ async fn case(fake: Arc<dyn Fake>, prefix: &str, wrong: bool) -> Case {
         fake,
         source,
         reconciler,
-        credentials: env.into_iter().map(|(_, v)| v).collect(),
+        credentials: written.credentials.into_iter().map(|(_, v)| v).collect(),
     }
 }
 

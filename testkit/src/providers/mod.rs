@@ -239,6 +239,64 @@ pub fn rfc3339_secs(ms: i64) -> String {
     humantime::format_rfc3339_seconds(at).to_string()
 }
 
+/// The fake of `name`, served (inside a tokio runtime), with `n` events over the last ten hours: the fake, its base
+/// URL and its first good credential, for a provider's own unit tests.
+pub fn served(name: &str, n: usize) -> (Arc<dyn Fake>, String, String) {
+    let fake = all_fakes()
+        .into_iter()
+        .find(|f| f.provider() == name)
+        .unwrap_or_else(|| panic!("no fake {name}"));
+    let base = fake.clone().start();
+    fake.api()
+        .add_all(events_over(fake.as_ref(), n, 10 * 3_600_000, 0));
+    let (_, env) = fake.block("UNIT", false);
+    let credential = env[0].1.clone();
+    (fake, base, credential)
+}
+
+/// A config's `[sources.{provider}]` receiving the fake's webhooks with `handler`, and its reconcile block reading
+/// the fake at `api_base` (plus `extra` lines: interval, settle…), credentials `wrong` or not; with the variables
+/// it refers to, named from `prefix`: the receiving source's, and the reconcile block's credentials. The tests, the
+/// end-to-end runs and the bench write a fake's source with it.
+pub fn source_config(
+    fake: &dyn Fake,
+    prefix: &str,
+    api_base: &str,
+    handler: &str,
+    extra: &str,
+    wrong: bool,
+) -> SourceConfig {
+    let name = fake.provider();
+    let receiving = fake.receiving(prefix);
+    let (block, credentials) = fake.block(prefix, wrong);
+    let toml = format!(
+        "[sources.{name}]\nscheme = \"{name}\"\n{}\nhandler = {handler}\n\
+         [sources.{name}.reconcile]\nprovider = \"{name}\"\napi_base = \"{api_base}\"\n{extra}{block}\n",
+        receiving.config
+    );
+    SourceConfig {
+        toml,
+        receiving,
+        credentials,
+    }
+}
+
+/// What [`source_config`] wrote.
+pub struct SourceConfig {
+    pub toml: String,
+    /// How the source receives (its variables, its signing key).
+    pub receiving: Receiving,
+    /// The reconcile block's credentials, by variable name.
+    pub credentials: Vec<(String, String)>,
+}
+
+impl SourceConfig {
+    /// Every variable the config refers to.
+    pub fn env(&self) -> impl Iterator<Item = &(String, String)> {
+        self.receiving.env.iter().chain(&self.credentials)
+    }
+}
+
 /// `n` events of `fake` spread evenly from `span_ms` ago to six minutes ago (older than the default settle time),
 /// off the window's edges.
 pub fn events_over(fake: &dyn Fake, n: usize, span_ms: i64, first: usize) -> Vec<Event> {

@@ -40,9 +40,14 @@ const DELIVERIES: usize = 400_000;
 const BODY_HEAD: &str = r#"{"ref":"refs/heads/main","delivery":""#;
 const BODY_PAD: usize = 2048 - 84;
 
-/// The body of delivery `id`: 2 KiB, distinct per id.
+/// What follows the id in each body.
+fn body_tail() -> String {
+    format!(r#"","pad":"{}"}}"#, "x".repeat(BODY_PAD))
+}
+
+/// The body of delivery `id`: 2 KiB, distinct per id. The script rebuilds it from the same two parts.
 fn body(id: &str) -> String {
-    format!(r#"{BODY_HEAD}{id}","pad":"{}"}}"#, "x".repeat(BODY_PAD))
+    format!("{BODY_HEAD}{id}{}", body_tail())
 }
 
 /// A UUID-shaped id for delivery `n` of `round`, spread like GitHub's (splitmix64 of the pair).
@@ -99,7 +104,7 @@ fn github_signature(key: &inbox_core::schemes::Key, body: &str) -> Result<String
 /// the store, so the file is sized past any rate seen.
 fn script(deliveries: &Path) -> String {
     let path = deliveries.display();
-    let pad = "x".repeat(BODY_PAD);
+    let tail = body_tail();
     format!(
         r#"local ids, sigs = {{}}, {{}}
 for line in io.lines("{path}") do
@@ -114,7 +119,7 @@ function setup(thread)
 end
 local n = 0
 local head = [==[{BODY_HEAD}]==]
-local tail = [==[","pad":"{pad}"}}]==]
+local tail = [==[{tail}]==]
 request = function()
   local i = n * {THREADS} + tid
   n = n + 1

@@ -38,6 +38,8 @@ const DRAIN: Duration = Duration::from_secs(20);
 /// How soon after start the first reconciliation runs at the earliest: after the start-up sweep's work is handed
 /// out.
 const FIRST_RECONCILE_AFTER: Duration = Duration::from_secs(2);
+/// Expired events (and remembered bodies) one purge transaction deletes at most.
+const PURGE_BATCH: usize = 1_000;
 /// How often the server looks for changes made by another process (`inbox replay`).
 const WATCH_EVERY: Duration = Duration::from_secs(1);
 
@@ -325,11 +327,7 @@ async fn run_sweeper(
     loop {
         let sweep = tokio::select! {
             _ = full.tick() => {
-                match ledger.purge_expired(10_000).await {
-                    Ok(n) if n > 0 => tracing::info!(purged = n, "completed events past retention deleted"),
-                    Ok(_) => {}
-                    Err(e) => tracing::warn!(error = %e, "purge failed"),
-                }
+                purge(&ledger, &stop).await;
                 true
             }
             _ = watch.tick() => ledger.changed_elsewhere().await.unwrap_or(false),
@@ -340,5 +338,29 @@ async fn run_sweeper(
                 tracing::warn!(error = %e, "sweep failed");
             }
         }
+    }
+}
+
+/// Deletes what is past retention a batch (one transaction) at a time until none is left: however many expired
+/// since the last sweep, all of them go, not a fixed number a sweep. Other writes run between two batches, and a
+/// stop ends it there.
+async fn purge(ledger: &SqliteLedger, stop: &watch::Receiver<bool>) {
+    let mut events = 0;
+    loop {
+        match ledger.purge(PURGE_BATCH).await {
+            Ok(purged) => {
+                events += purged.events;
+                if !purged.full(PURGE_BATCH) || *stop.borrow() {
+                    break;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "purge failed; the next sweep tries again");
+                break;
+            }
+        }
+    }
+    if events > 0 {
+        tracing::info!(purged = events, "completed events past retention deleted");
     }
 }

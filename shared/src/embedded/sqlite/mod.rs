@@ -39,6 +39,7 @@ use readers::{Readers, READERS};
 use rows::{event_row, find, status, with_payload, COLUMNS, SOURCES};
 use schema::migrate;
 use summary::summarize;
+pub use writer::Purged;
 use writer::{checkpointer, Answer, FromAnswer, Job, Op, Writer};
 
 /// WAL pages past which the writer checkpoints inline (SQLite's autocheckpoint), should the checkpointer thread
@@ -185,8 +186,15 @@ impl SqliteLedger {
         Ok(self.data_version.swap(v, std::sync::atomic::Ordering::Relaxed) != v)
     }
 
-    /// Deletes completed events past retention, at most `limit` a call; returns how many went.
+    /// Deletes completed events past retention, and remembered bodies past their window, at most `limit` of each
+    /// in one transaction; returns how many events went.
     pub async fn purge_expired(&self, limit: usize) -> Result<usize, StoreError> {
+        Ok(self.purge(limit).await?.events)
+    }
+
+    /// [`SqliteLedger::purge_expired`], telling what else went: call again while [`Purged::full`] says a batch was
+    /// full, since more may be left.
+    pub async fn purge(&self, limit: usize) -> Result<Purged, StoreError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.ask(Op::Purge { limit }).await
     }

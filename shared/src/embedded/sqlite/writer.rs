@@ -81,8 +81,24 @@ pub(super) enum Answer {
     MarkDead(MarkDead),
     Replay(Replay),
     Count(usize),
+    Purged(Purged),
     Version(i64),
     Done,
+}
+
+/// What one purge deleted: completed events past retention (with their payloads), and remembered bodies past
+/// their window; each at most the purge's limit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Purged {
+    pub events: usize,
+    pub bodies: usize,
+}
+
+impl Purged {
+    /// Whether either kind filled the `limit`: more of it may be left.
+    pub fn full(&self, limit: usize) -> bool {
+        self.events >= limit || self.bodies >= limit
+    }
 }
 
 /// Where an operation's answer goes.
@@ -113,7 +129,7 @@ macro_rules! from_answer {
 }
 
 from_answer!(Created => Created, CreatedBatch => Vec<Created>, Claim => Claim, Settled => Settled, MarkDead => MarkDead, Replay => Replay,
-    Count => usize, Version => i64);
+    Count => usize, Purged => Purged, Version => i64);
 
 impl FromAnswer for () {
     fn from_answer(_: Answer) -> Option<Self> {
@@ -340,10 +356,18 @@ impl Writer {
                         .and_then(|mut s| s.execute([id]))
                         .map_err(sql)?;
                 }
-                c.prepare_cached("DELETE FROM bodies WHERE expires_at <= ?1")
-                    .and_then(|mut s| s.execute([now]))
+                // Through `bodies_expiry`, a batch at most: the writer never holds the others up for long.
+                let bodies = c
+                    .prepare_cached(
+                        "DELETE FROM bodies WHERE rowid IN
+                            (SELECT rowid FROM bodies WHERE expires_at <= ?1 ORDER BY expires_at LIMIT ?2)",
+                    )
+                    .and_then(|mut s| s.execute(params![now, limit]))
                     .map_err(sql)?;
-                Answer::Count(ids.len())
+                Answer::Purged(Purged {
+                    events: ids.len(),
+                    bodies,
+                })
             }
             Op::SaveCheckpoint { source, body } => {
                 c.prepare_cached(

@@ -989,7 +989,8 @@ async fn reconciliation_reads_presence_in_batches_and_keeps_checkpoints_apart(st
 
 /// Schema v3 (the console's listing indexes) comes to a version-2 file at open, its events kept; v4 takes away
 /// the index on the id alone that v3 had (every insert paid for it; the unique key serves the lookup); and v5 marks
-/// resent bodies and remembers bodies per type, the remembered ones kept under their holder's type.
+/// resent bodies and remembers bodies per type, the remembered ones kept under their holder's type; v6 indexes the
+/// remembered bodies by expiry, for the purge.
 #[tokio::test]
 async fn sqlite_older_files_gain_the_console_indexes_and_lose_the_id_index() {
     let indexes = ["events_received", "events_source", "events_type"];
@@ -1022,7 +1023,7 @@ async fn sqlite_older_files_gain_the_console_indexes_and_lose_the_id_index() {
         let l = open_sqlite(&dir, LONG);
         let c = rusqlite::Connection::open(dir.path().join("inbox.db")).unwrap();
         let version: i64 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-        assert_eq!(version, 5);
+        assert_eq!(version, 6);
         let has = |index: &str| -> bool {
             c.query_row(
                 "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = ?1",
@@ -1036,6 +1037,7 @@ async fn sqlite_older_files_gain_the_console_indexes_and_lose_the_id_index() {
             assert!(has(index), "v{from}: {index}");
         }
         assert!(!has("events_event_id"), "v{from}");
+        assert!(has("bodies_expiry"), "v{from}");
         assert_eq!(ids(&l.list(&all(10)).await.unwrap()), ["e1"]);
         let marked = NewEvent {
             resent_bodies: ResentBodies::Marked { within: LONG },

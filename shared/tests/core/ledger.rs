@@ -1239,6 +1239,96 @@ async fn sqlite_purges_completed_events_past_retention() {
     assert_eq!(l.purge_expired(100).await.unwrap(), 0);
 }
 
+/// An event of `new_event`'s shape whose body (its id) is remembered for `within`, as a source that marks resent
+/// bodies does.
+fn marked(id: &str, within: Duration) -> NewEvent {
+    NewEvent {
+        resent_bodies: ResentBodies::Marked { within },
+        ..new_event(id, id)
+    }
+}
+
+fn rows(dir: &tempfile::TempDir, table: &str) -> i64 {
+    let c = rusqlite::Connection::open(dir.path().join("inbox.db")).unwrap();
+    c.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+        .unwrap()
+}
+
+/// GIVEN 25 open events whose remembered bodies are past their window and 3 whose bodies are not
+/// WHEN the store is purged 10 at a time
+/// THEN each purge deletes 10 expired bodies at most, says so while it was full, and the last leaves only the live
+/// bodies, while no open event is touched.
+#[tokio::test]
+async fn sqlite_purges_expired_remembered_bodies_a_batch_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let l = open_sqlite(&dir, LONG);
+    for i in 0..25 {
+        l.create(marked(&format!("old{i}"), Duration::ZERO))
+            .await
+            .unwrap();
+    }
+    for i in 0..3 {
+        l.create(marked(&format!("live{i}"), LONG)).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert_eq!(rows(&dir, "bodies"), 28);
+
+    let mut batches = vec![];
+    loop {
+        let purged = l.purge(10).await.unwrap();
+        batches.push(purged);
+        if !purged.full(10) {
+            break;
+        }
+    }
+
+    let bodies: Vec<usize> = batches.iter().map(|p| p.bodies).collect();
+    assert_eq!(bodies, vec![10, 10, 5]);
+    assert!(batches.iter().all(|p| p.events == 0), "{batches:?}");
+    assert_eq!(rows(&dir, "bodies"), 3);
+    assert_eq!(rows(&dir, "events"), 28);
+    assert_eq!(rows(&dir, "payloads"), 28);
+}
+
+/// GIVEN 23 completed events past retention
+/// WHEN the store is purged 10 at a time until a batch is not full
+/// THEN every one of them went, with its payload, 10 a transaction at most.
+#[tokio::test]
+async fn sqlite_purges_every_expired_event_however_many_batches_it_takes() {
+    let dir = tempfile::tempdir().unwrap();
+    let l = open_sqlite(&dir, LONG);
+    for i in 0..23 {
+        let id = format!("done{i}");
+        l.create(marked(&id, LONG)).await.unwrap();
+        l.claim(&key(&id), "w", LONG).await.unwrap();
+        l.settle(
+            &key(&id),
+            "w",
+            Settlement::Completed {
+                retention: Duration::ZERO,
+            },
+        )
+        .await
+        .unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(5)).await;
+
+    let mut events = vec![];
+    loop {
+        let purged = l.purge(10).await.unwrap();
+        events.push(purged.events);
+        if !purged.full(10) {
+            break;
+        }
+    }
+
+    assert_eq!(events, vec![10, 10, 3]);
+    assert_eq!(rows(&dir, "events"), 0);
+    assert_eq!(rows(&dir, "payloads"), 0);
+    // Their bodies' window has not passed: a resend under a fresh id still names them, until it does.
+    assert_eq!(rows(&dir, "bodies"), 23);
+}
+
 #[tokio::test]
 async fn sqlite_leases_of_a_dead_process_expire_at_restart() {
     let dir = tempfile::tempdir().unwrap();

@@ -9,6 +9,5 @@ mod ledger;
 mod machine;
 mod metrics_bench;
 mod properties;
-mod purge;
 mod reconcile;
 mod reconcile_providers;

@@ -88,7 +88,7 @@ pub(super) enum Answer {
 
 /// What one purge deleted: completed events past retention (with their payloads), and remembered bodies past
 /// their window; each at most the purge's limit.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug)]
 pub struct Purged {
     pub events: usize,
     pub bodies: usize,

@@ -8,6 +8,8 @@
 
 #[cfg(feature = "aws")]
 pub mod aws;
+#[cfg(any(feature = "embedded", feature = "aws"))]
+pub mod compression;
 pub mod config;
 #[cfg(feature = "operator")]
 pub mod console;

@@ -200,6 +200,12 @@ impl Machine {
         self.process_then(key, lease, || {}).await
     }
 
+    /// A fresh lease owner for one claim: this worker's name and a random part, so that two claims of one worker
+    /// never take each other's lease.
+    pub fn lease_owner(&self) -> String {
+        format!("{}:{:016x}", self.owner, rand::random::<u64>())
+    }
+
     /// [`Machine::process`], calling `handler_done` once the handler has returned, before its outcome is
     /// written (or dropping it uncalled where no handler runs). `inbox serve` frees the handler's worker slot
     /// there, so the next handler starts while this event's settle waits for its commit.
@@ -210,14 +216,12 @@ impl Machine {
         handler_done: impl FnOnce() + Send,
     ) -> Result<Outcome, StoreError> {
         // Sources built without handlers (the receiver function's) claim nothing: the event stays for a worker.
-        let runnable = match self.sources.get(key.source.as_str()) {
-            Some(source) => match &source.handler {
-                Some(handler) => Some((source.clone(), handler.clone())),
-                None => return Ok(Outcome::Dropped(Dropped::NoHandler)),
-            },
-            None => None,
-        };
-        let token = format!("{}:{:016x}", self.owner, rand::random::<u64>());
+        if let Some(source) = self.sources.get(key.source.as_str()) {
+            if source.handler.is_none() {
+                return Ok(Outcome::Dropped(Dropped::NoHandler));
+            }
+        }
+        let token = self.lease_owner();
         let event = match self.ledger.claim(key, &token, lease).await? {
             Claim::Claimed(event) => *event,
             Claim::Done(_) => return Ok(Outcome::Dropped(Dropped::Done)),
@@ -230,10 +234,34 @@ impl Machine {
             // Never run with an empty body: the record is corrupt, and an operator must look at it.
             Claim::Corrupt(event, why) => return self.settle_dead(*event, &token, why).await,
         };
+        self.run_claimed(event, &token, lease, handler_done).await
+    }
+
+    /// Runs and settles `event`, claimed already under `token` for `lease`: by [`Machine::process_then`]'s claim,
+    /// or in its create's own write ([`crate::ports::Ledger::create_claimed`], `inbox serve` with a worker free).
+    pub async fn run_claimed(
+        &self,
+        event: Event,
+        token: &str,
+        lease: Duration,
+        handler_done: impl FnOnce() + Send,
+    ) -> Result<Outcome, StoreError> {
         crate::failpoint!("after_claim");
+        let key = &event.key();
+        let runnable = match self.sources.get(key.source.as_str()) {
+            Some(source) => match &source.handler {
+                Some(handler) => Some((source.clone(), handler.clone())),
+                // Nothing runs here: the lease is given back at once, for a worker that has the handler.
+                None => {
+                    self.ledger.release(key, token).await?;
+                    return Ok(Outcome::Dropped(Dropped::NoHandler));
+                }
+            },
+            None => None,
+        };
         let Some((source, handler)) = runnable else {
             let error = "the source is no longer configured".to_owned();
-            return self.settle_dead(event, &token, error).await;
+            return self.settle_dead(event, token, error).await;
         };
         // A claim that finds the budget spent (crashes or a sweep after max_age) ends it without running.
         if budget_spent(
@@ -250,7 +278,7 @@ impl Machine {
                     .as_deref()
                     .unwrap_or("no error recorded (the worker crashed or timed out)")
             );
-            return self.settle_dead(event, &token, error).await;
+            return self.settle_dead(event, token, error).await;
         }
 
         let run_for = source.handler_timeout.min(lease.saturating_sub(LEASE_MARGIN));
@@ -275,7 +303,7 @@ impl Machine {
                     let completed = Settlement::Completed {
                         retention: self.retention,
                     };
-                    if self.ledger.settle(key, &token, completed).await? == Settled::LeaseLost {
+                    if self.ledger.settle(key, token, completed).await? == Settled::LeaseLost {
                         return Ok(self.lease_lost(&event));
                     }
                 }
@@ -293,12 +321,12 @@ impl Machine {
             }
             Err(HandlerError::Permanent(error)) => {
                 tracing::warn!(source = %key.source, event_id = %key.event_id, %error, "permanent failure");
-                self.settle_dead(event, &token, error).await
+                self.settle_dead(event, token, error).await
             }
             Err(HandlerError::Retryable(error)) => {
                 if budget_spent(&source.retry, event.attempts, event.budget_start(), now_ms()) {
                     let error = format!("retry budget spent after {} attempts: {error}", event.attempts);
-                    return self.settle_dead(event, &token, error).await;
+                    return self.settle_dead(event, token, error).await;
                 }
                 let delay = backoff(&source.retry, event.attempts);
                 tracing::info!(
@@ -307,7 +335,7 @@ impl Machine {
                 );
                 let settled = self
                     .ledger
-                    .settle(key, &token, Settlement::Failed { error, delay })
+                    .settle(key, token, Settlement::Failed { error, delay })
                     .await?;
                 if settled == Settled::LeaseLost {
                     return Ok(self.lease_lost(&event));

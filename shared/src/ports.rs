@@ -20,6 +20,21 @@ pub trait Ledger: Send + Sync + 'static {
     /// creates the rest. Answers each item's outcome, in order.
     async fn create_batch(&self, events: Vec<NewEvent>) -> Result<Vec<Created>, StoreError>;
 
+    /// [`Ledger::create`], the event claimed in the same write by `owner` for `lease` where it is created (RECEIVED →
+    /// PROCESSING within the create's one conditional write, `attempts` 1), for a runtime that runs its handler in
+    /// this process right after (`inbox serve` with a worker free): answers the outcome and, where the event was
+    /// created, the claimed record with its body. A store that does not claim in a create answers as `create` does,
+    /// with no record: the event is RECEIVED and waits for its message.
+    async fn create_claimed(
+        &self,
+        event: NewEvent,
+        owner: &str,
+        lease: Duration,
+    ) -> Result<(Created, Option<Event>), StoreError> {
+        let _ = (owner, lease);
+        Ok((self.create(event).await?, None))
+    }
+
     async fn peek(&self, key: &EventKey) -> Result<Option<Event>, StoreError> {
         Ok(self.get(key).await?.map(|mut e| {
             e.payload = bytes::Bytes::new();

@@ -51,6 +51,27 @@ pub struct Receiver {
     pub intake: Intake,
     /// Fetches the keys a request points at (PayPal's and SNS's certificates, JWK sets), cached.
     pub keys: Arc<dyn KeySource>,
+    /// Where a new event's handler runs in this process right after its create (embedded: the worker pool), claimed
+    /// in the create's own write while a worker is free; `None` where events wait for their message (AWS).
+    pub runner: Option<Arc<dyn Runner>>,
+}
+
+/// The workers of this process, as the receiver hands them a new event: while a worker is free, the event is created
+/// claimed under a lease of theirs ([`Ledger::create_claimed`]) and runs as soon as the create is durable, without
+/// a message, a claim or a read of its body. With every worker busy it is created RECEIVED and enqueued, as without
+/// a runner.
+pub trait Runner: Send + Sync + 'static {
+    /// The lease a create of `key` takes for the workers, while one is free; `None` when every worker is busy.
+    fn reserve(&self, key: &EventKey) -> Option<Reserved>;
+
+    /// Runs and settles `event`, created claimed under `reserved`'s lease, in the next free worker.
+    fn run(&self, reserved: Reserved, event: crate::model::Event);
+}
+
+/// The lease a new event's create takes for the workers: its owner and its length.
+pub struct Reserved {
+    pub owner: String,
+    pub lease: Duration,
 }
 
 /// The order of a first delivery's durable write and its message.
@@ -516,8 +537,8 @@ async fn accept(
         }
     }
     let announced = event.announced;
-    let created = match found {
-        Some(duplicate) => duplicate,
+    let (created, claimed) = match found {
+        Some(duplicate) => (duplicate, None),
         None => create(r, event, memory).await.map_err(unavailable)?,
     };
     match created {
@@ -534,7 +555,10 @@ async fn accept(
             }
             if !announced {
                 crate::failpoint!("after_write_before_enqueue");
-                enqueue(r, source, &key).await;
+                match (claimed, &r.runner) {
+                    (Some((reserved, event)), Some(runner)) => runner.run(reserved, event),
+                    _ => enqueue(r, source, &key).await,
+                }
                 crate::failpoint!("after_enqueue_before_answer");
             }
             tracing::debug!("accepted");
@@ -725,15 +749,24 @@ async fn accept_batch(
 
 /// The create, on a task of its own that holds the body's memory until the ledger is done with the body: a client
 /// that disconnects drops this request, but not the write queued with its body, so the bytes stay counted in
-/// `max_inflight_bytes` for as long as they are in memory.
+/// `max_inflight_bytes` for as long as they are in memory. With a worker free ([`Runner`]), the event is created
+/// claimed by it, and answered with the record to run; a worker reserved for an event that was not created is free
+/// again at once.
 async fn create(
     r: &Receiver,
     event: NewEvent,
     memory: Option<OwnedSemaphorePermit>,
-) -> Result<Created, StoreError> {
+) -> Result<(Created, Option<(Reserved, crate::model::Event)>), StoreError> {
     let ledger = r.ledger.clone();
+    let reserved = r.runner.as_ref().and_then(|runner| runner.reserve(&event.key));
     let write = tokio::spawn(async move {
-        let created = ledger.create(event).await;
+        let created = match reserved {
+            None => ledger.create(event).await.map(|created| (created, None)),
+            Some(reserved) => ledger
+                .create_claimed(event, &reserved.owner, reserved.lease)
+                .await
+                .map(|(created, claimed)| (created, claimed.map(|event| (reserved, event)))),
+        };
         drop(memory);
         created
     });

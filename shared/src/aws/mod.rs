@@ -431,6 +431,8 @@ fn receiver(
             window: crate::aws::functions::configured_timeout() + ANNOUNCE_MARGIN,
         },
         keys,
+        // The processor function runs the handlers, from the queue.
+        runner: None,
     })
 }
 

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::task::JoinSet;
 
 pub use alarm::NotifyUrl;
@@ -20,10 +20,11 @@ use crate::config::{Config, ConfigError};
 use crate::delivery_health::{DeliveryHealth, Thresholds};
 use crate::embedded::sqlite::SqliteLedger;
 use crate::handlers::{http_client, Registry};
-use crate::machine::{Machine, Outcome, SweepReport};
+use crate::machine::{Machine, Outcome, SweepReport, LEASE_MARGIN};
 use crate::metrics::Metrics;
+use crate::model::{Event, EventKey};
 use crate::ports::{Queue, Store, StoreError};
-use crate::receiver::{router, InflightBytes, Intake, Receiver};
+use crate::receiver::{router, InflightBytes, Intake, Receiver, Reserved, Runner};
 use crate::reconcile::{reconcilers, Reconciler, RunOptions};
 use crate::secrets::LocalSecrets;
 use crate::source::Sources;
@@ -113,11 +114,13 @@ pub async fn serve(
     );
 
     let (stop_tx, stop_rx) = watch::channel(false);
+    let (pool, claimed) = Pool::new(machine.clone(), config.server.workers);
     let workers = tokio::spawn(run_workers(
         machine.clone(),
         queue.clone(),
         deliveries,
-        config.server.workers,
+        pool.clone(),
+        claimed,
         config.sweeper.grace,
         stop_rx.clone(),
     ));
@@ -157,6 +160,8 @@ pub async fn serve(
         // The ledger is its own queue: nothing is sent ahead of a create.
         intake: Intake::WriteThenEnqueue,
         keys: crate::keys::from_env()?,
+        // A new event runs at once in a free worker, claimed in its create's own write.
+        runner: Some(pool),
     });
     let listener = TcpListener::bind(config.server.listen)
         .await
@@ -188,23 +193,89 @@ pub async fn serve(
     Ok(())
 }
 
-/// Takes pointers off the queue and runs each through the machine, at most `workers` handlers at a time.
-/// When the queue is empty and events were left in the ledger for lack of room, takes the oldest due ones from
-/// there (as the start-up sweep does), so a backlog longer than the queue is worked through at full speed.
+/// The worker slots of `inbox serve`, shared by the two ways an event reaches a handler: a new event that finds a
+/// worker free is created claimed by it and handed over here by the receiver ([`Runner`]); every other one (a
+/// backlog, a retry, the sweeper's) comes through the queue and is claimed by the worker that takes it.
+pub(crate) struct Pool {
+    machine: Arc<Machine>,
+    slots: Arc<Semaphore>,
+    claimed: mpsc::UnboundedSender<(Reserved, Event)>,
+}
+
+impl Pool {
+    fn new(machine: Arc<Machine>, workers: usize) -> (Arc<Self>, mpsc::UnboundedReceiver<(Reserved, Event)>) {
+        let (claimed, rx) = mpsc::unbounded_channel();
+        let pool = Self {
+            machine,
+            slots: Arc::new(Semaphore::new(workers)),
+            claimed,
+        };
+        (Arc::new(pool), rx)
+    }
+}
+
+impl Runner for Pool {
+    /// Only while a slot is free now: with every handler busy, a new event waits in the queue, not under a lease.
+    fn reserve(&self, key: &EventKey) -> Option<Reserved> {
+        (self.slots.available_permits() > 0).then(|| Reserved {
+            owner: self.machine.lease_owner(),
+            lease: self.machine.lease_for(key),
+        })
+    }
+
+    /// Hands the event to the workers' loop, which runs it in the next free slot. Once the loop has stopped (the
+    /// server is shutting down), the event stays PROCESSING under this process's lease, given back at shutdown.
+    fn run(&self, reserved: Reserved, event: Event) {
+        let _ = self.claimed.send((reserved, event));
+    }
+}
+
+/// Runs events in the pool's slots, at most `workers` handlers at a time: those the receiver created claimed (their
+/// slot reserved already), and pointers taken off the queue, each claimed first. When the queue is empty and events
+/// were left in the ledger for lack of room, takes the oldest due ones from there (as the start-up sweep does), so
+/// a backlog longer than the queue is worked through at full speed.
 async fn run_workers(
     machine: Arc<Machine>,
     queue: Arc<InProcessQueue>,
     mut deliveries: Deliveries,
-    workers: usize,
+    pool: Arc<Pool>,
+    mut claimed: mpsc::UnboundedReceiver<(Reserved, Event)>,
     grace: Duration,
     mut stop: watch::Receiver<bool>,
 ) {
-    let permits = Arc::new(Semaphore::new(workers));
     let mut running = JoinSet::new();
-    loop {
+    // An event created claimed waits for a slot at most the lease's margin, so that its handler still has its whole
+    // timeout; past it the lease is given back and the event goes through the queue like any other.
+    let run_claimed = |running: &mut JoinSet<()>, (reserved, event): (Reserved, Event)| {
+        let (machine, queue, slots) = (machine.clone(), queue.clone(), pool.slots.clone());
+        running.spawn(async move {
+            let key = event.key();
+            let Reserved { owner, lease } = reserved;
+            let waited = std::time::Instant::now();
+            let Ok(Ok(slot)) = tokio::time::timeout(LEASE_MARGIN, slots.acquire_owned()).await else {
+                if let Err(e) = machine.ledger().release(&key, &owner).await {
+                    tracing::warn!(source = %key.source, event_id = %key.event_id, error = %e,
+                        "the lease of an event no worker took was not given back; it ends on its own");
+                }
+                again(&queue, &key, Ok(Outcome::Retry(Duration::ZERO))).await;
+                return;
+            };
+            let lease = lease.saturating_sub(waited.elapsed());
+            let outcome = machine
+                .run_claimed(event, &owner, lease, move || drop(slot))
+                .await;
+            again(&queue, &key, outcome).await;
+        });
+    };
+    'work: loop {
         let permit = tokio::select! {
-            p = permits.clone().acquire_owned() => p,
+            biased;
             _ = stop.changed() => break,
+            Some(c) = claimed.recv() => {
+                run_claimed(&mut running, c);
+                continue;
+            }
+            p = pool.slots.clone().acquire_owned() => p,
         };
         let Ok(permit) = permit else { break };
         let key = match deliveries.try_next() {
@@ -215,9 +286,13 @@ async fn run_workers(
                         tracing::warn!(error = %e, "refill from the ledger failed; the sweeper will pick the backlog up");
                     }
                 }
-                tokio::select! {
-                    k = deliveries.next() => k,
-                    _ = stop.changed() => break,
+                loop {
+                    tokio::select! {
+                        biased;
+                        _ = stop.changed() => break 'work,
+                        Some(c) = claimed.recv() => run_claimed(&mut running, c),
+                        k = deliveries.next() => break k,
+                    }
                 }
             }
         };
@@ -227,26 +302,34 @@ async fn run_workers(
             let lease = machine.lease_for(&key);
             // The slot is free again as soon as the handler returns (or if none runs): the settle's commit
             // need not hold it.
-            let again = match machine.process_then(&key, lease, move || drop(permit)).await {
-                Ok(Outcome::Retry(delay) | Outcome::NotDue(delay)) => Some(delay),
-                Ok(_) => None,
-                Err(e) => {
-                    tracing::warn!(source = %key.source, event_id = %key.event_id, error = %e,
-                        "store error while processing; trying again shortly");
-                    Some(Duration::from_secs(1))
-                }
-            };
-            if let Some(delay) = again {
-                if let Err(e) = queue.enqueue(&key, delay).await {
-                    tracing::warn!(error = %e, "not re-queued; the sweeper will pick it up");
-                }
-            }
+            let outcome = machine.process_then(&key, lease, move || drop(permit)).await;
+            again(&queue, &key, outcome).await;
         });
         while running.try_join_next().is_some() {}
+    }
+    // Events created claimed before the receiver stopped still run (or are given back with this process's leases).
+    while let Ok(c) = claimed.try_recv() {
+        run_claimed(&mut running, c);
     }
     let drained = tokio::time::timeout(DRAIN, async { while running.join_next().await.is_some() {} }).await;
     if drained.is_err() {
         running.abort_all();
+    }
+}
+
+/// Sends an event back to the queue where its outcome asks for another try later.
+async fn again(queue: &InProcessQueue, key: &EventKey, outcome: Result<Outcome, StoreError>) {
+    let delay = match outcome {
+        Ok(Outcome::Retry(delay) | Outcome::NotDue(delay)) => delay,
+        Ok(_) => return,
+        Err(e) => {
+            tracing::warn!(source = %key.source, event_id = %key.event_id, error = %e,
+                "store error while processing; trying again shortly");
+            Duration::from_secs(1)
+        }
+    };
+    if let Err(e) = queue.enqueue(key, delay).await {
+        tracing::warn!(error = %e, "not re-queued; the sweeper will pick it up");
     }
 }
 

@@ -190,6 +190,7 @@ ledger_tests!(
     replay_restarts_the_age_budget,
     reconciliation_reads_presence_in_batches_and_keeps_checkpoints_apart,
     a_resent_event_is_due_again_later_unless_it_moved,
+    a_create_claimed_is_processing_under_its_lease_where_the_store_claims_in_a_create,
 );
 
 async fn create_is_conditional_and_durable(store: &dyn Backend) {
@@ -1023,7 +1024,7 @@ async fn sqlite_older_files_gain_the_console_indexes_and_lose_the_id_index() {
         let l = open_sqlite(&dir, LONG);
         let c = rusqlite::Connection::open(dir.path().join("inbox.db")).unwrap();
         let version: i64 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-        assert_eq!(version, 6);
+        assert_eq!(version, 7);
         let has = |index: &str| -> bool {
             c.query_row(
                 "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = ?1",
@@ -1051,6 +1052,70 @@ async fn sqlite_older_files_gain_the_console_indexes_and_lose_the_id_index() {
             "v{from}"
         );
     }
+}
+
+/// `create_claimed`: SQLite claims in the create's own write; a store that does not (DynamoDB, whose runtime runs
+/// handlers from the queue) creates RECEIVED and answers no record. Either way a duplicate claims nothing.
+async fn a_create_claimed_is_processing_under_its_lease_where_the_store_claims_in_a_create(
+    store: &dyn Backend,
+) {
+    let l = store.open(LONG).await;
+    let body = r#"{"id":"c1","data":{"object":"charge","amount":2000}}"#;
+    let (created, claimed) = l
+        .create_claimed(new_event("c1", body), "w:1", LONG)
+        .await
+        .unwrap();
+    assert_eq!(created, Created::New);
+    let stored = l.get(&key("c1")).await.unwrap().unwrap();
+    match claimed {
+        Some(event) => {
+            assert_eq!(event.status, Status::Processing);
+            assert_eq!(event.attempts, 1);
+            assert_eq!(event.lease_owner.as_deref(), Some("w:1"));
+            assert_eq!(event.payload.as_ref(), body.as_bytes());
+            assert_eq!(event.headers, new_event("c1", body).headers);
+            // The record answered is the record stored, to the field.
+            assert_eq!(event, stored);
+            // Another worker cannot take it while the lease lives; its owner settles it.
+            assert_eq!(
+                l.claim(&key("c1"), "w:2", LONG).await.unwrap(),
+                Claim::OwnedElsewhere
+            );
+            assert_eq!(
+                l.settle(&key("c1"), "w:2", RETAIN).await.unwrap(),
+                Settled::LeaseLost
+            );
+            assert_eq!(l.settle(&key("c1"), "w:1", RETAIN).await.unwrap(), Settled::Done);
+        }
+        None => {
+            assert_eq!(stored.status, Status::Received);
+            assert_eq!(stored.attempts, 0);
+            assert!(matches!(
+                l.claim(&key("c1"), "w:2", LONG).await.unwrap(),
+                Claim::Claimed(_)
+            ));
+            assert_eq!(l.settle(&key("c1"), "w:2", RETAIN).await.unwrap(), Settled::Done);
+        }
+    }
+    let (again, claimed) = l
+        .create_claimed(new_event("c1", body), "w:3", LONG)
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            again,
+            Created::Duplicate {
+                status: Status::Completed,
+                ..
+            }
+        ),
+        "{again:?}"
+    );
+    assert_eq!(claimed, None);
+    assert_eq!(
+        l.get(&key("c1")).await.unwrap().unwrap().status,
+        Status::Completed
+    );
 }
 
 /// A failed `BEGIN IMMEDIATE` ran the batch's jobs in autocommit and answered them `Err`:
@@ -1347,6 +1412,77 @@ async fn sqlite_leases_of_a_dead_process_expire_at_restart() {
         Claim::OwnedElsewhere
     );
     assert_eq!(l.expire_leases("embedded:2:1", true).await.unwrap(), 2);
+}
+
+/// Bodies are stored compressed where that makes them smaller, and read back whole; a row written before version 7
+/// (as received) still reads, and a stored body that does not decode is corrupt, never an empty or garbled body.
+#[tokio::test]
+async fn sqlite_bodies_are_stored_compressed_and_read_back_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let l = open_sqlite(&dir, LONG);
+    let json =
+        r#"{"action":"opened","repository":{"full_name":"octo/hello"},"sender":{"login":"octo"}}"#.repeat(24);
+    let tiny = "{}";
+    l.create(new_event("json", &json)).await.unwrap();
+    l.create(new_event("tiny", tiny)).await.unwrap();
+    let c = rusqlite::Connection::open(dir.path().join("inbox.db")).unwrap();
+    c.busy_timeout(Duration::from_secs(5)).unwrap();
+    let stored = |id: &str| -> (i64, i64) {
+        c.query_row(
+            "SELECT p.encoding, length(p.body) FROM payloads p JOIN events e ON e.id = p.event WHERE e.event_id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap()
+    };
+    let (encoding, len) = stored("json");
+    assert_eq!(encoding, 1, "zstd");
+    assert!(len * 4 < json.len() as i64, "{len} of {}", json.len());
+    assert_eq!(
+        stored("tiny"),
+        (0, 2),
+        "a body that does not shrink is kept as received"
+    );
+    assert_eq!(
+        l.get(&key("json")).await.unwrap().unwrap().payload.as_ref(),
+        json.as_bytes()
+    );
+    assert_eq!(
+        l.get(&key("tiny")).await.unwrap().unwrap().payload.as_ref(),
+        tiny.as_bytes()
+    );
+    match l.claim(&key("json"), "w", LONG).await.unwrap() {
+        Claim::Claimed(event) => assert_eq!(event.payload.as_ref(), json.as_bytes()),
+        other => panic!("{other:?}"),
+    }
+
+    // A row as version 6 wrote it: the body as received, encoding 0 by the column's default.
+    c.execute(
+        "UPDATE payloads SET body = CAST(?1 AS BLOB), encoding = 0
+         WHERE event = (SELECT id FROM events WHERE event_id = 'json')",
+        [json.as_str()],
+    )
+    .unwrap();
+    assert_eq!(
+        l.get(&key("json")).await.unwrap().unwrap().payload.as_ref(),
+        json.as_bytes()
+    );
+    // Bytes that do not decompress, or an encoding this code does not know: corrupt.
+    for (body, encoding) in [("not zstd", 1), ("{}", 9)] {
+        c.execute(
+            "UPDATE payloads SET body = CAST(?1 AS BLOB), encoding = ?2
+             WHERE event = (SELECT id FROM events WHERE event_id = 'tiny')",
+            rusqlite::params![body, encoding],
+        )
+        .unwrap();
+        assert!(
+            matches!(
+                l.get(&key("tiny")).await,
+                Err(inbox_core::ports::StoreError::Corrupt(_))
+            ),
+            "{body} as {encoding}"
+        );
+    }
 }
 
 /// DynamoDB + S3: the store factory, and what only this adapter has (S3 bodies, the item layout, shards).

@@ -80,8 +80,6 @@ pub use table::create_table;
 
 /// Compressed bodies up to this size stay in the item (DynamoDB's item limit is 400 KB, keys and state included).
 pub const DEFAULT_INLINE_LIMIT: usize = 256 * 1024;
-/// zstd level: fast, and JSON still shrinks several times.
-const ZSTD_LEVEL: i32 = 3;
 /// `BatchGetItem` takes at most this many keys a call.
 const BATCH_GET: usize = 100;
 
@@ -217,7 +215,7 @@ impl DynamoLedger {
         now: i64,
     ) -> Result<Item, StoreError> {
         let pk = event.key.pk();
-        let compressed = zstd::bulk::compress(&event.payload, ZSTD_LEVEL)
+        let compressed = crate::compression::compress(&event.payload, crate::compression::DEFAULT)
             .map_err(|e| StoreError::Unavailable(format!("cannot compress the payload of {pk}: {e}")))?;
         let headers = serde_json::to_string(&event.headers)
             .map_err(|e| StoreError::Unavailable(format!("cannot encode the headers of {pk}: {e}")))?;
@@ -429,7 +427,7 @@ impl DynamoLedger {
         };
         match encoding {
             None => Ok(Bytes::copy_from_slice(stored)),
-            Some("zstd") => zstd::stream::decode_all(stored)
+            Some("zstd") => crate::compression::decompress(stored)
                 .map(Bytes::from)
                 .map_err(|_| f.corrupt("payload", "does not decompress")),
             Some(_) => Err(f.corrupt("payload_encoding", "is unknown")),

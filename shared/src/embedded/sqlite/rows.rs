@@ -4,6 +4,7 @@
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use super::sql;
+use super::writer::Encoding;
 use crate::model::{Event, EventId, EventKey, Origin, SourceName, Status};
 use crate::ports::StoreError;
 
@@ -79,21 +80,38 @@ pub(super) fn find(c: &Connection, key: &EventKey) -> Result<Option<(i64, Event)
     .map_err(sql)
 }
 
-/// `event` with its body and headers, or back without them (`Err`) when its payload row is gone.
+/// `event` with its body and headers, or back without them (`Err`) when its payload row is gone. A stored body
+/// that does not decode (an unknown encoding, a frame that does not decompress) is corrupt.
 pub(super) fn with_payload(
     c: &Connection,
     id: i64,
     mut event: Event,
 ) -> Result<Result<Event, Event>, StoreError> {
-    let found: Option<(String, Vec<u8>)> = c
-        .prepare_cached("SELECT headers, body FROM payloads WHERE event = ?1")
-        .and_then(|mut s| s.query_row([id], |r| Ok((r.get(0)?, r.get(1)?))).optional())
+    let found: Option<(String, Vec<u8>, i64)> = c
+        .prepare_cached("SELECT headers, body, encoding FROM payloads WHERE event = ?1")
+        .and_then(|mut s| {
+            s.query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .optional()
+        })
         .map_err(sql)?;
-    let Some((headers, body)) = found else {
+    let Some((headers, body, encoding)) = found else {
         return Ok(Err(event));
     };
     event.headers = serde_json::from_str(&headers)
         .map_err(|_| StoreError::Corrupt(format!("the kept headers of {} are not JSON", event.key())))?;
-    event.payload = bytes::Bytes::from(body);
+    event.payload = match Encoding::from_column(encoding) {
+        Some(Encoding::Raw) => bytes::Bytes::from(body),
+        Some(Encoding::Zstd) => crate::compression::decompress(&body)
+            .map(bytes::Bytes::from)
+            .map_err(|_| {
+                StoreError::Corrupt(format!("the stored body of {} does not decompress", event.key()))
+            })?,
+        None => {
+            return Err(StoreError::Corrupt(format!(
+                "the stored body of {} has an unknown encoding ({encoding})",
+                event.key()
+            )))
+        }
+    };
     Ok(Ok(event))
 }

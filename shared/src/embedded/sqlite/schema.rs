@@ -7,7 +7,7 @@ use super::sql;
 use crate::ports::StoreError;
 
 /// The schema version this code writes (`PRAGMA user_version`); older files are brought up to it at open.
-const SCHEMA_VERSION: i64 = 6;
+const SCHEMA_VERSION: i64 = 7;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS events (
@@ -102,6 +102,11 @@ ALTER TABLE bodies_v5 RENAME TO bodies;
 /// index's end, on a page its batch has already dirtied.
 const SCHEMA_V6: &str = "CREATE INDEX IF NOT EXISTS bodies_expiry ON bodies (expires_at);";
 
+/// Version 7: how each stored body is encoded (`0` as received, `1` zstd): bodies are stored compressed where that
+/// makes them smaller, so a 2 KiB JSON body takes a fraction of a page rather than a page of its own. Older rows
+/// are as received.
+const SCHEMA_V7: &str = "ALTER TABLE payloads ADD COLUMN encoding INTEGER NOT NULL DEFAULT 0;";
+
 /// Brings the file's schema to [`SCHEMA_VERSION`]; a file already there is only read (no write lock taken).
 pub(super) fn migrate(conn: &Connection) -> Result<(), StoreError> {
     let version: i64 = conn
@@ -130,7 +135,18 @@ pub(super) fn migrate(conn: &Connection) -> Result<(), StoreError> {
         if version < 5 {
             conn.execute_batch(SCHEMA_V5)?;
         }
-        conn.execute_batch(SCHEMA_V6)?;
+        if version < 6 {
+            conn.execute_batch(SCHEMA_V6)?;
+        }
+        // Added only where missing, as every step before it is (`IF NOT EXISTS`).
+        let has_encoding: bool = conn.query_row(
+            "SELECT count(*) FROM pragma_table_info('payloads') WHERE name = 'encoding'",
+            [],
+            |r| r.get::<_, i64>(0).map(|n| n > 0),
+        )?;
+        if !has_encoding {
+            conn.execute_batch(SCHEMA_V7)?;
+        }
         conn.pragma_update(None, "user_version", SCHEMA_VERSION)
     })();
     match migrated {
@@ -193,6 +209,29 @@ mod tests {
         assert_eq!(kept, "e");
         // A second open finds the file current and changes nothing.
         migrate(&conn).unwrap();
+    }
+
+    #[test]
+    fn version_6_keeps_its_bodies_as_received() {
+        let conn = version_5();
+        conn.execute_batch(SCHEMA_V6).unwrap();
+        conn.execute(
+            "INSERT INTO payloads (event, headers, body) VALUES (1, '[]', CAST('{}' AS BLOB))",
+            [],
+        )
+        .unwrap();
+        conn.pragma_update(None, "user_version", 6).unwrap();
+
+        migrate(&conn).unwrap();
+
+        let (encoding, body): (i64, Vec<u8>) = conn
+            .query_row("SELECT encoding, body FROM payloads WHERE event = 1", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .unwrap();
+        assert_eq!((encoding, body.as_slice()), (0, b"{}".as_slice()));
+        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+        assert_eq!(version, SCHEMA_VERSION);
     }
 
     #[test]

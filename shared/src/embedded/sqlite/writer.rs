@@ -2,6 +2,9 @@
 //! answered after its commit), the write operations it runs (create, claim, settle, release, dead-letter, replay,
 //! purge, …) and the checkpointer thread beside it.
 
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension};
@@ -21,9 +24,9 @@ const CHECKPOINT_EVERY: Duration = Duration::from_millis(5);
 
 /// One write, as data: what the writer runs inside a transaction.
 pub(super) enum Op {
-    Create(NewEvent),
+    Create(Prepared),
     /// The events of one batched delivery: created together or not at all (one savepoint).
-    CreateBatch(Vec<NewEvent>),
+    CreateBatch(Vec<Prepared>),
     Claim {
         key: EventKey,
         owner: String,
@@ -72,9 +75,51 @@ pub(super) enum Op {
     DataVersion,
 }
 
+/// A new event as the writer stores it, prepared on the caller's thread so that the one writer thread does neither
+/// the encoding nor the compression: its kept headers as JSON, and its body as stored.
+pub(super) struct Prepared {
+    pub(super) event: NewEvent,
+    pub(super) headers: String,
+    pub(super) body: StoredBody,
+    /// The worker that claims the event in its create, where it is created ([`Ledger::create_claimed`]).
+    ///
+    /// [`Ledger::create_claimed`]: crate::ports::Ledger::create_claimed
+    pub(super) claim: Option<ClaimOnCreate>,
+}
+
+/// A claim taken in a create's own write: the lease's owner and length (ms).
+pub(super) struct ClaimOnCreate {
+    pub(super) owner: String,
+    pub(super) lease: i64,
+}
+
+/// A body as the `payloads` table keeps it: the bytes and how they are encoded (`payloads.encoding`).
+pub(super) struct StoredBody {
+    pub(super) bytes: bytes::Bytes,
+    pub(super) encoding: Encoding,
+}
+
+/// How a stored body is encoded (`payloads.encoding`, schema version 7; older rows are all `Raw`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Encoding {
+    Raw = 0,
+    Zstd = 1,
+}
+
+impl Encoding {
+    pub(super) fn from_column(value: i64) -> Option<Self> {
+        match value {
+            0 => Some(Self::Raw),
+            1 => Some(Self::Zstd),
+            _ => None,
+        }
+    }
+}
+
 /// What an operation answers.
 pub(super) enum Answer {
-    Created(Created),
+    /// A create's outcome, and the record it claimed (with its body) where it was asked to and created it.
+    Created(Created, Option<Box<Event>>),
     CreatedBatch(Vec<Created>),
     Claim(Claim),
     Settled(Settled),
@@ -128,7 +173,25 @@ macro_rules! from_answer {
     };
 }
 
-from_answer!(Created => Created, CreatedBatch => Vec<Created>, Claim => Claim, Settled => Settled, MarkDead => MarkDead, Replay => Replay,
+impl FromAnswer for Created {
+    fn from_answer(answer: Answer) -> Option<Self> {
+        match answer {
+            Answer::Created(created, _) => Some(created),
+            _ => None,
+        }
+    }
+}
+
+impl FromAnswer for (Created, Option<Event>) {
+    fn from_answer(answer: Answer) -> Option<Self> {
+        match answer {
+            Answer::Created(created, claimed) => Some((created, claimed.map(|e| *e))),
+            _ => None,
+        }
+    }
+}
+
+from_answer!(CreatedBatch => Vec<Created>, Claim => Claim, Settled => Settled, MarkDead => MarkDead, Replay => Replay,
     Count => usize, Purged => Purged, Version => i64);
 
 impl FromAnswer for () {
@@ -144,8 +207,16 @@ pub(super) struct Writer {
 }
 
 impl Writer {
-    /// Takes what is waiting (up to a batch), runs it in one transaction, commits (fsync), then answers.
-    pub(super) fn run(self, mut rx: mpsc::Receiver<Job>, committed: std::sync::mpsc::SyncSender<()>) {
+    /// Takes what is waiting (up to a batch), runs it in one transaction and commits it; the batch's answers go to
+    /// the sync thread ([`syncer`]), which sends them once the WAL holding the commit is on disk. The writer does not
+    /// wait for that sync: it runs the next batch meanwhile.
+    pub(super) fn run(
+        self,
+        mut rx: mpsc::Receiver<Job>,
+        checkpoints: std::sync::mpsc::SyncSender<()>,
+        durable: std::sync::mpsc::SyncSender<Answers>,
+        failed: Arc<AtomicBool>,
+    ) {
         let mut batch: Vec<Job> = Vec::with_capacity(MAX_BATCH);
         while let Some(first) = rx.blocking_recv() {
             batch.push(first);
@@ -155,6 +226,13 @@ impl Writer {
                     Err(_) => break,
                 }
             }
+            // A sync failed: what the page cache held may never reach the disk, so nothing more is written.
+            if failed.load(Ordering::Acquire) {
+                for job in batch.drain(..) {
+                    let _ = job.reply.send(Err(sync_failed()));
+                }
+                continue;
+            }
             // The one read served here, between transactions.
             let (reads, writes): (Vec<Job>, Vec<Job>) =
                 batch.drain(..).partition(|job| matches!(job.op, Op::DataVersion));
@@ -162,31 +240,37 @@ impl Writer {
                 let _ = job.reply.send(self.data_version());
             }
             if !writes.is_empty() {
-                self.commit_batch(writes);
+                let answers = self.commit_batch(writes);
                 // Full means a tick is already waiting: the checkpointer will see this commit too.
-                let _ = committed.try_send(());
+                let _ = checkpoints.try_send(());
+                // The sync thread has stopped: nothing of this batch is known to be durable.
+                if let Err(std::sync::mpsc::SendError(Answers(answers))) = durable.send(answers.into()) {
+                    for (reply, _) in answers {
+                        let _ = reply.send(Err(sync_failed()));
+                    }
+                }
             }
         }
     }
 
-    /// Runs `batch` in one transaction and answers each job once the commit has decided its fate.
+    /// Runs `batch` in one transaction and gives back each job's answer as the commit decided it (every answer
+    /// waits for the WAL's sync before it is sent).
     ///
     /// Jobs run side by side without a savepoint each: a savepoint makes SQLite copy every page a job touches that
     /// an earlier job of the batch already changed (the hot tails of the table and its indexes), which was a tenth
     /// of the writer's time. Jobs rarely fail; when one does, the transaction is rolled back whole, the failing job
     /// alone is answered with its error, and the rest run again from the start, each in a savepoint of its own
     /// this time, so a second failure costs no third pass.
-    fn commit_batch(&self, batch: Vec<Job>) {
+    fn commit_batch(&self, batch: Vec<Job>) -> Vec<(Reply, Result<Answer, StoreError>)> {
         crate::failpoint!("sqlite_writer_batch");
         let mut jobs = batch;
         let mut careful = false;
+        let mut done: Vec<(Reply, Result<Answer, StoreError>)> = Vec::with_capacity(jobs.len());
         loop {
             if let Err(e) = self.conn.execute_batch("BEGIN IMMEDIATE").map_err(sql) {
                 // Nothing of the batch runs outside a transaction: every job is answered with the failure.
-                for job in jobs {
-                    let _ = job.reply.send(Err(e.clone()));
-                }
-                return;
+                done.extend(jobs.into_iter().map(|job| (job.reply, Err(e.clone()))));
+                return done;
             }
             let mut answers: Vec<Result<Answer, StoreError>> = Vec::with_capacity(jobs.len());
             let mut failed = None;
@@ -209,24 +293,27 @@ impl Writer {
                 if !self.conn.is_autocommit() {
                     let _ = self.conn.execute_batch("ROLLBACK");
                 }
-                let _ = jobs.remove(i).reply.send(Err(e));
+                done.push((jobs.remove(i).reply, Err(e)));
                 if jobs.is_empty() {
-                    return;
+                    return done;
                 }
                 careful = true;
                 continue;
             }
-            let done = self.conn.execute_batch("COMMIT").map_err(sql);
-            if done.is_err() && !self.conn.is_autocommit() {
+            let committed = self.conn.execute_batch("COMMIT").map_err(sql);
+            if committed.is_err() && !self.conn.is_autocommit() {
                 let _ = self.conn.execute_batch("ROLLBACK");
             }
             for (job, result) in jobs.into_iter().zip(answers) {
-                let _ = job.reply.send(match &done {
-                    Ok(()) => result,
-                    Err(e) => Err(e.clone()),
-                });
+                done.push((
+                    job.reply,
+                    match &committed {
+                        Ok(()) => result,
+                        Err(e) => Err(e.clone()),
+                    },
+                ));
             }
-            return;
+            return done;
         }
     }
 
@@ -253,14 +340,17 @@ impl Writer {
     fn apply(&self, op: &Op, now: i64) -> Result<Answer, StoreError> {
         let c = &self.conn;
         Ok(match op {
-            Op::Create(event) => Answer::Created(self.create(event, now)?),
+            Op::Create(prepared) => {
+                let (created, claimed) = self.create(prepared, now)?;
+                Answer::Created(created, claimed.map(Box::new))
+            }
             // Inside this job's savepoint: one failing create rolls every item back, and the transaction's one
             // commit makes them all durable at once.
             Op::CreateBatch(events) => Answer::CreatedBatch(
                 events
                     .iter()
-                    .map(|event| {
-                        let created = self.create(event, now);
+                    .map(|prepared| {
+                        let created = self.create(prepared, now).map(|(created, _)| created);
                         crate::failpoint!("batch_item_written");
                         created
                     })
@@ -382,8 +472,8 @@ impl Writer {
         })
     }
 
-    fn create(&self, event: &NewEvent, now: i64) -> Result<Created, StoreError> {
-        let c = &self.conn;
+    fn create(&self, prepared: &Prepared, now: i64) -> Result<(Created, Option<Event>), StoreError> {
+        let (c, event) = (&self.conn, &prepared.event);
         // A body already stored under another id of this source and type: a resend under a fresh id, or a
         // distinct event with the same bytes. Looked for in the same transaction as the insert.
         let resent_of = match event.resent_bodies.within() {
@@ -392,17 +482,20 @@ impl Writer {
         };
         if let (Some(holder), ResentBodies::Refused { .. }) = (&resent_of, event.resent_bodies) {
             // A retry of this very event stays its own duplicate, whoever holds the body now.
-            return Ok(match find(c, &event.key)? {
-                Some((_, own)) if !own.is_expired(now) => rules::duplicate_of(&own),
-                _ => rules::duplicate_of(holder),
-            });
+            return Ok((
+                match find(c, &event.key)? {
+                    Some((_, own)) if !own.is_expired(now) => rules::duplicate_of(&own),
+                    _ => rules::duplicate_of(holder),
+                },
+                None,
+            ));
         }
         let resent_of = resent_of.map(|holder| holder.event_id);
-        if self.insert(event, resent_of.as_ref(), now)? {
+        if self.insert(prepared, resent_of.as_ref(), now)? {
             if resent_of.is_none() {
                 self.remember_body(event, now)?;
             }
-            return Ok(rules::created(resent_of));
+            return Ok(self.created(prepared, resent_of, now));
         }
         let Some((id, existing)) = find(c, &event.key)? else {
             return Err(StoreError::Unavailable(format!(
@@ -416,13 +509,46 @@ impl Writer {
             c.execute("DELETE FROM payloads WHERE event = ?1", [id])
                 .map_err(sql)?;
             c.execute("DELETE FROM events WHERE id = ?1", [id]).map_err(sql)?;
-            self.insert(event, resent_of.as_ref(), now)?;
+            self.insert(prepared, resent_of.as_ref(), now)?;
             if resent_of.is_none() {
                 self.remember_body(event, now)?;
             }
-            return Ok(rules::created(resent_of));
+            return Ok(self.created(prepared, resent_of, now));
         }
-        Ok(rules::duplicate_of(&existing))
+        Ok((rules::duplicate_of(&existing), None))
+    }
+
+    /// What a create that inserted `prepared` answers: the outcome, and where it was claimed in the write, the
+    /// record as the insert left it (every column known here, so nothing is read back).
+    fn created(&self, prepared: &Prepared, resent_of: Option<EventId>, now: i64) -> (Created, Option<Event>) {
+        let claimed = prepared.claim.as_ref().map(|claim| {
+            let e = &prepared.event;
+            Event {
+                source: e.key.source.clone(),
+                event_id: e.key.event_id.clone(),
+                event_type: e.event_type.clone(),
+                status: Status::Processing,
+                payload: e.payload.clone(),
+                payload_sha256: e.payload_sha256.clone(),
+                headers: e.headers.clone(),
+                received_at: now,
+                updated_at: now,
+                attempts: 1,
+                replays: 0,
+                lease_owner: Some(claim.owner.clone()),
+                lease_until: Some(now.saturating_add(claim.lease)),
+                next_attempt_at: None,
+                last_error: None,
+                completed_at: None,
+                expires_at: None,
+                notified_at: None,
+                replayed_at: None,
+                origin: e.origin,
+                resent_of: resent_of.clone(),
+                body_object: None,
+            }
+        });
+        (rules::created(resent_of), claimed)
     }
 
     /// The live event that holds `event`'s body under another id of its source and type, if any.
@@ -483,13 +609,28 @@ impl Writer {
 
     /// Inserts `e` as RECEIVED unless its key is taken. A failure after the first insert leaves nothing: the batch
     /// (or, once a batch has failed, the job's savepoint) is rolled back.
-    fn insert(&self, e: &NewEvent, resent_of: Option<&EventId>, now: i64) -> Result<bool, StoreError> {
-        let c = &self.conn;
+    fn insert(&self, prepared: &Prepared, resent_of: Option<&EventId>, now: i64) -> Result<bool, StoreError> {
+        let (c, e) = (&self.conn, &prepared.event);
+        // RECEIVED, or PROCESSING under the lease of the worker that claims it in this write.
+        let (status, attempts, owner, until, due) = match &prepared.claim {
+            None => (Status::Received, 0, None, None, self.due.received(now)),
+            Some(claim) => {
+                let until = now.saturating_add(claim.lease);
+                let owner = Some(claim.owner.as_str());
+                (
+                    Status::Processing,
+                    1,
+                    owner,
+                    Some(until),
+                    self.due.processing(until),
+                )
+            }
+        };
         let n = c
             .prepare_cached(
                 "INSERT INTO events (source, event_id, event_type, status, payload_sha256, received_at, updated_at,
-                                     due_at, origin, resent_of)
-                 VALUES (?1, ?2, ?3, 'RECEIVED', ?4, ?5, ?5, ?6, ?7, ?8)
+                                     due_at, origin, resent_of, attempts, lease_owner, lease_until)
+                 VALUES (?1, ?2, ?3, ?9, ?4, ?5, ?5, ?6, ?7, ?8, ?10, ?11, ?12)
                  ON CONFLICT (source, event_id) DO NOTHING",
             )
             .and_then(|mut s| {
@@ -499,9 +640,13 @@ impl Writer {
                     e.event_type,
                     e.payload_sha256,
                     now,
-                    self.due.received(now),
+                    due,
                     e.origin.as_str(),
                     resent_of.map(EventId::as_str),
+                    status.as_str(),
+                    attempts,
+                    owner,
+                    until,
                 ])
             })
             .map_err(sql)?;
@@ -509,12 +654,19 @@ impl Writer {
             return Ok(false);
         }
         let id = c.last_insert_rowid();
-        let headers = serde_json::to_string(&e.headers).map_err(|err| {
-            StoreError::Unavailable(format!("cannot encode the headers of {}: {err}", e.key))
-        })?;
-        c.prepare_cached("INSERT OR REPLACE INTO payloads (event, headers, body) VALUES (?1, ?2, ?3)")
-            .and_then(|mut s| s.execute(params![id, headers, e.payload.as_ref()]))
-            .map_err(sql)?;
+        let body = &prepared.body;
+        c.prepare_cached(
+            "INSERT OR REPLACE INTO payloads (event, headers, body, encoding) VALUES (?1, ?2, ?3, ?4)",
+        )
+        .and_then(|mut s| {
+            s.execute(params![
+                id,
+                prepared.headers,
+                body.bytes.as_ref(),
+                body.encoding as i64
+            ])
+        })
+        .map_err(sql)?;
         Ok(true)
     }
 
@@ -655,6 +807,46 @@ impl Writer {
         }
         Ok(rules::refused_replay(find(c, key)?.map(|(_, e)| e).as_ref()))
     }
+}
+
+/// One batch's answers, as its commit decided them, waiting for the sync that makes that commit durable.
+pub(super) struct Answers(Vec<(Reply, Result<Answer, StoreError>)>);
+
+impl From<Vec<(Reply, Result<Answer, StoreError>)>> for Answers {
+    fn from(answers: Vec<(Reply, Result<Answer, StoreError>)>) -> Self {
+        Self(answers)
+    }
+}
+
+/// The sync thread: takes every batch the writer has committed since its last sync, `fdatasync`s the WAL once and
+/// only then sends their answers, so no answer (a create's 200 among them) leaves before its commit is on disk,
+/// while the writer already runs the next batch. The writer's connection commits without a sync of its own
+/// (`synchronous=NORMAL`); its checkpoints still sync the WAL before they copy it and the database after. A failed
+/// sync answers its batches with the failure and stops every later write ([`Writer::run`]).
+pub(super) fn syncer(wal: PathBuf, batches: std::sync::mpsc::Receiver<Answers>, failed: Arc<AtomicBool>) {
+    while let Ok(first) = batches.recv() {
+        let mut waiting = vec![first];
+        while let Ok(more) = batches.try_recv() {
+            waiting.push(more);
+        }
+        crate::failpoint!("sqlite_before_wal_sync");
+        // Opened for each sync, so that it is always the WAL that SQLite writes, whatever it did to the file.
+        let synced = std::fs::File::open(&wal).and_then(|f| f.sync_data());
+        if let Err(e) = &synced {
+            tracing::error!(error = %e, "the WAL could not be synced: the store takes no more writes");
+            failed.store(true, Ordering::Release);
+        }
+        for (reply, result) in waiting.into_iter().flat_map(|a| a.0) {
+            let _ = reply.send(match &synced {
+                Ok(()) => result,
+                Err(_) => Err(sync_failed()),
+            });
+        }
+    }
+}
+
+fn sync_failed() -> StoreError {
+    StoreError::Unavailable("the store's log could not be synced to disk".into())
 }
 
 /// Copies committed WAL frames into the database file at most every [`CHECKPOINT_EVERY`] while commits come in;

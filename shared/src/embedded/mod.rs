@@ -230,8 +230,8 @@ impl Runner for Pool {
     }
 }
 
-/// Runs events in the pool's slots, at most `workers` handlers at a time: those the receiver created claimed (their
-/// slot reserved already), and pointers taken off the queue, each claimed first. When the queue is empty and events
+/// Runs events in the pool's slots, at most `workers` handlers at a time: those the receiver created claimed (each
+/// as soon as a slot is free), and pointers taken off the queue, each claimed first. When the queue is empty and events
 /// were left in the ledger for lack of room, takes the oldest due ones from there (as the start-up sweep does), so
 /// a backlog longer than the queue is worked through at full speed.
 async fn run_workers(
@@ -245,7 +245,8 @@ async fn run_workers(
 ) {
     let mut running = JoinSet::new();
     // An event created claimed waits for a slot at most the lease's margin, so that its handler still has its whole
-    // timeout; past it the lease is given back and the event goes through the queue like any other.
+    // timeout; past it the lease is given back and the event goes through the queue like any other (its next claim
+    // counts a second attempt, as after any lease that ended without a settle).
     let run_claimed = |running: &mut JoinSet<()>, (reserved, event): (Reserved, Event)| {
         let (machine, queue, slots) = (machine.clone(), queue.clone(), pool.slots.clone());
         running.spawn(async move {
@@ -266,6 +267,8 @@ async fn run_workers(
                 .await;
             again(&queue, &key, outcome).await;
         });
+        // A finished task's memory is held until it is joined: join every one that has finished.
+        while running.try_join_next().is_some() {}
     };
     'work: loop {
         let permit = tokio::select! {

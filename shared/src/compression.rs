@@ -22,14 +22,13 @@ thread_local! {
 /// `body` compressed at `level` (a zstd frame that records its content size).
 pub fn compress(body: &[u8], level: i32) -> io::Result<Vec<u8>> {
     COMPRESSOR.with(|slot| {
-        let mut slot = slot.borrow_mut();
-        if !matches!(&*slot, Some((l, _)) if *l == level) {
-            *slot = Some((level, zstd::bulk::Compressor::new(level)?));
-        }
-        let Some((_, compressor)) = slot.as_mut() else {
-            return Err(io::Error::other("no compressor"));
+        let mut compressor = match slot.borrow_mut().take() {
+            Some((l, compressor)) if l == level => compressor,
+            _ => zstd::bulk::Compressor::new(level)?,
         };
-        compressor.compress(body)
+        let compressed = compressor.compress(body);
+        *slot.borrow_mut() = Some((level, compressor));
+        compressed
     })
 }
 
@@ -43,14 +42,13 @@ pub fn smaller(body: &[u8], level: i32) -> Option<Vec<u8>> {
 pub fn decompress(stored: &[u8]) -> io::Result<Vec<u8>> {
     match zstd::zstd_safe::get_frame_content_size(stored) {
         Ok(Some(size)) if size <= DECOMPRESS_AT_ONCE_UP_TO => DECOMPRESSOR.with(|slot| {
-            let mut slot = slot.borrow_mut();
-            if slot.is_none() {
-                *slot = Some(zstd::bulk::Decompressor::new()?);
-            }
-            let Some(decompressor) = slot.as_mut() else {
-                return Err(io::Error::other("no decompressor"));
+            let mut decompressor = match slot.borrow_mut().take() {
+                Some(decompressor) => decompressor,
+                None => zstd::bulk::Decompressor::new()?,
             };
-            decompressor.decompress(stored, usize::try_from(size).unwrap_or(usize::MAX))
+            let body = decompressor.decompress(stored, usize::try_from(size).unwrap_or(usize::MAX));
+            *slot.borrow_mut() = Some(decompressor);
+            body
         }),
         Ok(_) => zstd::stream::decode_all(stored),
         Err(_) => Err(io::Error::new(io::ErrorKind::InvalidData, "not a zstd frame")),

@@ -244,7 +244,7 @@ impl Writer {
                 // Full means a tick is already waiting: the checkpointer will see this commit too.
                 let _ = checkpoints.try_send(());
                 // The sync thread has stopped: nothing of this batch is known to be durable.
-                if let Err(std::sync::mpsc::SendError(Answers(answers))) = durable.send(answers.into()) {
+                if let Err(std::sync::mpsc::SendError(answers)) = durable.send(answers) {
                     for (reply, _) in answers {
                         let _ = reply.send(Err(sync_failed()));
                     }
@@ -261,11 +261,11 @@ impl Writer {
     /// of the writer's time. Jobs rarely fail; when one does, the transaction is rolled back whole, the failing job
     /// alone is answered with its error, and the rest run again from the start, each in a savepoint of its own
     /// this time, so a second failure costs no third pass.
-    fn commit_batch(&self, batch: Vec<Job>) -> Vec<(Reply, Result<Answer, StoreError>)> {
+    fn commit_batch(&self, batch: Vec<Job>) -> Answers {
         crate::failpoint!("sqlite_writer_batch");
         let mut jobs = batch;
         let mut careful = false;
-        let mut done: Vec<(Reply, Result<Answer, StoreError>)> = Vec::with_capacity(jobs.len());
+        let mut done: Answers = Vec::with_capacity(jobs.len());
         loop {
             if let Err(e) = self.conn.execute_batch("BEGIN IMMEDIATE").map_err(sql) {
                 // Nothing of the batch runs outside a transaction: every job is answered with the failure.
@@ -810,13 +810,7 @@ impl Writer {
 }
 
 /// One batch's answers, as its commit decided them, waiting for the sync that makes that commit durable.
-pub(super) struct Answers(Vec<(Reply, Result<Answer, StoreError>)>);
-
-impl From<Vec<(Reply, Result<Answer, StoreError>)>> for Answers {
-    fn from(answers: Vec<(Reply, Result<Answer, StoreError>)>) -> Self {
-        Self(answers)
-    }
-}
+pub(super) type Answers = Vec<(Reply, Result<Answer, StoreError>)>;
 
 /// The sync thread: takes every batch the writer has committed since its last sync, `fdatasync`s the WAL once and
 /// only then sends their answers, so no answer (a create's 200 among them) leaves before its commit is on disk,
@@ -836,7 +830,7 @@ pub(super) fn syncer(wal: PathBuf, batches: std::sync::mpsc::Receiver<Answers>, 
             tracing::error!(error = %e, "the WAL could not be synced: the store takes no more writes");
             failed.store(true, Ordering::Release);
         }
-        for (reply, result) in waiting.into_iter().flat_map(|a| a.0) {
+        for (reply, result) in waiting.into_iter().flatten() {
             let _ = reply.send(match &synced {
                 Ok(()) => result,
                 Err(_) => Err(sync_failed()),

@@ -26,7 +26,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use inbox_core::embedded::sqlite::SqliteLedger;
 use inbox_core::model::{Event, EventId, EventKey, NewEvent, Origin, ResentBodies, SourceName, Status};
-use inbox_core::ports::{Browse, Ledger, SweepIndex};
+use inbox_core::ports::{Browse, Ledger, StoreError, SweepIndex};
 use inbox_core::ports::{Claim, Created, ListFilter, MarkDead, Replay, Settled, Settlement, Store};
 use inbox_core::time::now_ms as now;
 
@@ -1282,6 +1282,41 @@ async fn sqlite_checkpoints_in_the_background() {
     .await;
     assert!(grown > before + 100 * 2000, "{before} -> {grown}");
     assert_eq!(l.list(&all(1000)).await.unwrap().len(), 100);
+}
+
+/// A write is answered only once the WAL holding its commit is synced. A sync that fails answers the writes it was
+/// to make durable with an error (a 503 at the receiver, never a 200), and the store takes no write after it: what
+/// the page cache held may never reach the disk. Here the WAL is taken away from under the store, so the sync
+/// thread's open of it fails, as a sync on a failing disk would.
+#[tokio::test]
+async fn sqlite_a_failed_sync_of_the_log_answers_an_error_and_stops_every_later_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let l = open_sqlite(&dir, LONG);
+    assert_eq!(l.create(new_event("before", "{}")).await.unwrap(), Created::New);
+    assert!(l.check().is_ok());
+
+    std::fs::remove_file(dir.path().join("inbox.db-wal")).unwrap();
+    let refused = l.create(new_event("during", "{}")).await;
+    assert!(
+        matches!(&refused, Err(StoreError::Unavailable(m)) if m.contains("could not be synced")),
+        "{refused:?}"
+    );
+    assert!(l.check().is_err(), "the store still says it takes writes");
+    for later in [
+        l.create(new_event("after", "{}")).await.map(|_| ()),
+        l.claim(&key("before"), "w", LONG).await.map(|_| ()),
+        l.settle(&key("before"), "w", RETAIN).await.map(|_| ()),
+    ] {
+        assert!(
+            matches!(&later, Err(StoreError::Unavailable(_))),
+            "a write after the failed sync: {later:?}"
+        );
+    }
+    // Reads still serve what was durable before.
+    assert_eq!(
+        l.get(&key("before")).await.unwrap().unwrap().status,
+        Status::Received
+    );
 }
 
 #[tokio::test]

@@ -1263,7 +1263,7 @@ async fn sqlite_purge_removes_events_with_their_bodies() {
 }
 
 /// Commits only append to the WAL; the checkpointer thread, not the writer, copies them into the database file
-/// soon after (the writer's own checkpoint waits for 1,024 pages, ten times what this test writes).
+/// soon after (the writer's own checkpoint waits for 4,096 pages, forty times what this test writes).
 #[tokio::test]
 async fn sqlite_checkpoints_in_the_background() {
     let dir = tempfile::tempdir().unwrap();

@@ -48,10 +48,13 @@ use writer::{
 /// WAL pages past which the writer checkpoints inline (SQLite's autocheckpoint). The checkpointer thread copies
 /// most frames, but under steady load the writer commits again before any of its checkpoints has caught up, so the
 /// WAL is never started over from its beginning until the writer itself checkpoints: past this many pages, after a
-/// commit, it copies what the thread has not and syncs the database file. Small and often is quicker in the tail
-/// than large and rare (wrk at c=32 over 380,000 events: p99 11 ms at 1,024 pages, 17-21 at 2,048, 36-43 at 8,192,
-/// with the same p50 and rate; at 256 the p50 grows), and a WAL of a few MiB where it reached 35.
-const INLINE_CHECKPOINT_PAGES: u32 = 1024;
+/// commit, it copies what the thread has not and syncs the WAL and the database file while every write waits. At
+/// 1,024 pages (4 MiB) that was 129 `fsync`s a second at 9,500 events/s, and the writer spent about a sixth of its
+/// time blocked on them. Side by side (`wrk -t2 -c32`, 10 s rounds on fresh stores, three alternated; BENCHMARKS.md,
+/// 2026-12-05): 1,024 pages 8,224/s, 2,048 8,409/s, 4,096 9,343/s, 8,192 9,739/s (medians), p99 growing from
+/// 11-17 ms to 16-18 ms. 4,096 (a WAL of about 16 MiB) takes most of the gain, its p99 well
+/// under three times the durable ceiling's.
+const INLINE_CHECKPOINT_PAGES: u32 = 4096;
 
 /// Committed batches the writer may run ahead of the WAL's sync; past it, it waits for the sync.
 const SYNC_AHEAD: usize = 4;

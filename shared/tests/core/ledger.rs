@@ -1024,7 +1024,7 @@ async fn sqlite_older_files_gain_the_console_indexes_and_lose_the_id_index() {
         let l = open_sqlite(&dir, LONG);
         let c = rusqlite::Connection::open(dir.path().join("inbox.db")).unwrap();
         let version: i64 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-        assert_eq!(version, 7);
+        assert_eq!(version, 8);
         let has = |index: &str| -> bool {
             c.query_row(
                 "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = ?1",
@@ -1386,6 +1386,50 @@ async fn sqlite_purges_expired_remembered_bodies_a_batch_at_a_time() {
     assert_eq!(rows(&dir, "bodies"), 3);
     assert_eq!(rows(&dir, "events"), 28);
     assert_eq!(rows(&dir, "payloads"), 28);
+}
+
+/// GIVEN a remembered body whose entry names an event that holds another body (as two bodies under one hashed
+/// key would: the key is the first 8 bytes of a SHA-256)
+/// WHEN an event with the first body comes under a fresh id
+/// THEN it is not marked a resend of the event that holds the other body, and the entry names it from then on.
+#[tokio::test]
+async fn sqlite_a_remembered_body_is_told_apart_from_another_under_the_same_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let l = open_sqlite(&dir, LONG);
+    assert_eq!(l.create(marked("a", LONG)).await.unwrap(), Created::New);
+    assert_eq!(l.create(marked("b", LONG)).await.unwrap(), Created::New);
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let c = rusqlite::Connection::open(dir.path().join("inbox.db")).unwrap();
+    // The entry of body "a" now names "b", whose body is "b".
+    assert_eq!(
+        c.execute("DELETE FROM bodies WHERE event_id = 'b'", []).unwrap(),
+        1
+    );
+    assert_eq!(
+        c.execute("UPDATE bodies SET event_id = 'b' WHERE event_id = 'a'", [])
+            .unwrap(),
+        1
+    );
+
+    let again = NewEvent {
+        resent_bodies: ResentBodies::Marked { within: LONG },
+        ..new_event("a2", "a")
+    };
+    assert_eq!(l.create(again).await.unwrap(), Created::New);
+    let stored = l.get(&key("a2")).await.unwrap().unwrap();
+    assert_eq!(stored.resent_of, None);
+
+    // The entry names "a2" now: a third event with body "a" is its resend.
+    let third = NewEvent {
+        resent_bodies: ResentBodies::Marked { within: LONG },
+        ..new_event("a3", "a")
+    };
+    assert_eq!(
+        l.create(third).await.unwrap(),
+        Created::Resent {
+            of: EventId::parse("a2").unwrap()
+        }
+    );
 }
 
 /// GIVEN 23 completed events past retention

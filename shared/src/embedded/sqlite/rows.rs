@@ -15,6 +15,26 @@ pub(super) const SOURCES: &str = "WITH RECURSIVE s(x) AS (
         UNION ALL SELECT (SELECT min(source) FROM events WHERE source > s.x) FROM s WHERE s.x IS NOT NULL
     ) SELECT x FROM s WHERE x IS NOT NULL";
 
+/// The remembered bodies' key (`bodies.body_key`, schema version 8): the first 8 bytes of the SHA-256 of the
+/// source, the type (`""` for none) and the body's SHA-256, as one integer. The table is keyed by it alone, so an
+/// entry is a few dozen bytes in one B-tree (not a 130-byte text key in a table and an index of its own); two
+/// bodies under one key (odds about 2⁻⁶⁴ a pair) are told apart by the holder's record ([`Writer::body_holder`]).
+///
+/// [`Writer::body_holder`]: super::writer::Writer
+pub(super) fn body_key(source: &str, event_type: &str, payload_sha256: &str) -> i64 {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::new()
+        .chain_update(source)
+        .chain_update([0])
+        .chain_update(event_type)
+        .chain_update([0])
+        .chain_update(payload_sha256)
+        .finalize();
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    i64::from_be_bytes(first)
+}
+
 pub(super) const COLUMNS: &str =
     "id, source, event_id, event_type, status, payload_sha256, received_at, updated_at, attempts, \
     replays, lease_owner, lease_until, next_attempt_at, last_error, completed_at, expires_at, notified_at, \

@@ -3,11 +3,12 @@
 
 use rusqlite::Connection;
 
+use super::rows::body_key;
 use super::sql;
 use crate::ports::StoreError;
 
 /// The schema version this code writes (`PRAGMA user_version`); older files are brought up to it at open.
-const SCHEMA_VERSION: i64 = 7;
+const SCHEMA_VERSION: i64 = 8;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS events (
@@ -107,6 +108,48 @@ const SCHEMA_V6: &str = "CREATE INDEX IF NOT EXISTS bodies_expiry ON bodies (exp
 /// are as received.
 const SCHEMA_V7: &str = "ALTER TABLE payloads ADD COLUMN encoding INTEGER NOT NULL DEFAULT 0;";
 
+/// Version 8: the remembered bodies keyed by one integer ([`body_key`]) in the table's own B-tree, not by their
+/// source, type and hex SHA-256 in an index beside the table. Every create of a source that looks for resent bodies
+/// writes one entry at a random place in that key; as text in an index of its own it cost a table row, an index
+/// entry of about 130 bytes and a fifth of the accept rate. The rows of version 7 are carried over by [`to_v8`].
+const SCHEMA_V8: &str = "
+CREATE TABLE bodies_v8 (
+    body_key   INTEGER PRIMARY KEY,
+    event_id   TEXT    NOT NULL,
+    expires_at INTEGER NOT NULL
+);
+";
+
+/// The remembered bodies of version 7 under their [`body_key`] (the key is a SHA-256, which SQL cannot compute);
+/// then the table takes the old one's place, with its expiry index.
+fn to_v8(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch(SCHEMA_V8)?;
+    {
+        let mut rows =
+            conn.prepare("SELECT source, event_type, payload_sha256, event_id, expires_at FROM bodies")?;
+        let mut insert = conn.prepare(
+            "INSERT INTO bodies_v8 (body_key, event_id, expires_at) VALUES (?1, ?2, ?3)
+             ON CONFLICT (body_key) DO UPDATE SET event_id = excluded.event_id, expires_at = excluded.expires_at
+             WHERE excluded.expires_at > bodies_v8.expires_at",
+        )?;
+        let mut found = rows.query([])?;
+        while let Some(r) = found.next()? {
+            let (source, event_type, sha): (String, String, String) = (r.get(0)?, r.get(1)?, r.get(2)?);
+            let (event_id, expires_at): (String, i64) = (r.get(3)?, r.get(4)?);
+            insert.execute(rusqlite::params![
+                body_key(&source, &event_type, &sha),
+                event_id,
+                expires_at
+            ])?;
+        }
+    }
+    conn.execute_batch(
+        "DROP TABLE bodies;
+         ALTER TABLE bodies_v8 RENAME TO bodies;
+         CREATE INDEX bodies_expiry ON bodies (expires_at);",
+    )
+}
+
 /// Brings the file's schema to [`SCHEMA_VERSION`]; a file already there is only read (no write lock taken).
 pub(super) fn migrate(conn: &Connection) -> Result<(), StoreError> {
     let version: i64 = conn
@@ -146,6 +189,9 @@ pub(super) fn migrate(conn: &Connection) -> Result<(), StoreError> {
         )?;
         if !has_encoding {
             conn.execute_batch(SCHEMA_V7)?;
+        }
+        if version < 8 {
+            to_v8(conn)?;
         }
         conn.pragma_update(None, "user_version", SCHEMA_VERSION)
     })();
@@ -199,14 +245,14 @@ mod tests {
         assert_eq!(version, SCHEMA_VERSION);
         let found = plan(&conn, EXPIRED_BODIES);
         assert!(found.contains("INDEX bodies_expiry"), "{found}");
-        let kept: String = conn
+        let kept: (String, i64) = conn
             .query_row(
-                "SELECT event_id FROM bodies WHERE payload_sha256 = 'h'",
-                [],
-                |r| r.get(0),
+                "SELECT event_id, expires_at FROM bodies WHERE body_key = ?1",
+                [body_key("s", "t", "h")],
+                |r| Ok((r.get(0)?, r.get(1)?)),
             )
             .unwrap();
-        assert_eq!(kept, "e");
+        assert_eq!(kept, ("e".to_owned(), 7));
         // A second open finds the file current and changes nothing.
         migrate(&conn).unwrap();
     }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use rusqlite::{params, Connection, OptionalExtension};
 use tokio::sync::{mpsc, oneshot};
 
-use super::rows::{event_row, find, with_payload, COLUMNS};
+use super::rows::{body_key, event_row, find, with_payload, COLUMNS};
 use super::sql;
 use crate::model::{Event, EventId, EventKey, NewEvent, Origin, ResentBodies, SourceName, Status};
 use crate::ports::{Claim, Created, MarkDead, Replay, Settled, Settlement, StoreError};
@@ -554,17 +554,13 @@ impl Writer {
     /// The live event that holds `event`'s body under another id of its source and type, if any.
     fn body_holder(&self, event: &NewEvent, now: i64) -> Result<Option<Event>, StoreError> {
         let c = &self.conn;
+        let event_type = event.event_type.as_deref().unwrap_or("");
         let holder: Option<String> = c
-            .prepare_cached(
-                "SELECT event_id FROM bodies
-                 WHERE source = ?1 AND event_type = ?2 AND payload_sha256 = ?3 AND expires_at > ?4",
-            )
+            .prepare_cached("SELECT event_id FROM bodies WHERE body_key = ?1 AND expires_at > ?2")
             .and_then(|mut s| {
                 s.query_row(
                     params![
-                        event.key.source.as_str(),
-                        event.event_type.as_deref().unwrap_or(""),
-                        event.payload_sha256,
+                        body_key(event.key.source.as_str(), event_type, &event.payload_sha256),
                         now
                     ],
                     |r| r.get(0),
@@ -576,9 +572,14 @@ impl Writer {
             return Ok(None);
         };
         let id = EventId::parse(&holder).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        // The key is a hash: the holder's record says whether it holds this very body (same type, same SHA-256).
         Ok(find(c, &EventKey::new(event.key.source.clone(), id))?
             .map(|(_, existing)| existing)
-            .filter(|existing| !existing.is_expired(now)))
+            .filter(|existing| {
+                !existing.is_expired(now)
+                    && existing.event_type.as_deref().unwrap_or("") == event_type
+                    && existing.payload_sha256 == event.payload_sha256
+            }))
     }
 
     /// Remembers the body of a just-created event as held by it, for the source's retention, where no other live
@@ -589,16 +590,16 @@ impl Writer {
         };
         self.conn
             .prepare_cached(
-                "INSERT INTO bodies (source, event_type, payload_sha256, event_id, expires_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5)
-                 ON CONFLICT (source, event_type, payload_sha256) DO UPDATE
-                 SET event_id = excluded.event_id, expires_at = excluded.expires_at",
+                "INSERT INTO bodies (body_key, event_id, expires_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (body_key) DO UPDATE SET event_id = excluded.event_id, expires_at = excluded.expires_at",
             )
             .and_then(|mut s| {
                 s.execute(params![
-                    event.key.source.as_str(),
-                    event.event_type.as_deref().unwrap_or(""),
-                    event.payload_sha256,
+                    body_key(
+                        event.key.source.as_str(),
+                        event.event_type.as_deref().unwrap_or(""),
+                        &event.payload_sha256
+                    ),
                     event.key.event_id.as_str(),
                     now.saturating_add(ms(within))
                 ])

@@ -37,7 +37,7 @@ use crate::ports::{
 use crate::rules::{self, Due};
 use crate::time::{ms, now_ms};
 use readers::{Readers, READERS};
-use rows::{event_row, find, status, with_payload, COLUMNS, SOURCES};
+use rows::{body_key, event_row, find, status, with_payload, COLUMNS, SOURCES};
 use schema::migrate;
 use summary::summarize;
 pub use writer::Purged;
@@ -250,7 +250,8 @@ impl SqliteLedger {
     }
 }
 
-/// `event` as the writer stores it: its kept headers encoded, its body compressed where that makes it smaller.
+/// `event` as the writer stores it: its kept headers encoded, its body compressed where that makes it smaller, and
+/// the key of its body among the remembered ones.
 fn prepare(event: NewEvent, claim: Option<ClaimOnCreate>) -> Result<Prepared, StoreError> {
     let headers = serde_json::to_string(&event.headers)
         .map_err(|e| StoreError::Unavailable(format!("cannot encode the headers of {}: {e}", event.key)))?;
@@ -267,10 +268,19 @@ fn prepare(event: NewEvent, claim: Option<ClaimOnCreate>) -> Result<Prepared, St
             encoding: Encoding::Raw,
         },
     };
+    // Only where the source looks for resent bodies (`within`): the key of its body among the remembered ones.
+    let body_key = event.resent_bodies.within().map(|_| {
+        body_key(
+            event.key.source.as_str(),
+            event.event_type.as_deref().unwrap_or(""),
+            &event.payload_sha256,
+        )
+    });
     Ok(Prepared {
         event,
         headers,
         body,
+        body_key,
         claim,
     })
 }

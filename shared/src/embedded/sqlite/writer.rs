@@ -10,7 +10,7 @@ use std::time::Duration;
 use rusqlite::{params, Connection, OptionalExtension};
 use tokio::sync::{mpsc, oneshot};
 
-use super::rows::{body_key, event_row, find, with_payload, COLUMNS};
+use super::rows::{event_row, find, with_payload, COLUMNS};
 use super::sql;
 use crate::model::{Event, EventId, EventKey, NewEvent, Origin, ResentBodies, SourceName, Status};
 use crate::ports::{Claim, Created, MarkDead, Replay, Settled, Settlement, StoreError};
@@ -81,6 +81,9 @@ pub(super) struct Prepared {
     pub(super) event: NewEvent,
     pub(super) headers: String,
     pub(super) body: StoredBody,
+    /// The body's key among the remembered bodies ([`body_key`](super::rows::body_key)), where its source looks
+    /// for resent bodies.
+    pub(super) body_key: Option<i64>,
     /// The worker that claims the event in its create, where it is created ([`Ledger::create_claimed`]).
     ///
     /// [`Ledger::create_claimed`]: crate::ports::Ledger::create_claimed
@@ -476,9 +479,9 @@ impl Writer {
         let (c, event) = (&self.conn, &prepared.event);
         // A body already stored under another id of this source and type: a resend under a fresh id, or a
         // distinct event with the same bytes. Looked for in the same transaction as the insert.
-        let resent_of = match event.resent_bodies.within() {
+        let resent_of = match prepared.body_key {
             None => None,
-            Some(_) => self.body_holder(event, now)?,
+            Some(body_key) => self.body_holder(event, body_key, now)?,
         };
         if let (Some(holder), ResentBodies::Refused { .. }) = (&resent_of, event.resent_bodies) {
             // A retry of this very event stays its own duplicate, whoever holds the body now.
@@ -493,7 +496,7 @@ impl Writer {
         let resent_of = resent_of.map(|holder| holder.event_id);
         if self.insert(prepared, resent_of.as_ref(), now)? {
             if resent_of.is_none() {
-                self.remember_body(event, now)?;
+                self.remember_body(prepared, now)?;
             }
             return Ok(self.created(prepared, resent_of, now));
         }
@@ -511,7 +514,7 @@ impl Writer {
             c.execute("DELETE FROM events WHERE id = ?1", [id]).map_err(sql)?;
             self.insert(prepared, resent_of.as_ref(), now)?;
             if resent_of.is_none() {
-                self.remember_body(event, now)?;
+                self.remember_body(prepared, now)?;
             }
             return Ok(self.created(prepared, resent_of, now));
         }
@@ -552,21 +555,12 @@ impl Writer {
     }
 
     /// The live event that holds `event`'s body under another id of its source and type, if any.
-    fn body_holder(&self, event: &NewEvent, now: i64) -> Result<Option<Event>, StoreError> {
+    fn body_holder(&self, event: &NewEvent, body_key: i64, now: i64) -> Result<Option<Event>, StoreError> {
         let c = &self.conn;
         let event_type = event.event_type.as_deref().unwrap_or("");
         let holder: Option<String> = c
             .prepare_cached("SELECT event_id FROM bodies WHERE body_key = ?1 AND expires_at > ?2")
-            .and_then(|mut s| {
-                s.query_row(
-                    params![
-                        body_key(event.key.source.as_str(), event_type, &event.payload_sha256),
-                        now
-                    ],
-                    |r| r.get(0),
-                )
-                .optional()
-            })
+            .and_then(|mut s| s.query_row(params![body_key, now], |r| r.get(0)).optional())
             .map_err(sql)?;
         let Some(holder) = holder.filter(|h| h != event.key.event_id.as_str()) else {
             return Ok(None);
@@ -584,8 +578,9 @@ impl Writer {
 
     /// Remembers the body of a just-created event as held by it, for the source's retention, where no other live
     /// event holds it: a later resend names the first event that carried the body, as on DynamoDB.
-    fn remember_body(&self, event: &NewEvent, now: i64) -> Result<(), StoreError> {
-        let Some(within) = event.resent_bodies.within() else {
+    fn remember_body(&self, prepared: &Prepared, now: i64) -> Result<(), StoreError> {
+        let event = &prepared.event;
+        let (Some(body_key), Some(within)) = (prepared.body_key, event.resent_bodies.within()) else {
             return Ok(());
         };
         self.conn
@@ -595,11 +590,7 @@ impl Writer {
             )
             .and_then(|mut s| {
                 s.execute(params![
-                    body_key(
-                        event.key.source.as_str(),
-                        event.event_type.as_deref().unwrap_or(""),
-                        &event.payload_sha256
-                    ),
+                    body_key,
                     event.key.event_id.as_str(),
                     now.saturating_add(ms(within))
                 ])

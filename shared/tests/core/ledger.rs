@@ -1411,21 +1411,18 @@ async fn sqlite_a_remembered_body_is_told_apart_from_another_under_the_same_key(
         1
     );
 
-    let again = NewEvent {
+    // Events with body "a" under fresh ids, from a source that marks resent bodies.
+    let body_a = |id: &str| NewEvent {
         resent_bodies: ResentBodies::Marked { within: LONG },
-        ..new_event("a2", "a")
+        ..new_event(id, "a")
     };
-    assert_eq!(l.create(again).await.unwrap(), Created::New);
+    assert_eq!(l.create(body_a("a2")).await.unwrap(), Created::New);
     let stored = l.get(&key("a2")).await.unwrap().unwrap();
     assert_eq!(stored.resent_of, None);
 
     // The entry names "a2" now: a third event with body "a" is its resend.
-    let third = NewEvent {
-        resent_bodies: ResentBodies::Marked { within: LONG },
-        ..new_event("a3", "a")
-    };
     assert_eq!(
-        l.create(third).await.unwrap(),
+        l.create(body_a("a3")).await.unwrap(),
         Created::Resent {
             of: EventId::parse("a2").unwrap()
         }

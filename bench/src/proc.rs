@@ -27,25 +27,48 @@ pub fn machine() -> String {
     )
 }
 
+/// `getconf CLK_TCK`, asked once: a `getconf` run between two readings of the children's CPU would count in it.
 fn clock_ticks() -> f64 {
-    std::process::Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(100.0)
+    static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| {
+        std::process::Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(100.0)
+    })
 }
 
 /// utime + stime of `pid`, in seconds.
 pub fn cpu_seconds(pid: u32) -> Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    cpu_seconds_of(&format!("/proc/{pid}/stat"))
+}
+
+/// utime + stime in a `stat` file of /proc (a process's or a thread's), in seconds.
+fn cpu_seconds_of(path: &str) -> Result<f64> {
+    let stat = std::fs::read_to_string(path)?;
     let after = &stat[stat.rfind(')').context("stat format")? + 1..];
     let fields: Vec<&str> = after.split_whitespace().collect();
     // After the command: state is field 3, so utime (14) and stime (15) are at 11 and 12.
     let utime: f64 = fields.get(11).context("utime")?.parse()?;
     let stime: f64 = fields.get(12).context("stime")?.parse()?;
     Ok((utime + stime) / clock_ticks())
+}
+
+/// utime + stime of the threads of `pid` other than its first, in seconds: for wrk, the threads that send the
+/// requests, without the main thread's setup (its script builds a Lua state for each thread first).
+pub fn threads_cpu_seconds(pid: u32) -> Result<f64> {
+    let mut total = 0.0;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))? {
+        let tid: u32 = task?.file_name().to_string_lossy().parse()?;
+        if tid != pid {
+            // A thread may end between the listing and the read.
+            total += cpu_seconds_of(&format!("/proc/{pid}/task/{tid}/stat")).unwrap_or(0.0);
+        }
+    }
+    Ok(total)
 }
 
 /// user + system time of this process's children that have ended and been waited for, in seconds.

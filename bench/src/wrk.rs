@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use inbox_core::schemes::{Identity, Scheme};
+use tokio::io::AsyncReadExt;
 use tokio::process::Command;
 
 use crate::load::{self, EventGen};
@@ -32,6 +33,12 @@ struct Run {
     p99_ms: f64,
     requests: u64,
     non2xx: u64,
+    /// The CPU (user + system) of wrk's sending threads per request, in µs: wrk shares the cores with the server
+    /// under test. Its main thread is left out: it builds a Lua state for each thread before the run, reading
+    /// every delivery of the round, seconds of CPU that no request waits on.
+    client_us: f64,
+    /// The same over the run's duration: the cores wrk took from the server.
+    client_cores: f64,
 }
 
 /// Deliveries signed for one round: more than any server here accepts in a round (21,000/s at most so far).
@@ -179,22 +186,54 @@ fn parse(out: &str) -> Result<Run> {
         p99_ms: p99,
         requests,
         non2xx,
+        client_us: 0.0,
+        client_cores: 0.0,
     })
 }
 
 async fn wrk(addr: std::net::SocketAddr, secs: u64, script_path: &Path) -> Result<Run> {
-    let out = Command::new("wrk")
+    let mut child = Command::new("wrk")
         .args(["-t", &THREADS.to_string(), "-c", &CONNECTIONS.to_string()])
         .args(["-d", &format!("{secs}s"), "--latency", "-s"])
         .arg(script_path)
         .arg(format!("http://{addr}"))
-        .output()
-        .await
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
         .context("cannot run wrk: install it (Debian: apt-get install wrk)")?;
-    if !out.status.success() {
-        bail!("wrk failed: {}", String::from_utf8_lossy(&out.stderr));
+    let pid = child.id().context("wrk has no pid")?;
+    let read = |pipe: Option<Box<dyn tokio::io::AsyncRead + Send + Unpin>>| {
+        tokio::spawn(async move {
+            let mut text = String::new();
+            if let Some(mut pipe) = pipe {
+                pipe.read_to_string(&mut text).await?;
+            }
+            std::io::Result::Ok(text)
+        })
+    };
+    let stdout = read(child.stdout.take().map(|p| Box::new(p) as _));
+    let stderr = read(child.stderr.take().map(|p| Box::new(p) as _));
+    // wrk's own CPU: its sending threads, read every 20 ms until they end (so at most that much is missed); the
+    // largest reading, since the sum falls to nothing once they have ended and only the main thread prints.
+    let mut client: f64 = 0.0;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if let Ok(cpu) = proc::threads_cpu_seconds(pid) {
+            client = client.max(cpu);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let (stdout, stderr) = (stdout.await??, stderr.await??);
+    if !status.success() {
+        bail!("wrk failed: {stderr}");
     }
-    parse(&String::from_utf8_lossy(&out.stdout))
+    let mut run = parse(&stdout)?;
+    run.client_us = client / run.requests.max(1) as f64 * 1e6;
+    run.client_cores = client / secs as f64;
+    Ok(run)
 }
 
 /// One `inbox` under test: its server and what its rounds measured.
@@ -206,6 +245,9 @@ struct Measured {
     p50: Vec<f64>,
     p99: Vec<f64>,
     cpu: Vec<f64>,
+    /// wrk's own CPU per request and the cores it took, each round.
+    client_us: Vec<f64>,
+    client_cores: Vec<f64>,
     non2xx: u64,
 }
 
@@ -222,6 +264,8 @@ impl Measured {
             p50: vec![],
             p99: vec![],
             cpu: vec![],
+            client_us: vec![],
+            client_cores: vec![],
             non2xx: 0,
         })
     }
@@ -235,6 +279,8 @@ impl Measured {
         self.p50.push(a.p50_ms);
         self.p99.push(a.p99_ms);
         self.cpu.push((c1 - c0) / a.requests.max(1) as f64 * 1e6);
+        self.client_us.push(a.client_us);
+        self.client_cores.push(a.client_cores);
         Ok(a)
     }
 }
@@ -291,6 +337,8 @@ pub async fn run(opts: &Opts, inbox: &Path, rows: &mut Vec<Row>) -> Result<()> {
 
     let mut ceilings = vec![];
     let (mut durables, mut durable_p50, mut durable_p99, mut durable_non2xx) = (vec![], vec![], vec![], 0);
+    // wrk's own CPU per request and cores, beside the plain and the durable ceiling.
+    let (mut client_us, mut client_cores) = ([vec![], vec![]], [vec![], vec![]]);
     for round in 0..rounds {
         let path = dir.path().join(format!("round{round}.lua"));
         let deliveries = dir.path().join("deliveries.txt");
@@ -299,15 +347,22 @@ pub async fn run(opts: &Opts, inbox: &Path, rows: &mut Vec<Row>) -> Result<()> {
         drain(&measured).await?;
         let c = wrk(ceiling_addr, secs, &path).await?;
         ceilings.push(c.rate);
-        println!("  round {round}: ceiling {:.0}/s", c.rate);
+        client_us[0].push(c.client_us);
+        client_cores[0].push(c.client_cores);
+        println!(
+            "  round {round}: ceiling {:.0}/s (wrk's own CPU {:.1} us a request)",
+            c.rate, c.client_us
+        );
         let d = wrk(durable_addr, secs, &path).await?;
         durables.push(d.rate);
         durable_p50.push(d.p50_ms);
         durable_p99.push(d.p99_ms);
         durable_non2xx += d.non2xx;
+        client_us[1].push(d.client_us);
+        client_cores[1].push(d.client_cores);
         println!(
-            "  round {round}: durable ceiling {:.0}/s (p50 {:.2} ms, p99 {:.2} ms)",
-            d.rate, d.p50_ms, d.p99_ms
+            "  round {round}: durable ceiling {:.0}/s (p50 {:.2} ms, p99 {:.2} ms, wrk's own CPU {:.1} us a request)",
+            d.rate, d.p50_ms, d.p99_ms, d.client_us
         );
         let order: Vec<usize> = if round % 2 == 0 {
             (0..measured.len()).collect()
@@ -319,8 +374,9 @@ pub async fn run(opts: &Opts, inbox: &Path, rows: &mut Vec<Row>) -> Result<()> {
             let m = &mut measured[i];
             let a = m.round(secs, &path).await?;
             println!(
-                "  round {round}: accept{} {:.0}/s (p50 {:.2} ms, p99 {:.2} ms, {} requests, {} not 2xx)",
-                m.label, a.rate, a.p50_ms, a.p99_ms, a.requests, a.non2xx
+                "  round {round}: accept{} {:.0}/s (p50 {:.2} ms, p99 {:.2} ms, {} requests, {} not 2xx, wrk's own \
+                 CPU {:.1} us a request)",
+                m.label, a.rate, a.p50_ms, a.p99_ms, a.requests, a.non2xx, a.client_us
             );
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
@@ -343,6 +399,20 @@ pub async fn run(opts: &Opts, inbox: &Path, rows: &mut Vec<Row>) -> Result<()> {
         format!(
             "{durable:.0}; p50 {:.2} ms / p99 {durable_p99:.2} ms; {durable_non2xx} not 2xx",
             median(durable_p50)
+        ),
+        "-",
+    );
+    let [ceiling_us, durable_us] = client_us;
+    let [ceiling_cores, durable_cores] = client_cores;
+    row(
+        rows,
+        "wrk: the client's own CPU a request (cores it took), ceiling / durable ceiling",
+        format!(
+            "{:.1} us ({:.2}) / {:.1} us ({:.2})",
+            median(ceiling_us),
+            median(ceiling_cores),
+            median(durable_us),
+            median(durable_cores)
         ),
         "-",
     );
@@ -377,6 +447,12 @@ pub async fn run(opts: &Opts, inbox: &Path, rows: &mut Vec<Row>) -> Result<()> {
             rows,
             &format!("wrk: server CPU per accepted event{label}"),
             format!("{:.0} us", median(m.cpu)),
+            "-",
+        );
+        row(
+            rows,
+            &format!("wrk: the client's own CPU a request (cores it took), accept{label}"),
+            format!("{:.1} us ({:.2})", median(m.client_us), median(m.client_cores)),
             "-",
         );
         row(

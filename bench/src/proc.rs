@@ -43,18 +43,7 @@ fn clock_ticks() -> f64 {
 
 /// utime + stime of `pid`, in seconds.
 pub fn cpu_seconds(pid: u32) -> Result<f64> {
-    cpu_seconds_of(&format!("/proc/{pid}/stat"))
-}
-
-/// utime + stime in a `stat` file of /proc (a process's or a thread's), in seconds.
-fn cpu_seconds_of(path: &str) -> Result<f64> {
-    let stat = std::fs::read_to_string(path)?;
-    let after = &stat[stat.rfind(')').context("stat format")? + 1..];
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    // After the command: state is field 3, so utime (14) and stime (15) are at 11 and 12.
-    let utime: f64 = fields.get(11).context("utime")?.parse()?;
-    let stime: f64 = fields.get(12).context("stime")?.parse()?;
-    Ok((utime + stime) / clock_ticks())
+    stat_seconds(&format!("/proc/{pid}/stat"), 14)
 }
 
 /// utime + stime of the threads of `pid` other than its first, in seconds: for wrk, the threads that send the
@@ -65,7 +54,7 @@ pub fn threads_cpu_seconds(pid: u32) -> Result<f64> {
         let tid: u32 = task?.file_name().to_string_lossy().parse()?;
         if tid != pid {
             // A thread may end between the listing and the read.
-            total += cpu_seconds_of(&format!("/proc/{pid}/task/{tid}/stat")).unwrap_or(0.0);
+            total += stat_seconds(&format!("/proc/{pid}/task/{tid}/stat"), 14).unwrap_or(0.0);
         }
     }
     Ok(total)
@@ -73,13 +62,19 @@ pub fn threads_cpu_seconds(pid: u32) -> Result<f64> {
 
 /// user + system time of this process's children that have ended and been waited for, in seconds.
 pub fn children_cpu_seconds() -> Result<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat")?;
+    stat_seconds("/proc/self/stat", 16)
+}
+
+/// The sum of fields `field` and `field + 1` (numbered from 1, as in `proc(5)`) of a `stat` file of /proc, clock
+/// ticks in seconds: 14 for utime + stime, 16 for the waited-for children's cutime + cstime.
+fn stat_seconds(path: &str, field: usize) -> Result<f64> {
+    let stat = std::fs::read_to_string(path)?;
+    // The command (field 2) may hold spaces: fields are counted after its closing parenthesis, from field 3.
     let after = &stat[stat.rfind(')').context("stat format")? + 1..];
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    // cutime (16) and cstime (17).
-    let utime: f64 = fields.get(13).context("cutime")?.parse()?;
-    let stime: f64 = fields.get(14).context("cstime")?.parse()?;
-    Ok((utime + stime) / clock_ticks())
+    let mut fields = after.split_whitespace().skip(field - 3);
+    let user: f64 = fields.next().context("stat: no user time")?.parse()?;
+    let system: f64 = fields.next().context("stat: no system time")?.parse()?;
+    Ok((user + system) / clock_ticks())
 }
 
 /// Peak resident memory (VmHWM) of `pid`, in MiB.

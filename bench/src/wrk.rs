@@ -16,7 +16,6 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use inbox_core::schemes::{Identity, Scheme};
-use tokio::io::AsyncReadExt;
 use tokio::process::Command;
 
 use crate::load::{self, EventGen};
@@ -192,7 +191,7 @@ fn parse(out: &str) -> Result<Run> {
 }
 
 async fn wrk(addr: std::net::SocketAddr, secs: u64, script_path: &Path) -> Result<Run> {
-    let mut child = Command::new("wrk")
+    let child = Command::new("wrk")
         .args(["-t", &THREADS.to_string(), "-c", &CONNECTIONS.to_string()])
         .args(["-d", &format!("{secs}s"), "--latency", "-s"])
         .arg(script_path)
@@ -203,33 +202,25 @@ async fn wrk(addr: std::net::SocketAddr, secs: u64, script_path: &Path) -> Resul
         .spawn()
         .context("cannot run wrk: install it (Debian: apt-get install wrk)")?;
     let pid = child.id().context("wrk has no pid")?;
-    let read = |pipe: Option<Box<dyn tokio::io::AsyncRead + Send + Unpin>>| {
-        tokio::spawn(async move {
-            let mut text = String::new();
-            if let Some(mut pipe) = pipe {
-                pipe.read_to_string(&mut text).await?;
-            }
-            std::io::Result::Ok(text)
-        })
-    };
-    let stdout = read(child.stdout.take().map(|p| Box::new(p) as _));
-    let stderr = read(child.stderr.take().map(|p| Box::new(p) as _));
     // wrk's own CPU: its sending threads, read every 20 ms until they end (so at most that much is missed); the
     // largest reading, since the sum falls to nothing once they have ended and only the main thread prints.
+    let output = child.wait_with_output();
+    tokio::pin!(output);
     let mut client: f64 = 0.0;
-    let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break status;
+    let out = loop {
+        tokio::select! {
+            out = &mut output => break out?,
+            () = tokio::time::sleep(Duration::from_millis(20)) => {
+                if let Ok(cpu) = proc::threads_cpu_seconds(pid) {
+                    client = client.max(cpu);
+                }
+            }
         }
-        if let Ok(cpu) = proc::threads_cpu_seconds(pid) {
-            client = client.max(cpu);
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
     };
-    let (stdout, stderr) = (stdout.await??, stderr.await??);
-    if !status.success() {
-        bail!("wrk failed: {stderr}");
+    if !out.status.success() {
+        bail!("wrk failed: {}", String::from_utf8_lossy(&out.stderr));
     }
+    let stdout = String::from_utf8_lossy(&out.stdout);
     let mut run = parse(&stdout)?;
     run.client_us = client / run.requests.max(1) as f64 * 1e6;
     run.client_cores = client / secs as f64;

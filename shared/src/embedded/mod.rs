@@ -18,7 +18,7 @@ pub use queue::{Deliveries, InProcessQueue};
 
 use crate::config::{Config, ConfigError};
 use crate::delivery_health::{DeliveryHealth, Thresholds};
-use crate::embedded::sqlite::SqliteLedger;
+use crate::embedded::sqlite::{Options, SqliteLedger};
 use crate::handlers::{http_client, Registry};
 use crate::machine::{Machine, Outcome, SweepReport, LEASE_MARGIN};
 use crate::metrics::Metrics;
@@ -43,6 +43,8 @@ const FIRST_RECONCILE_AFTER: Duration = Duration::from_secs(2);
 const PURGE_BATCH: usize = 1_000;
 /// How often the server looks for changes made by another process (`inbox replay`).
 const WATCH_EVERY: Duration = Duration::from_secs(1);
+/// How long requests in flight get to be answered 503 once the store failed a sync, before the process stops.
+const FAILED_DRAIN: Duration = Duration::from_secs(5);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -78,7 +80,10 @@ pub async fn serve(
 
     let sources = Sources::build(&config, Some(&LocalSecrets), &handlers).await?;
     let reconcilers = reconcilers(&config, &LocalSecrets).await?;
-    let ledger = SqliteLedger::open(data_dir, config.server.max_pending_writes, config.sweeper.grace)?;
+    let mut options = Options::new(config.server.max_pending_writes, config.sweeper.grace);
+    // This process answers senders: what it reads of the log must be what the disk holds.
+    options.rewrite_log = true;
+    let ledger = SqliteLedger::open_with(data_dir, options)?;
     let shared: Arc<dyn Store> = Arc::new(ledger.clone());
     let metrics = Arc::new(Metrics::new(sources.names()));
     let alarm = Arc::new(NotifyUrl::new(http_client(), config.alarm.notify_url.clone()));
@@ -171,10 +176,34 @@ pub async fn serve(
         .map_err(|e| ServeError::Io(format!("no local address: {e}")))?;
     tracing::info!(%addr, data_dir = %data_dir.display(), "inbox serve is listening");
     on_listen(addr);
-    axum::serve(listener, router(receiver, true))
-        .with_graceful_shutdown(shutdown)
-        .await
-        .map_err(|e| ServeError::Io(format!("server: {e}")))?;
+    // A failed sync of the store ends the process, as a shutdown would but without waiting for handlers: nothing
+    // it writes can be answered as durable any more, and a restart recovers from what the disk holds.
+    let failing = ledger.clone();
+    let stopping = async move {
+        tokio::select! {
+            () = shutdown => {}
+            _ = failing.failure() => {}
+        }
+    };
+    let serving = axum::serve(listener, router(receiver, true)).with_graceful_shutdown(stopping);
+    let failed = async {
+        let cause = ledger.failure().await;
+        // The requests in flight are answered 503 (every write is refused); a client still sending its body is
+        // not waited for past this.
+        tokio::time::sleep(FAILED_DRAIN).await;
+        cause
+    };
+    tokio::select! {
+        served = serving => served.map_err(|e| ServeError::Io(format!("server: {e}")))?,
+        _ = failed => {}
+    }
+    if let Some(cause) = ledger.failed() {
+        let _ = stop_tx.send(true);
+        reconciling.abort_all();
+        return Err(ServeError::Store(StoreError::Unavailable(format!(
+            "stopped: {cause}; restart to recover from what the disk holds"
+        ))));
+    }
 
     tracing::info!("shutting down: no new requests; finishing in-flight handlers");
     let _ = stop_tx.send(true);

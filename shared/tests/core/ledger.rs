@@ -24,7 +24,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use inbox_core::embedded::sqlite::SqliteLedger;
+use inbox_core::embedded::sqlite::{Options, SqliteLedger};
+use inbox_core::failpoint::IoFaults;
 use inbox_core::model::{Event, EventId, EventKey, NewEvent, Origin, ResentBodies, SourceName, Status};
 use inbox_core::ports::{Browse, Ledger, StoreError, SweepIndex};
 use inbox_core::ports::{Claim, Created, ListFilter, MarkDead, Replay, Settled, Settlement, Store};
@@ -1284,21 +1285,29 @@ async fn sqlite_checkpoints_in_the_background() {
     assert_eq!(l.list(&all(1000)).await.unwrap().len(), 100);
 }
 
+/// A store over `dir` whose `point` (a sync or a checkpoint) fails with an I/O error on its `at`th pass, held
+/// first so that committed batches wait behind it ([`IoFaults`]).
+fn open_failing(dir: &tempfile::TempDir, point: &str, at: u64) -> SqliteLedger {
+    let faults = IoFaults::default();
+    faults.arm(point, at);
+    let options = Options {
+        faults,
+        ..Options::new(1024, LONG)
+    };
+    SqliteLedger::open_with(dir.path(), options).unwrap()
+}
+
 /// A write is answered only once the WAL holding its commit is synced. A sync that fails answers the writes it was
 /// to make durable with an error (a 503 at the receiver, never a 200), and the store takes no write after it: what
-/// the page cache held may never reach the disk. Here the WAL's path is made a dangling link under the open store,
-/// so the sync thread's open of it fails, as a sync on a failing disk would (a link rather than a bare removal, so
-/// that no connection opening the WAL later can create the file again for the sync to succeed on).
+/// the page cache held may never reach the disk. Here the sync thread's second `fdatasync` of the WAL (the one
+/// after "before") meets an injected I/O error, as on a failing disk.
 #[tokio::test]
 async fn sqlite_a_failed_sync_of_the_log_answers_an_error_and_stops_every_later_write() {
     let dir = tempfile::tempdir().unwrap();
-    let l = open_sqlite(&dir, LONG);
+    let l = open_failing(&dir, "sqlite_wal_sync", 2);
     assert_eq!(l.create(new_event("before", "{}")).await.unwrap(), Created::New);
     assert!(l.check().is_ok());
 
-    let wal = dir.path().join("inbox.db-wal");
-    std::fs::remove_file(&wal).unwrap();
-    std::os::unix::fs::symlink(dir.path().join("gone").join("inbox.db-wal"), &wal).unwrap();
     let refused = l.create(new_event("during", "{}")).await;
     assert!(
         matches!(&refused, Err(StoreError::Unavailable(m)) if m.contains("could not be synced")),
@@ -1315,6 +1324,110 @@ async fn sqlite_a_failed_sync_of_the_log_answers_an_error_and_stops_every_later_
             "a write after the failed sync: {later:?}"
         );
     }
+}
+
+/// Writes sent one after another, 5 ms apart, across a failing sync or checkpoint held for 200 ms: the writer
+/// commits them in batches that wait behind the sync, and the next round's sync may well succeed, but the frames
+/// of the failed round may be gone from the disk, and theirs come after that gap. So once one write is refused for
+/// the failure, no write sent after it is answered, and the store says why.
+async fn nothing_after_a_failure_is_answered(l: &SqliteLedger) {
+    assert_eq!(l.create(new_event("first", "{}")).await.unwrap(), Created::New);
+    let mut writes = tokio::task::JoinSet::new();
+    for i in 0..80 {
+        let l = l.clone();
+        writes.spawn(async move { (i, l.create(new_event(&format!("w{i}"), "{}")).await) });
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let mut answers = writes.join_all().await;
+    answers.sort_by_key(|(i, _)| *i);
+    let first_refused = answers
+        .iter()
+        .position(|(_, a)| a.is_err())
+        .expect("no write was refused");
+    let answered_after: Vec<_> = answers[first_refused..]
+        .iter()
+        .filter(|(_, a)| a.is_ok())
+        .map(|(i, _)| *i)
+        .collect();
+    assert!(
+        answered_after.is_empty(),
+        "w{first_refused} was refused, yet later writes were answered: {answered_after:?}"
+    );
+    for (i, refused) in &answers[first_refused..] {
+        assert!(
+            matches!(refused, Err(StoreError::Unavailable(_))),
+            "w{i}: {refused:?}"
+        );
+    }
+    assert!(l.failed().is_some(), "no failure recorded");
+    let after = l.create(new_event("after", "{}")).await;
+    assert!(matches!(&after, Err(StoreError::Unavailable(_))), "{after:?}");
+    assert!(l.check().is_err());
+}
+
+/// The sync thread's failure, with batches committed behind it: the test the review asked for, which the store
+/// before it failed (the next round's sync through a fresh descriptor succeeded, and answered its batches).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_no_batch_waiting_behind_a_failed_sync_is_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let l = open_failing(&dir, "sqlite_wal_sync", 3);
+    nothing_after_a_failure_is_answered(&l).await;
+    assert!(l.failed().unwrap().contains("sync thread"), "{:?}", l.failed());
+}
+
+/// A checkpoint's I/O error (the checkpointer thread's) is the end of trust too: its sync of the WAL may have
+/// dropped frames that the sync thread's next `fdatasync` reports as written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_a_checkpoint_that_fails_stops_every_write_waiting_behind_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let l = open_failing(&dir, "sqlite_checkpoint", 2);
+    nothing_after_a_failure_is_answered(&l).await;
+    assert!(l.failed().unwrap().contains("checkpointer"), "{:?}", l.failed());
+}
+
+/// The writer's own checkpoint (past 4,096 WAL pages), whose error SQLite's autocheckpoint would have dropped:
+/// the commit that ran it fails, and so does everything after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_the_writers_inline_checkpoint_that_fails_stops_every_later_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let l = open_failing(&dir, "sqlite_inline_checkpoint", 1);
+    // About 16 MiB of WAL, written without a pause, so that the checkpointer thread never catches up and the
+    // writer checkpoints itself: bodies that do not compress, from 16 writers at once.
+    let mut writers = tokio::task::JoinSet::new();
+    for w in 0..16u64 {
+        let l = l.clone();
+        writers.spawn(async move {
+            let mut seed = w.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            for i in 0..1_000 {
+                let body: String = (0..8_000)
+                    .map(|_| {
+                        seed ^= seed << 13;
+                        seed ^= seed >> 7;
+                        seed ^= seed << 17;
+                        char::from(b'a' + (seed % 26) as u8)
+                    })
+                    .collect();
+                if let Err(e) = l.create(new_event(&format!("big{w}-{i}"), &body)).await {
+                    return Some(e);
+                }
+            }
+            None
+        });
+    }
+    let refused = writers.join_all().await;
+    assert!(
+        refused
+            .iter()
+            .all(|e| matches!(e, Some(StoreError::Unavailable(_)))),
+        "{refused:?}"
+    );
+    assert!(
+        l.failed().unwrap().contains("inline checkpoint"),
+        "{:?}",
+        l.failed()
+    );
+    let after = l.create(new_event("after", "{}")).await;
+    assert!(matches!(&after, Err(StoreError::Unavailable(_))), "{after:?}");
 }
 
 #[tokio::test]

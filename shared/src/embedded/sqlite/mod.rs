@@ -1,5 +1,6 @@
-//! The embedded store: one SQLite file (WAL, `synchronous=FULL`) that is the ledger, the work queue's memory (due
-//! times and leases) and the dead-letter store at once.
+//! The embedded store: one SQLite file in WAL mode that is the ledger, the work queue's memory (due times and
+//! leases) and the dead-letter store at once. Commits are made durable by an `fdatasync` of the WAL before any
+//! answer leaves (the write connection itself is `synchronous=NORMAL`; see [`durability`]).
 //!
 //! Writes go to one writer thread that owns the write connection and commits many operations per transaction
 //! (group commit): every caller is answered only after the commit that holds its write is on disk, so no 200 leaves
@@ -10,9 +11,11 @@
 //! `inbox serve`'s writer.
 //!
 //! This file holds the [`SqliteLedger`] handle, its [`Options`] and the port impls, which hand each write to the
-//! writer ([`writer`]) and each read to the pool ([`readers`]); the schema and its migrations are in [`schema`],
-//! the mapping of rows to events in [`rows`], the console's overview counts in [`summary`].
+//! writer ([`writer`]) and each read to the pool ([`readers`]); the sync and checkpoint threads, and what a failed
+//! sync does, are in [`durability`]; the schema and its migrations in [`schema`], the mapping of rows to events in
+//! [`rows`], the console's overview counts in [`summary`].
 
+mod durability;
 mod readers;
 mod rows;
 mod schema;
@@ -21,7 +24,6 @@ mod writer;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,6 +31,7 @@ use async_trait::async_trait;
 use rusqlite::{params, Connection, OptionalExtension};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::failpoint::IoFaults;
 use crate::model::{Event, EventId, EventKey, NewEvent, SourceName, Status};
 use crate::ports::{
     Browse, Checkpoint, Checkpoints, Claim, Created, Ledger, ListFilter, MarkDead, Replay, Settled,
@@ -36,25 +39,13 @@ use crate::ports::{
 };
 use crate::rules::{self, Due};
 use crate::time::{ms, now_ms};
+use durability::{checkpointer, inline_checkpoints, rewrite_log, syncer, Fatal};
 use readers::{Readers, READERS};
 use rows::{body_key, event_row, find, status, with_payload, COLUMNS, SOURCES};
 use schema::migrate;
 use summary::summarize;
 pub use writer::Purged;
-use writer::{
-    checkpointer, syncer, Answer, ClaimOnCreate, Encoding, FromAnswer, Job, Op, Prepared, StoredBody, Writer,
-};
-
-/// WAL pages past which the writer checkpoints inline (SQLite's autocheckpoint). The checkpointer thread copies
-/// most frames, but under steady load the writer commits again before any of its checkpoints has caught up, so the
-/// WAL is never started over from its beginning until the writer itself checkpoints: past this many pages, after a
-/// commit, it copies what the thread has not and syncs the WAL and the database file while every write waits. At
-/// 1,024 pages (4 MiB) that was 129 `fsync`s a second at 9,500 events/s, and the writer spent about a sixth of its
-/// time blocked on them. Side by side (`wrk -t2 -c32`, 10 s rounds on fresh stores, three alternated; BENCHMARKS.md,
-/// 2026-12-05): 1,024 pages 8,224/s, 2,048 8,409/s, 4,096 9,343/s, 8,192 9,739/s (medians), p99 growing from
-/// 11-17 ms to 16-18 ms. 4,096 (a WAL of about 16 MiB) takes most of the gain. On a store growing to 600,000
-/// events (`bench --only=wrk`) it gained 6% and its p99 doubled, to 2.2 times the durable ceiling's (the goal: 3).
-const INLINE_CHECKPOINT_PAGES: u32 = 4096;
+use writer::{Answer, ClaimOnCreate, Encoding, FromAnswer, Job, Op, Prepared, StoredBody, Writer};
 
 /// Committed batches the writer may run ahead of the WAL's sync; past it, it waits for the sync.
 const SYNC_AHEAD: usize = 4;
@@ -74,6 +65,12 @@ pub struct Options {
     pub grace: Duration,
     /// How long a statement waits for a lock another process holds before it fails as busy.
     pub busy_timeout: Duration,
+    /// Before anything else, make what this process sees of the log what the disk holds
+    /// ([`durability::rewrite_log`]): for `inbox serve`, which answers senders, after a crash or an earlier
+    /// process's failed sync. The operator commands do without.
+    pub rewrite_log: bool,
+    /// I/O errors injected into the store's own syncs and checkpoints (tests only; see [`IoFaults`]).
+    pub faults: IoFaults,
 }
 
 impl Options {
@@ -82,6 +79,8 @@ impl Options {
             max_pending,
             grace,
             busy_timeout: Duration::from_secs(10),
+            rewrite_log: false,
+            faults: IoFaults::from_env(),
         }
     }
 }
@@ -93,8 +92,8 @@ pub struct SqliteLedger {
     readers: Arc<Readers>,
     path: PathBuf,
     data_version: Arc<std::sync::atomic::AtomicI64>,
-    /// A sync of the WAL failed: the store takes no more writes.
-    failed: Arc<AtomicBool>,
+    /// Set once a sync or a checkpoint failed: the store takes no more writes, and the process must stop.
+    fatal: Fatal,
 }
 
 impl SqliteLedger {
@@ -107,8 +106,7 @@ impl SqliteLedger {
         std::fs::create_dir_all(data_dir)
             .map_err(|e| StoreError::Unavailable(format!("cannot create {}: {e}", data_dir.display())))?;
         let path = data_dir.join("inbox.db");
-        let conn = Connection::open(&path).map_err(sql)?;
-        conn.busy_timeout(options.busy_timeout).map_err(sql)?;
+        let mut conn = connect(&path, options.busy_timeout)?;
         let mode: String = conn
             .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
             .map_err(sql)?;
@@ -118,24 +116,40 @@ impl SqliteLedger {
             )));
         }
         // Commits are made durable by the sync thread's `fdatasync` of the WAL before any answer leaves
-        // ([`writer::syncer`]); checkpoints under NORMAL still sync the WAL before copying it and the database after.
+        // ([`durability::syncer`]); checkpoints under NORMAL still sync the WAL before copying it and the database after.
         conn.execute_batch("PRAGMA synchronous=NORMAL;").map_err(sql)?;
         migrate(&conn)?;
-        conn.pragma_update(None, "wal_autocheckpoint", INLINE_CHECKPOINT_PAGES)
-            .map_err(sql)?;
+        // The one descriptor the WAL is synced through, open from now on (the WAL exists once the database is open
+        // in WAL mode): a writeback error of any later moment is reported to it.
+        let wal_path = data_dir.join("inbox.db-wal");
+        let wal = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&wal_path)
+            .map_err(|e| StoreError::Unavailable(format!("cannot open {}: {e}", wal_path.display())))?;
+        if options.rewrite_log {
+            rewrite_log(&conn, &wal).map_err(|e| {
+                StoreError::Unavailable(format!(
+                    "cannot make {} durable at start: {e}",
+                    wal_path.display()
+                ))
+            })?;
+        }
+        let fatal = Fatal::new();
+        inline_checkpoints(&mut conn, fatal.clone(), options.faults.clone()).map_err(sql)?;
         let readers = Readers::open(&path, READERS, options.busy_timeout)?;
         // Checkpoints (copying the WAL into the database file, and its fsync) run on a thread and connection of
         // their own, so commits, and the answers waiting on them, do not stall behind them.
-        let checkpoints = Connection::open(&path).map_err(sql)?;
-        checkpoints.busy_timeout(options.busy_timeout).map_err(sql)?;
+        let checkpoints = connect(&path, options.busy_timeout)?;
         // FULL: the database file is fsynced before the WAL frames it took are counted as copied (and reused).
         checkpoints
             .execute_batch("PRAGMA synchronous=FULL;")
             .map_err(sql)?;
         let (committed, ticks) = std::sync::mpsc::sync_channel::<()>(1);
+        let (checkpoint_fatal, checkpoint_faults) = (fatal.clone(), options.faults.clone());
         std::thread::Builder::new()
             .name("inbox-sqlite-checkpoint".into())
-            .spawn(move || checkpointer(checkpoints, ticks))
+            .spawn(move || checkpointer(checkpoints, ticks, checkpoint_fatal, checkpoint_faults))
             .map_err(|e| StoreError::Unavailable(format!("cannot start the checkpoint thread: {e}")))?;
         let (jobs, rx) = mpsc::channel(options.max_pending.max(1));
         let writer = Writer {
@@ -144,25 +158,34 @@ impl SqliteLedger {
         };
         // The writer runs ahead of the sync by a few committed batches at most.
         let (durable, batches) = std::sync::mpsc::sync_channel(SYNC_AHEAD);
-        let failed = Arc::new(AtomicBool::new(false));
-        let wal = data_dir.join("inbox.db-wal");
-        let sync_failed = failed.clone();
+        let (sync_fatal, sync_faults) = (fatal.clone(), options.faults);
         std::thread::Builder::new()
             .name("inbox-sqlite-sync".into())
-            .spawn(move || syncer(wal, batches, sync_failed))
+            .spawn(move || syncer(wal, batches, sync_fatal, sync_faults))
             .map_err(|e| StoreError::Unavailable(format!("cannot start the sync thread: {e}")))?;
-        let writer_failed = failed.clone();
+        let writer_fatal = fatal.clone();
         std::thread::Builder::new()
             .name("inbox-sqlite-writer".into())
-            .spawn(move || writer.run(rx, committed, durable, writer_failed))
+            .spawn(move || writer.run(rx, committed, durable, writer_fatal))
             .map_err(|e| StoreError::Unavailable(format!("cannot start the writer thread: {e}")))?;
         Ok(Self {
             jobs,
             readers: Arc::new(readers),
             path,
             data_version: Default::default(),
-            failed,
+            fatal,
         })
+    }
+
+    /// Resolves once the disk failed a sync or a checkpoint of this store, with the cause: from then on it takes
+    /// no write, and the process must stop so that a restart recovers from what the disk holds.
+    pub async fn failure(&self) -> String {
+        self.fatal.wait().await
+    }
+
+    /// The cause, where the disk failed a sync or a checkpoint of this store.
+    pub fn failed(&self) -> Option<String> {
+        self.fatal.cause()
     }
 
     pub fn path(&self) -> &Path {
@@ -285,6 +308,18 @@ fn prepare(event: NewEvent, claim: Option<ClaimOnCreate>) -> Result<Prepared, St
     })
 }
 
+/// A connection to the store's file as every one of this process is opened: it never checkpoints when it closes.
+/// A checkpoint at close would copy into the database file what the page cache shows, which after a failed sync
+/// is not what the disk holds; the checkpointer does that work while the store runs, and a WAL left at exit is
+/// recovered by the next open.
+fn connect(path: &Path, busy_timeout: Duration) -> Result<Connection, StoreError> {
+    let conn = Connection::open(path).map_err(sql)?;
+    conn.busy_timeout(busy_timeout).map_err(sql)?;
+    conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
+        .map_err(sql)?;
+    Ok(conn)
+}
+
 fn writer_stopped() -> StoreError {
     StoreError::Unavailable("the writer thread stopped".into())
 }
@@ -388,7 +423,7 @@ impl Ledger for SqliteLedger {
         if self.jobs.is_closed() {
             return Err(writer_stopped());
         }
-        if self.failed.load(Ordering::Acquire) {
+        if self.fatal.is_set() {
             return Err(StoreError::Unavailable("a sync of the store's log failed".into()));
         }
         Ok(())

@@ -42,8 +42,11 @@ impl Readers {
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
         let conn = Connection::open_with_flags(&self.path, flags).map_err(sql)?;
         conn.busy_timeout(self.busy_timeout).map_err(sql)?;
-        // A read connection never writes, whatever a bug might ask of it.
+        // A read connection never writes, whatever a bug might ask of it, nor checkpoints as it closes (see
+        // `super::connect`).
         conn.pragma_update(None, "query_only", true).map_err(sql)?;
+        conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
+            .map_err(sql)?;
         // Reads are lookups and short pages; the operating system's page cache holds the file for all of them.
         // SQLite's default (2 MB a connection) cost the pool 8 MiB of the server's memory budget.
         conn.pragma_update(None, "cache_size", READER_CACHE_KIB)

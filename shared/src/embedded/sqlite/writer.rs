@@ -1,15 +1,13 @@
 //! The writer thread: operations as data ([`Op`], [`Answer`]), group commit (many operations a transaction, each
 //! answered after its commit), the write operations it runs (create, claim, settle, release, dead-letter, replay,
-//! purge, …) and the checkpointer thread beside it.
+//! purge, …). What makes a commit durable, and what a failed sync does, is in [`durability`](super::durability).
 
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::Ordering;
 
 use rusqlite::{params, Connection, OptionalExtension};
 use tokio::sync::{mpsc, oneshot};
 
+use super::durability::{failed_sync, sync_failed, Fatal, Path};
 use super::rows::{event_row, find, with_payload, COLUMNS};
 use super::sql;
 use crate::model::{Event, EventId, EventKey, NewEvent, Origin, ResentBodies, SourceName, Status};
@@ -19,8 +17,6 @@ use crate::time::{ms, now_ms};
 
 /// Operations committed together at most.
 const MAX_BATCH: usize = 512;
-/// How often, at most, the checkpointer thread copies committed WAL frames into the database file.
-const CHECKPOINT_EVERY: Duration = Duration::from_millis(5);
 
 /// One write, as data: what the writer runs inside a transaction.
 pub(super) enum Op {
@@ -211,14 +207,14 @@ pub(super) struct Writer {
 
 impl Writer {
     /// Takes what is waiting (up to a batch), runs it in one transaction and commits it; the batch's answers go to
-    /// the sync thread ([`syncer`]), which sends them once the WAL holding the commit is on disk. The writer does not
-    /// wait for that sync: it runs the next batch meanwhile.
+    /// the sync thread ([`syncer`](super::durability::syncer)), which sends them once the WAL holding the commit is
+    /// on disk. The writer does not wait for that sync: it runs the next batch meanwhile.
     pub(super) fn run(
         self,
         mut rx: mpsc::Receiver<Job>,
         checkpoints: std::sync::mpsc::SyncSender<()>,
         durable: std::sync::mpsc::SyncSender<Answers>,
-        failed: Arc<AtomicBool>,
+        fatal: Fatal,
     ) {
         let mut batch: Vec<Job> = Vec::with_capacity(MAX_BATCH);
         while let Some(first) = rx.blocking_recv() {
@@ -230,7 +226,7 @@ impl Writer {
                 }
             }
             // A sync failed: what the page cache held may never reach the disk, so nothing more is written.
-            if failed.load(Ordering::Acquire) {
+            if fatal.is_set() {
                 for job in batch.drain(..) {
                     let _ = job.reply.send(Err(sync_failed()));
                 }
@@ -243,11 +239,13 @@ impl Writer {
                 let _ = job.reply.send(self.data_version());
             }
             if !writes.is_empty() {
-                let answers = self.commit_batch(writes);
+                let answers = self.commit_batch(writes, &fatal);
                 // Full means a tick is already waiting: the checkpointer will see this commit too.
                 let _ = checkpoints.try_send(());
+                fatal.waiting.fetch_add(1, Ordering::AcqRel);
                 // The sync thread has stopped: nothing of this batch is known to be durable.
                 if let Err(std::sync::mpsc::SendError(answers)) = durable.send(answers) {
+                    fatal.waiting.fetch_sub(1, Ordering::AcqRel);
                     for (reply, _) in answers {
                         let _ = reply.send(Err(sync_failed()));
                     }
@@ -264,7 +262,7 @@ impl Writer {
     /// of the writer's time. Jobs rarely fail; when one does, the transaction is rolled back whole, the failing job
     /// alone is answered with its error, and the rest run again from the start, each in a savepoint of its own
     /// this time, so a second failure costs no third pass.
-    fn commit_batch(&self, batch: Vec<Job>) -> Answers {
+    fn commit_batch(&self, batch: Vec<Job>, fatal: &Fatal) -> Answers {
         crate::failpoint!("sqlite_writer_batch");
         let mut jobs = batch;
         let mut careful = false;
@@ -303,7 +301,13 @@ impl Writer {
                 careful = true;
                 continue;
             }
-            let committed = self.conn.execute_batch("COMMIT").map_err(sql);
+            let committed = self.conn.execute_batch("COMMIT").map_err(|e| {
+                // A sync inside SQLite failed (its inline checkpoint's, or the log's header): the end of trust.
+                if failed_sync(&e) {
+                    fatal.set(Path::Commit, &e);
+                }
+                sql(e)
+            });
             if committed.is_err() && !self.conn.is_autocommit() {
                 let _ = self.conn.execute_batch("ROLLBACK");
             }
@@ -803,49 +807,6 @@ impl Writer {
 
 /// One batch's answers, as its commit decided them, waiting for the sync that makes that commit durable.
 pub(super) type Answers = Vec<(Reply, Result<Answer, StoreError>)>;
-
-/// The sync thread: takes every batch the writer has committed since its last sync, `fdatasync`s the WAL once and
-/// only then sends their answers, so no answer (a create's 200 among them) leaves before its commit is on disk,
-/// while the writer already runs the next batch. The writer's connection commits without a sync of its own
-/// (`synchronous=NORMAL`); its checkpoints still sync the WAL before they copy it and the database after. A failed
-/// sync answers its batches with the failure and stops every later write ([`Writer::run`]).
-pub(super) fn syncer(wal: PathBuf, batches: std::sync::mpsc::Receiver<Answers>, failed: Arc<AtomicBool>) {
-    while let Ok(first) = batches.recv() {
-        let mut waiting = vec![first];
-        while let Ok(more) = batches.try_recv() {
-            waiting.push(more);
-        }
-        crate::failpoint!("sqlite_before_wal_sync");
-        // Opened for each sync, so that it is always the WAL that SQLite writes, whatever it did to the file.
-        let synced = std::fs::File::open(&wal).and_then(|f| f.sync_data());
-        if let Err(e) = &synced {
-            tracing::error!(error = %e, "the WAL could not be synced: the store takes no more writes");
-            failed.store(true, Ordering::Release);
-        }
-        for (reply, result) in waiting.into_iter().flatten() {
-            let _ = reply.send(match &synced {
-                Ok(()) => result,
-                Err(_) => Err(sync_failed()),
-            });
-        }
-    }
-}
-
-fn sync_failed() -> StoreError {
-    StoreError::Unavailable("the store's log could not be synced to disk".into())
-}
-
-/// Copies committed WAL frames into the database file at most every [`CHECKPOINT_EVERY`] while commits come in;
-/// ends with the writer. PASSIVE: it never blocks the writer; a WAL wholly copied is written again from its start
-/// by the writer's next transaction.
-pub(super) fn checkpointer(conn: Connection, ticks: std::sync::mpsc::Receiver<()>) {
-    while ticks.recv().is_ok() {
-        std::thread::sleep(CHECKPOINT_EVERY);
-        if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
-            tracing::warn!(error = %e, "checkpoint failed; the next one will try again");
-        }
-    }
-}
 
 /// A statement without parameters or rows, prepared once.
 fn run(conn: &Connection, sql: &str) -> rusqlite::Result<usize> {

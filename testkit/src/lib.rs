@@ -3,6 +3,7 @@
 //! users import it by name and build it once.
 
 pub mod calls;
+pub mod faultfs;
 pub mod https;
 pub mod providers;
 pub mod sockets;

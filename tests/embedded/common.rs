@@ -60,6 +60,11 @@ pub struct App {
 /// Writes `config` into a fresh temp dir and starts `inbox serve --listen 127.0.0.1:0` on it. `env` (secrets) is
 /// set in the child's environment only. Panics, showing the server's log, if it does not come up.
 pub fn spawn_app(config: &str, env: &[(&str, &str)]) -> App {
+    spawn_app_in(config, env, None)
+}
+
+/// [`spawn_app`], with the data directory at `data_dir` where given (a file system of the test's own, say).
+pub fn spawn_app_in(config: &str, env: &[(&str, &str)], data_dir: Option<&Path>) -> App {
     let dir = tempfile::Builder::new()
         .prefix("inbox-e2e-")
         .tempdir()
@@ -68,7 +73,7 @@ pub fn spawn_app(config: &str, env: &[(&str, &str)]) -> App {
     std::fs::write(&config_path, config).expect("write config");
     let mut app = App {
         config_path,
-        data_dir: dir.path().join("data"),
+        data_dir: data_dir.map_or_else(|| dir.path().join("data"), Path::to_path_buf),
         log_path: dir.path().join("serve.log"),
         env: env
             .iter()
@@ -136,6 +141,21 @@ impl App {
             self.child = None;
         }
         exited
+    }
+
+    /// How the server process ended, once it has exited on its own (then it is reaped and forgotten, as by
+    /// [`App::has_exited`]); `None` while it runs.
+    pub fn exit_status(&mut self) -> Option<ExitStatus> {
+        let status = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten());
+        if status.is_some() {
+            self.child = None;
+        }
+        status
+    }
+
+    /// Whether a server process is running (started and not yet reaped).
+    pub fn running(&self) -> bool {
+        self.child.is_some()
     }
 
     /// Everything the server processes of this app wrote on stderr so far.

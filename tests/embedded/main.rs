@@ -12,6 +12,7 @@ mod sender;
 
 mod crash;
 mod crashpoints;
+mod disk;
 mod hardening;
 mod health;
 mod hostile;

@@ -1,9 +1,9 @@
 //! Plaid: `Plaid-Verification` is a JWT, ES256 only, whose `kid` names the key that
 //! `POST /webhook_verification_key/get` returns (a JWK; the receiver fetches it with the source's
 //! `client_id:secret`, or `public_key` pins a JWK set); its claims are `iat` (refused when older than 5 minutes)
-//! and `request_body_sha256`, the hex SHA-256 of the raw body. Plaid sends no event id: the id is the hash of the
-//! token (all that it signs, body and time: identical bodies are distinct events); the type is
-//! `webhook_type.webhook_code`. No handshake.
+//! and `request_body_sha256`, the hex SHA-256 of the raw body. Plaid sends no event id: the id is the hash of what
+//! the token signs, its JWS signing input `header.payload` (body and time: identical bodies are distinct events),
+//! never of its signature; the type is `webhook_type.webhook_code`. No handshake.
 //! <https://plaid.com/docs/api/webhooks/webhook-verification/>
 
 use http::HeaderName;
@@ -52,14 +52,110 @@ fn identify(req: &Request) -> Result<Identified, IdError> {
         (t, code) => t.or(code).map(str::to_owned),
     };
     // Plaid sends no id, and its bodies repeat byte for byte (every SYNC_UPDATES_AVAILABLE of an item after the
-    // first): the id is the hash of the whole signed token, which binds the body and its own `iat`, so each
-    // delivery is its own event. A retry Plaid signs anew (it must: `iat` ages out in 5 minutes) then runs again,
-    // which Plaid tells integrators to expect; a repeat is never lost as a duplicate.
+    // first): the id is the hash of what the token signs, its JWS signing input `header.payload`, which binds the
+    // body and its own `iat`, so each delivery is its own event. A retry Plaid signs anew (it must: `iat` ages out in
+    // 5 minutes) then runs again, which Plaid tells integrators to expect; a repeat is never lost as a duplicate.
+    // Never the signature: ES256 verifies `s` and its mirror `n − s` alike, so anyone who saw a delivery could send
+    // it again within the 5 minutes under a second signature that verifies, and a hash of it would be a new id.
     let token = req
         .header("plaid-verification")
         .ok_or_else(|| IdError::Missing("header plaid-verification".to_owned()))?;
+    let (signed, _signature) = token
+        .trim()
+        .rsplit_once('.')
+        .ok_or_else(|| IdError::Invalid("header plaid-verification is not a JWS".to_owned()))?;
     Ok(Identified::One(Identity {
-        event_id: hex::encode(Sha256::digest(token.trim().as_bytes())),
+        event_id: hex::encode(Sha256::digest(signed.as_bytes())),
         event_type,
     }))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use base64::Engine as _;
+    use http::{HeaderMap, HeaderValue, Uri};
+    use serde_json::Value;
+
+    use crate::{Credentials, Identified, PublicKey, Request, Scheme, VerifyError};
+
+    /// The order n of P-256's group, big-endian.
+    const P256_N: &str = "FFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551";
+
+    /// `n − s` for a big-endian `s` below `n`: the other `s` under which an ECDSA signature verifies.
+    fn mirror(s: &[u8]) -> Vec<u8> {
+        let n = hex::decode(P256_N).unwrap();
+        let mut out = vec![0u8; 32];
+        let mut borrow = 0i16;
+        for i in (0..32).rev() {
+            let mut d = i16::from(n[i]) - i16::from(s[i]) - borrow;
+            borrow = i16::from(d < 0);
+            if d < 0 {
+                d += 256;
+            }
+            out[i] = d as u8;
+        }
+        assert_eq!(borrow, 0, "s is below n");
+        out
+    }
+
+    /// The event a token carries for `body`, once it verifies with the vector's key at the vector's clock.
+    fn verified_id(token: &str, body: &str, now: i64, jwks: &PublicKey) -> Result<String, VerifyError> {
+        let scheme = Scheme::named("plaid").unwrap();
+        let uri = Uri::from_static("/webhooks/plaid");
+        let mut headers = HeaderMap::new();
+        headers.insert("plaid-verification", HeaderValue::from_str(token).unwrap());
+        headers.insert("content-type", HeaderValue::from_static("application/json"));
+        let req = Request::post(&uri, &headers, body.as_bytes());
+        scheme.verify_request(&Credentials::default(), &req, now, 300, Some(jwks))?;
+        let Identified::One(identity) = scheme.identify_request(&req).unwrap() else {
+            panic!("one event")
+        };
+        Ok(identity.event_id)
+    }
+
+    /// GIVEN a delivery of the Plaid vector (ES256, signed by the vector's key)
+    /// WHEN its signature `(r, s)` is replaced by its mirror `(r, n − s)`, as anyone who saw the token could do
+    /// THEN the mirrored token still verifies, and it is the same event: the same id as the original (the vector's),
+    /// while a token whose signature is merely changed is refused.
+    #[test]
+    fn a_mirrored_signature_verifies_and_is_the_same_event() {
+        let vector: Value = serde_json::from_str(include_str!("../../tests/vectors/plaid.json")).unwrap();
+        let jwks = PublicKey::Jwks(
+            vector["jwks"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .map(|(kid, jwk)| (kid.clone(), jwk.to_string()))
+                .collect(),
+        );
+        for case in vector["cases"].as_array().unwrap() {
+            let token = case["headers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|h| h[0] == "plaid-verification")
+                .and_then(|h| h[1].as_str())
+                .unwrap();
+            let (body, now) = (case["body"].as_str().unwrap(), case["now"].as_i64().unwrap());
+            let (signed, signature) = token.rsplit_once('.').unwrap();
+            let signature = URL_SAFE_NO_PAD.decode(signature).unwrap();
+            assert_eq!(signature.len(), 64, "ES256 is r || s");
+            let (r, s) = signature.split_at(32);
+            let mirrored = [r, &mirror(s)].concat();
+            assert_ne!(mirrored, signature);
+            let twin = format!("{signed}.{}", URL_SAFE_NO_PAD.encode(&mirrored));
+
+            let original = verified_id(token, body, now, &jwks).expect("the vector verifies");
+            let again = verified_id(&twin, body, now, &jwks).expect("the mirrored signature verifies too");
+            assert_eq!(again, original, "{}: the mirrored token is another event", case["name"]);
+            assert_eq!(Some(original.as_str()), case["expect"]["event_id"].as_str());
+
+            let mut broken = mirrored.clone();
+            broken[63] ^= 1;
+            let broken = format!("{signed}.{}", URL_SAFE_NO_PAD.encode(&broken));
+            assert!(verified_id(&broken, body, now, &jwks).is_err(), "a changed signature verifies");
+        }
+    }
 }

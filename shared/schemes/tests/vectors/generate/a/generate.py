@@ -656,8 +656,10 @@ def plaid() -> dict:
         expect_false(check(tok, body + " ", jwks), "plaid tampered body")
         return [["plaid-verification", tok], ["content-type", "application/json"], ["user-agent", "Plaid Webhook"]]
 
-    def token_of(headers: list) -> str:
-        return next(v for n, v in headers if n == "plaid-verification")
+    def signed_part_of(headers: list) -> str:
+        """What the token signs: its JWS signing input `header.payload`, never the signature (ES256 verifies a
+        signature's mirror `n - s` too, so a hash over it would give one delivery two ids)."""
+        return next(v for n, v in headers if n == "plaid-verification").rsplit(".", 1)[0]
 
     def body_of(obj) -> str:  # Plaid sends its JSON indented by two spaces, keys sorted
         return json.dumps(obj, indent=2, sort_keys=True)
@@ -687,8 +689,9 @@ def plaid() -> dict:
                  "config.secrets[0] is 'client_id:secret' for that key fetch; the fetched keys are in 'jwks' "
                  "(kid -> JWK as the API answers it). A configured public_key (a JWK set) pins the keys instead "
                  "of fetching: wrong_config pins 'wrong_jwks', a different key under the same kid. Plaid sends "
-                 "no event id, and bodies repeat: the id is the SHA-256 of the token (all it signs, with iat); type "
-                 "'<webhook_type>.<webhook_code>'.",
+                 "no event id, and bodies repeat: the id is the SHA-256 of what the token signs, its signing input "
+                 "'header.payload' (the body's hash and iat; never the signature, whose mirror n - s verifies too); "
+                 "type '<webhook_type>.<webhook_code>'.",
         "config": config(secrets=["6053c1a0a9b8c70012345678:testsecret0123456789abcdef0123"]),
         "wrong_config": config(public_key=compact({"keys": list(wrong_jwks.values())})),
         "signs_timestamp": True,
@@ -697,10 +700,10 @@ def plaid() -> dict:
         "wrong_jwks": wrong_jwks,
         "cases": [
             case("TRANSACTIONS SYNC_UPDATES_AVAILABLE", signed(sync), sync, url=url,
-                 expect={"kind": "event", "event_id": sha256_hex(token_of(signed(sync)).encode()),
+                 expect={"kind": "event", "event_id": sha256_hex(signed_part_of(signed(sync)).encode()),
                          "event_type": "TRANSACTIONS.SYNC_UPDATES_AVAILABLE"}),
             case("ITEM ERROR", signed(item_error), item_error, url=url,
-                 expect={"kind": "event", "event_id": sha256_hex(token_of(signed(item_error)).encode()),
+                 expect={"kind": "event", "event_id": sha256_hex(signed_part_of(signed(item_error)).encode()),
                          "event_type": "ITEM.ERROR"}),
         ],
     }

@@ -702,6 +702,80 @@ fn p256_jwk(kid: &str) -> Value {
     json!({"kty": "EC", "crv": "P-256", "kid": kid, "x": b64(&point[..32]), "y": b64(&point[32..]), "alg": "ES256", "use": "sig"})
 }
 
+/// A local HTTPS server answering as production.plaid.com, whose `/webhook_verification_key/get` returns the test
+/// P-256 key under the `kid` the tokens of [`plaid_token`] name.
+async fn plaid_key_host() -> testkit::https::HttpsServer {
+    let routes = std::collections::HashMap::from([(
+        "/webhook_verification_key/get".to_owned(),
+        json!({"key": p256_jwk("plaid-k1"), "request_id": "r1"})
+            .to_string()
+            .into_bytes(),
+    )]);
+    testkit::https::HttpsServer::start(read("host.pem").as_bytes(), read("host.key").as_bytes(), routes).await
+}
+
+/// `inbox serve` on `config`, the Plaid API credentials in `PLAID_API` and production.plaid.com reached at `host`.
+fn spawn_plaid_app(config: &str, host: &testkit::https::HttpsServer) -> App {
+    let roots = keys().join("root.pem");
+    let connect_to = format!("production.plaid.com={}", host.addr());
+    spawn_app(
+        config,
+        &[
+            ("PLAID_API", "client-test-id:plaid-test-secret"),
+            ("INBOX_TRUST_ROOTS", roots.to_str().expect("a UTF-8 path")),
+            ("INBOX_CONNECT_TO", &connect_to),
+        ],
+    )
+}
+
+/// A `Plaid-Verification` token for `body` as Plaid makes one: an ES256 JWT under the test P-256 key (`kid`
+/// `plaid-k1`) whose claims are `iat` and the body's hex SHA-256.
+fn plaid_token(body: &str, iat: i64) -> String {
+    use base64::Engine as _;
+    use sha2::Digest as _;
+    let claims =
+        json!({"iat": iat, "request_body_sha256": hex::encode(sha2::Sha256::digest(body.as_bytes()))});
+    let header = json!({"alg": "ES256", "kid": "plaid-k1", "typ": "JWT"});
+    let b64 = |v: &Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
+    let signing = format!("{}.{}", b64(&header), b64(&claims));
+    let der = der("p256.key");
+    let pair = aws_lc_rs::signature::EcdsaKeyPair::from_pkcs8(
+        &aws_lc_rs::signature::ECDSA_P256_SHA256_FIXED_SIGNING,
+        &der,
+    )
+    .expect("a P-256 key");
+    let sig = pair
+        .sign(&aws_lc_rs::rand::SystemRandom::new(), signing.as_bytes())
+        .expect("signed");
+    format!(
+        "{signing}.{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(sig.as_ref())
+    )
+}
+
+/// The same ES256 token with its signature `(r, s)` mirrored to `(r, n − s)`, n the order of P-256: a second
+/// signature of the same bytes that verifies as well, which anyone who saw the token can make without the key.
+fn mirrored_es256(token: &str) -> String {
+    use base64::Engine as _;
+    const N: &str = "FFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551";
+    let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let (signed, signature) = token.rsplit_once('.').expect("a JWS");
+    let mut signature = engine.decode(signature).expect("base64url");
+    assert_eq!(signature.len(), 64, "ES256 is r || s");
+    let n = hex::decode(N).expect("hex");
+    let mut borrow = 0i16;
+    for i in (0..32).rev() {
+        let mut d = i16::from(n[i]) - i16::from(signature[32 + i]) - borrow;
+        borrow = i16::from(d < 0);
+        if d < 0 {
+            d += 256;
+        }
+        signature[32 + i] = d as u8;
+    }
+    assert_eq!(borrow, 0, "s is below n");
+    format!("{signed}.{}", engine.encode(&signature))
+}
+
 /// GIVEN a Plaid source (its API credentials as its secret), and a local HTTPS server answering as
 /// production.plaid.com whose `/webhook_verification_key/get` returns the key for the token's `kid`
 /// WHEN Plaid-signed webhooks arrive (an ES256 JWT binding the body's SHA-256), one with a changed body
@@ -709,48 +783,11 @@ fn p256_jwk(kid: &str) -> Value {
 /// changed one is refused 401; nothing else is stored.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_plaid_key_is_asked_for_by_post_with_the_sources_credentials() {
-    let routes = std::collections::HashMap::from([(
-        "/webhook_verification_key/get".to_owned(),
-        json!({"key": p256_jwk("plaid-k1"), "request_id": "r1"})
-            .to_string()
-            .into_bytes(),
-    )]);
-    let host =
-        testkit::https::HttpsServer::start(read("host.pem").as_bytes(), read("host.key").as_bytes(), routes)
-            .await;
+    let host = plaid_key_host().await;
     let config = format!("[sources.plaid]\nscheme = \"plaid\"\nsecrets = [\"env:PLAID_API\"]\n{HANDLER}\n");
-    let roots = keys().join("root.pem");
-    let connect_to = format!("production.plaid.com={}", host.addr());
-    let app = spawn_app(
-        &config,
-        &[
-            ("PLAID_API", "client-test-id:plaid-test-secret"),
-            ("INBOX_TRUST_ROOTS", roots.to_str().expect("a UTF-8 path")),
-            ("INBOX_CONNECT_TO", &connect_to),
-        ],
-    );
+    let app = spawn_plaid_app(&config, &host);
     let body = json!({"webhook_type": "TRANSACTIONS", "webhook_code": "SYNC_UPDATES_AVAILABLE", "item_id": "item-1"}).to_string();
-    let token = {
-        use sha2::Digest as _;
-        let claims = json!({"iat": now_unix(), "request_body_sha256": hex::encode(sha2::Sha256::digest(body.as_bytes()))});
-        let header = json!({"alg": "ES256", "kid": "plaid-k1", "typ": "JWT"});
-        use base64::Engine as _;
-        let b64 = |v: &Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
-        let signing = format!("{}.{}", b64(&header), b64(&claims));
-        let der = der("p256.key");
-        let pair = aws_lc_rs::signature::EcdsaKeyPair::from_pkcs8(
-            &aws_lc_rs::signature::ECDSA_P256_SHA256_FIXED_SIGNING,
-            &der,
-        )
-        .expect("a P-256 key");
-        let sig = pair
-            .sign(&aws_lc_rs::rand::SystemRandom::new(), signing.as_bytes())
-            .expect("signed");
-        format!(
-            "{signing}.{}",
-            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(sig.as_ref())
-        )
-    };
+    let token = plaid_token(&body, now_unix());
     let client = client();
     let headers = [(
         "plaid-verification".parse().expect("name"),
@@ -779,5 +816,89 @@ async fn a_plaid_key_is_asked_for_by_post_with_the_sources_credentials() {
     eprintln!(
         "plaid: key asked for by POST once; signed -> {}; changed body -> {} {}",
         ok.status, refused.status, refused.text
+    );
+}
+
+/// Posts `body` to the Plaid source under `token`.
+async fn post_plaid(client: &reqwest::Client, app: &App, body: &str, token: &str) -> Answer {
+    let headers = [(
+        "plaid-verification".parse().expect("name"),
+        token.parse().expect("value"),
+    )];
+    post(client, &app.webhook_url("plaid"), body.to_owned(), &headers).await
+}
+
+/// GIVEN a Plaid source that forwards to a sink, its key host faked
+/// WHEN a Plaid delivery arrives, then the same token again, then the token with its ES256 signature mirrored
+/// (`s` → `n − s`: it verifies too, and anyone who saw the token, in a proxy's log say, can make it within the 5
+/// minutes of `iat`), then the same body under a token issued a second earlier
+/// THEN the first is accepted and the same and the mirrored token are answered as its duplicates; the other token
+/// is an event of its own (Plaid repeats bodies byte for byte: the signed `iat` tells its deliveries apart); the
+/// handler ran once for each event.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plaid_token_with_its_signature_mirrored_is_the_same_event() {
+    let sink = Sink::start(&[], 200).await;
+    let host = plaid_key_host().await;
+    let config = format!(
+        "[sources.plaid]\nscheme = \"plaid\"\nsecrets = [\"env:PLAID_API\"]\n\
+         handler = {{ kind = \"forward\", url = \"{}/plaid\", timeout = \"5s\" }}\n",
+        sink.url()
+    );
+    let app = spawn_plaid_app(&config, &host);
+    let body = json!({"webhook_type": "TRANSACTIONS", "webhook_code": "SYNC_UPDATES_AVAILABLE", "item_id": "item-1"})
+        .to_string();
+    let now = now_unix();
+    let token = plaid_token(&body, now);
+    let mirrored = mirrored_es256(&token);
+    assert_ne!(mirrored, token);
+    let client = client();
+
+    let first = post_plaid(&client, &app, &body, &token).await;
+    assert_eq!(
+        (first.status, first.json["status"].as_str()),
+        (200, Some("accepted")),
+        "{}",
+        first.text
+    );
+    let id = first.json["event_id"].as_str().expect("an event id").to_owned();
+    for (what, token) in [("the same token", &token), ("the mirrored token", &mirrored)] {
+        let again = post_plaid(&client, &app, &body, token).await;
+        assert_eq!(
+            (
+                again.status,
+                again.json["status"].as_str(),
+                again.json["event_id"].as_str()
+            ),
+            (200, Some("duplicate"), Some(id.as_str())),
+            "{what}: {}",
+            again.text
+        );
+    }
+    let later = post_plaid(&client, &app, &body, &plaid_token(&body, now - 1)).await;
+    assert_eq!(
+        (later.status, later.json["status"].as_str()),
+        (200, Some("accepted")),
+        "{}",
+        later.text
+    );
+    let other = later.json["event_id"].as_str().expect("an event id").to_owned();
+    assert_ne!(other, id, "another iat is another delivery");
+
+    app.wait_all_completed(
+        2,
+        std::time::Duration::from_secs(30),
+        "both Plaid events are handled",
+    );
+    let mut ran: Vec<String> = sink
+        .requests()
+        .iter()
+        .map(|r| r.header("x-inbox-event-id").unwrap_or_default())
+        .collect();
+    ran.sort();
+    let mut expected = vec![id, other];
+    expected.sort();
+    assert_eq!(
+        ran, expected,
+        "the handler ran once for each event, and only for them"
     );
 }

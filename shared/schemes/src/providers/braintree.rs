@@ -1,8 +1,8 @@
 //! Braintree: a form-encoded POST of `bt_signature` and `bt_payload` (base64 XML). `bt_signature` holds
 //! `{public key}|{hex HMAC-SHA1}` pairs joined by `&`; the HMAC key is SHA-1 of the private key, the message the
 //! `bt_payload` text (or it followed by a newline). A secret is `{public key}:{private key}`. No timestamp is
-//! checked. No event id is sent: the id is the hex SHA-256 of `bt_payload` (what is signed), the type its XML's
-//! `<kind>`. A webhook's creation is checked with `GET ?bt_challenge=...`, answered `{public key}|{hex HMAC-SHA1 of
+//! checked. No event id is sent: the id is the hex SHA-256 of `bt_payload` as signed, ending in one newline (the
+//! signature verifies the payload with or without it), the type its XML's `<kind>`. A webhook's creation is checked with `GET ?bt_challenge=...`, answered `{public key}|{hex HMAC-SHA1 of
 //! the challenge}`. <https://developer.paypal.com/braintree/docs/guides/webhooks/parse>
 //! <https://developers.braintreepayments.com/guides/webhooks/create>
 
@@ -149,7 +149,14 @@ fn identify(req: &Request) -> Result<Identified, IdError> {
     let payload = req
         .form("bt_payload")
         .ok_or_else(|| IdError::Missing("form bt_payload".to_owned()))?;
-    let event_id = hex::encode(sha2::Sha256::digest(payload.as_bytes()));
+    // The id is the hash of what is signed. `verify` takes a signature over the payload or over it followed by a
+    // newline (the SDKs sign and check either), so one signed notification verifies with its trailing newline and
+    // without it: hashed as sent, anyone who saw a delivery could strip the newline (`%0A`) and have it run again
+    // under a second id, with no timestamp to stop them. Every payload that one signature verifies is hashed with
+    // its trailing newlines replaced by one, which for Braintree's own payloads (base64 that ends in a newline) is
+    // the payload as sent: their ids are what they were.
+    let signed = format!("{}\n", payload.trim_end_matches('\n'));
+    let event_id = hex::encode(sha2::Sha256::digest(signed.as_bytes()));
     // The type is optional: a payload whose XML cannot be read still stores, untyped.
     let compact: String = payload.chars().filter(|c| !c.is_ascii_whitespace()).collect();
     let event_type = BASE64
@@ -226,5 +233,50 @@ mod tests {
         let answer = challenge(&req, &creds).unwrap().unwrap();
         assert!(String::from_utf8(answer.body).unwrap().starts_with("pubkey1|"));
         assert!(challenge(&Request::post(&uri, &empty, b""), &creds).is_none());
+    }
+
+    /// GIVEN a Braintree notification as the SDK signs it (the vector: a payload ending in a newline)
+    /// WHEN the same notification is posted again with the payload's trailing newline (`%0A`) taken off, which
+    /// anyone who saw the delivery can do without the key
+    /// THEN both verify (the signature covers the payload with or without it) and both are the vector's event id.
+    #[test]
+    fn a_payload_without_its_trailing_newline_is_the_same_event() {
+        let vector: serde_json::Value =
+            serde_json::from_str(include_str!("../../tests/vectors/braintree.json")).unwrap();
+        let creds = Credentials::secrets(
+            vector["config"]["secrets"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| Key::new(s.as_str().unwrap().as_bytes().to_vec()))
+                .collect(),
+        );
+        let uri = Uri::from_static("/webhooks/braintree");
+        let mut headers = HeaderMap::new();
+        headers.insert("content-type", HeaderValue::from_static("application/x-www-form-urlencoded"));
+        let mut checked = 0;
+        for case in vector["cases"].as_array().unwrap().iter().filter(|c| c["method"] == "POST") {
+            let body = case["body"].as_str().unwrap();
+            let stripped = body.strip_suffix("%0A").expect("the SDK's payload ends in a newline");
+            let clock = Clock {
+                now_unix: case["now"].as_i64().unwrap(),
+                tolerance_secs: 300,
+            };
+            let ids: Vec<String> = [body, stripped]
+                .into_iter()
+                .map(|body| {
+                    let req = Request::post(&uri, &headers, body.as_bytes());
+                    verify(&creds, &req, clock).expect("verifies");
+                    let Identified::One(found) = identify(&req).unwrap() else {
+                        panic!("one event")
+                    };
+                    found.event_id
+                })
+                .collect();
+            assert_eq!(ids[1], ids[0], "{}: the payload without its newline is another event", case["name"]);
+            assert_eq!(Some(ids[0].as_str()), case["expect"]["event_id"].as_str());
+            checked += 1;
+        }
+        assert!(checked > 0, "no notification in the vector");
     }
 }

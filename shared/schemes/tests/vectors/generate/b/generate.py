@@ -437,6 +437,12 @@ def braintree_vector():
             raise GeneratorError("braintree: SDK accepted the wrong private key")
         except InvalidSignatureError:
             pass
+        # The SDK checks the payload and the payload + "\n": the same signature verifies it without its newline,
+        # so the id (what is signed) is the payload with its trailing newlines made one.
+        check(payload.endswith("\n"), "braintree: the SDK's payload does not end in a newline")
+        notification = gateway.webhook_notification.parse(signature, payload.rstrip("\n"))
+        check(notification.kind == kind, "braintree: SDK refused the payload without its newline")
+        signed = payload.rstrip("\n") + "\n"
         cases.append(
             {
                 "name": name,
@@ -445,7 +451,7 @@ def braintree_vector():
                 "headers": [["content-type", "application/x-www-form-urlencoded"]],
                 "body": body,
                 "now": ts,
-                "expect": {"kind": "event", "event_id": sha256_hex(payload.encode()), "event_type": kind},
+                "expect": {"kind": "event", "event_id": sha256_hex(signed.encode()), "event_type": kind},
             }
         )
     challenge = "20f9f8ed05f77439fe955c977e4c8a53"
@@ -480,7 +486,8 @@ def braintree_vector():
             "HMAC key is SHA1(private key) as raw 20 bytes and the message is the bt_payload string (the SDK "
             "also accepts bt_payload + '\\n'). bt_payload is base64 (with newlines) of XML holding "
             "<timestamp> (not checked) and <kind> = type. No event id: id = hex SHA-256 of the decoded "
-            "bt_payload (what is signed). GET ?bt_challenge=<20-32 hex> is answered, unsigned request, with "
+            "bt_payload as signed, its trailing newlines made one (the payload with and without its newline is one "
+            "signature). GET ?bt_challenge=<20-32 hex> is answered, unsigned request, with "
             "'<public key>|<hex HMAC-SHA1(SHA1(private key), challenge)>'.",
             "cases": cases,
         }

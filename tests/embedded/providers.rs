@@ -902,3 +902,135 @@ async fn a_plaid_token_with_its_signature_mirrored_is_the_same_event() {
         "the handler ran once for each event, and only for them"
     );
 }
+
+/// A source of `scheme` under the name `scheme`, its secret in `SECRET`, forwarding to `sink`.
+fn forwarding_source(scheme: &str, sink: &Sink) -> String {
+    format!(
+        "[sources.{scheme}]\nscheme = \"{scheme}\"\nsecrets = [\"env:SECRET\"]\n\
+         handler = {{ kind = \"forward\", url = \"{}/{scheme}\", timeout = \"5s\" }}\n",
+        sink.url()
+    )
+}
+
+/// `body` (a notification as the provider's documentation shows it) signed as the provider signs it for `source`
+/// (`inbox send`'s signer): the body to post, with the signature where the provider puts it.
+fn signed_delivery(scheme: &str, secret: &str, body: &[u8], content_type: &str) -> Vec<u8> {
+    use inbox_core::schemes::{Credentials, Identity, Request, Scheme, Signer};
+    let scheme = Scheme::named(scheme).expect("a provider");
+    let key = scheme.key_from_secret(secret).expect("a usable secret");
+    let uri = http::Uri::from_static("/");
+    let mut headers = http::HeaderMap::new();
+    headers.insert("content-type", content_type.parse().expect("a content type"));
+    let identity = Identity {
+        event_id: String::new(),
+        event_type: None,
+    };
+    let signed = scheme
+        .sign_request(
+            &Signer::Secret(key),
+            &Credentials::default(),
+            &Request::post(&uri, &headers, body),
+            &identity,
+            now_unix(),
+        )
+        .expect("signed");
+    assert!(
+        signed.headers.iter().all(|(name, _)| name == "content-type"),
+        "the signature is in the body"
+    );
+    signed.body.expect("a provider that signs inside the body")
+}
+
+/// Posts `body` as `content_type` to `source`.
+async fn post_typed(
+    client: &reqwest::Client,
+    app: &App,
+    source: &str,
+    content_type: &str,
+    body: &[u8],
+) -> Answer {
+    let resp = client
+        .post(app.webhook_url(source))
+        .header("content-type", content_type)
+        .body(body.to_vec())
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("POST {source}: {e}"));
+    let status = resp.status().as_u16();
+    let text = resp.text().await.unwrap_or_default();
+    let json = serde_json::from_str(&text).unwrap_or(Value::Null);
+    Answer { status, json, text }
+}
+
+/// Posts `original` to `source`, then each variant: the original is accepted, every variant (the same
+/// delivery, or one a replayer made from it without the key) is answered as its duplicate, and the handler,
+/// forwarding to `sink`, runs once, for that event.
+async fn variants_are_one_event(
+    app: &App,
+    sink: &Sink,
+    source: &str,
+    content_type: &str,
+    original: &[u8],
+    variants: &[(&str, Vec<u8>)],
+) {
+    let client = client();
+    let first = post_typed(&client, app, source, content_type, original).await;
+    assert_eq!(
+        (first.status, first.json["status"].as_str()),
+        (200, Some("accepted")),
+        "{}",
+        first.text
+    );
+    let id = first.json["event_id"].as_str().expect("an event id").to_owned();
+    for (what, body) in variants {
+        let again = post_typed(&client, app, source, content_type, body).await;
+        assert_eq!(
+            (
+                again.status,
+                again.json["status"].as_str(),
+                again.json["event_id"].as_str()
+            ),
+            (200, Some("duplicate"), Some(id.as_str())),
+            "{what}: {}",
+            again.text
+        );
+    }
+    app.wait_all_completed(1, std::time::Duration::from_secs(30), "the one event is handled");
+    let ran: Vec<String> = sink
+        .requests()
+        .iter()
+        .map(|r| r.header("x-inbox-event-id").unwrap_or_default())
+        .collect();
+    assert_eq!(ran, vec![id], "the handler ran once, for that event");
+}
+
+/// GIVEN a Braintree source that forwards to a sink
+/// WHEN a notification arrives as Braintree posts it (`bt_payload` is base64 ending in a newline), then the same
+/// form again, then the form with the payload's trailing newline (`%0A`) taken off, which the signature verifies
+/// as well (it covers the payload with or without it) and which anyone who saw the delivery can make
+/// THEN the first is accepted, the other two are its duplicates, and the handler ran once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_braintree_payload_without_its_trailing_newline_is_the_same_event() {
+    let sink = Sink::start(&[], 200).await;
+    let secret = "k7tq2x9mvb4wd3np:3f1e9c0b7a2d4e6f8091a2b3c4d5e6f7";
+    let app = spawn_app(&forwarding_source("braintree", &sink), &[("SECRET", secret)]);
+    let xml = br#"<notification><kind>subscription_charged_successfully</kind><timestamp type="datetime">2026-01-01T00:00:00Z</timestamp><subject><subscription><id>sub_1</id></subscription></subject></notification>"#;
+    let form = "application/x-www-form-urlencoded";
+    let original = signed_delivery("braintree", secret, xml, form);
+    let text = String::from_utf8(original.clone()).expect("a form");
+    let stripped = text
+        .strip_suffix("%0A")
+        .expect("Braintree's payload ends in a newline");
+    variants_are_one_event(
+        &app,
+        &sink,
+        "braintree",
+        form,
+        &original,
+        &[
+            ("the same delivery", original.clone()),
+            ("the payload without its newline", stripped.as_bytes().to_vec()),
+        ],
+    )
+    .await;
+}

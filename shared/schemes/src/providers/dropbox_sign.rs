@@ -3,8 +3,10 @@
 //! ~3 days of retries, so no freshness is checked. The event is the `json` field of a multipart/form-data POST
 //! (or the whole body when it is application/json). Every callback must be answered `Hello API Event Received`
 //! (text/plain, 200), the `callback_test` sent when the URL is set too (that one is not stored). No id is sent and
-//! the hash covers only time and type, so the id is the hex SHA-256 of the event JSON; the type `event_type`.
+//! the hash covers only time and type: the id is the hex SHA-256 of what is signed (`event_time`, `event_type`)
+//! with what the event is about, read as JSON values (see [`event_id`]); the type `event_type`.
 //! <https://developers.hellosign.com/docs/events/walkthrough/>
+//! <https://developers.hellosign.com/docs/events/overview/> (the API object each event type carries)
 
 use serde_json::Value;
 
@@ -131,11 +133,44 @@ fn callback_test(req: &Request, _: &Credentials) -> Option<Answer> {
 
 fn identify(req: &Request) -> Result<Identified, IdError> {
     let json = event_json(req).ok_or_else(|| IdError::Missing("form json".to_owned()))?;
-    let (_, kind, _) = event_fields(json).ok_or_else(|| IdError::Missing("json /event/event_type".to_owned()))?;
+    let (time, kind, _) = event_fields(json).ok_or_else(|| IdError::Missing("json /event/event_type".to_owned()))?;
+    let value: Value = serde_json::from_slice(json).map_err(|_| IdError::MalformedBody)?;
     Ok(Identified::One(Identity {
-        event_id: hex::encode(<sha2::Sha256 as sha2::Digest>::digest(json)),
+        event_id: event_id(&value, &time, &kind),
         event_type: Some(kind).filter(|k| !k.is_empty()),
     }))
+}
+
+/// Where the event says what it is about: the signer, the account and app it is reported for, and the API
+/// object its type carries (a signature request, a template or an account).
+const SUBJECT: [&str; 6] = [
+    "/event/event_metadata/related_signature_id",
+    "/event/event_metadata/reported_for_account_id",
+    "/event/event_metadata/reported_for_app_id",
+    "/signature_request/signature_request_id",
+    "/template/template_id",
+    "/account/account_id",
+];
+
+/// The hex SHA-256 of the JSON array `[event_time, event_type, ...SUBJECT]` (each a string, or null where the
+/// event has none), written compactly.
+///
+/// `event_hash` signs only `event_time` + `event_type`, and `event_time` is in seconds: that pair alone would make
+/// two requests sent in one second one event. The rest of the event is not signed at all, so its bytes cannot be
+/// the id either: a hash of them let anyone who saw a callback send it again with a space added, under a new id,
+/// forever (nothing is timestamped). Read as values, the subject gives an id that no rewriting of the same
+/// callback changes, that Dropbox Sign's retries keep (they keep `event_time`; the objects they carry may have
+/// moved on), and that a replayer can change only by naming another subject, which is forging another event: the
+/// signature never could tell those apart.
+fn event_id(event: &Value, time: &str, kind: &str) -> String {
+    let text = |pointer: &str| match event.pointer(pointer) {
+        Some(Value::String(s)) => Value::String(s.clone()),
+        Some(Value::Number(n)) => Value::String(n.to_string()),
+        _ => Value::Null,
+    };
+    let mut parts = vec![Value::String(time.to_owned()), Value::String(kind.to_owned())];
+    parts.extend(SUBJECT.iter().map(|pointer| text(pointer)));
+    hex::encode(<sha2::Sha256 as sha2::Digest>::digest(Value::Array(parts).to_string()))
 }
 
 /// Writes `event_hash` (and `event_time` where the event has none) into the event, in the multipart field or the
@@ -220,5 +255,68 @@ mod tests {
         let signed = sign(&Signer::Secret(key), &Credentials::default(), &Request::post(&uri, &multipart, &wrapped), &identity, 0);
         let body = signed.body.unwrap();
         verify(&creds, &Request::post(&uri, &multipart, &body), clock).unwrap();
+    }
+
+    /// The vector's application/json delivery: its body, the API key, the event id it expects.
+    fn vector_case() -> (String, crate::Key, String) {
+        let vector: Value = serde_json::from_str(include_str!("../../tests/vectors/dropbox-sign.json")).unwrap();
+        let case = vector["cases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["headers"][0][1] == "application/json")
+            .unwrap();
+        let key = crate::Key::new(vector["config"]["secrets"][0].as_str().unwrap().as_bytes().to_vec());
+        let id = case["expect"]["event_id"].as_str().unwrap().to_owned();
+        (case["body"].as_str().unwrap().to_owned(), key, id)
+    }
+
+    /// The id of `body` once it verifies under `key`.
+    fn verified_id(body: &[u8], key: &crate::Key) -> String {
+        let uri = http::Uri::from_static("/webhooks/dropbox-sign");
+        let mut headers = http::HeaderMap::new();
+        headers.insert("content-type", "application/json".parse().unwrap());
+        let req = Request::post(&uri, &headers, body);
+        let clock = Clock {
+            now_unix: 0,
+            tolerance_secs: 0,
+        };
+        verify(&Credentials::secrets(vec![key.clone()]), &req, clock).expect("verifies");
+        let Identified::One(identity) = identify(&req).unwrap() else {
+            panic!("one event")
+        };
+        identity.event_id
+    }
+
+    /// GIVEN a Dropbox Sign callback (the vector), whose `event_hash` signs only `event_time` + `event_type`
+    /// WHEN it is sent again rewritten without the key: spaced out, its keys reordered, an unsigned field changed
+    /// THEN every rewriting verifies and is the same event, the vector's id; while the same signed pair about
+    /// another signature request or another signer (two events in one second) is another event.
+    #[test]
+    fn a_rewritten_callback_is_the_same_event_and_another_subject_is_not() {
+        let (body, key, expected) = vector_case();
+        assert_eq!(verified_id(body.as_bytes(), &key), expected);
+        let value: Value = serde_json::from_str(&body).unwrap();
+        let spaced = serde_json::to_string_pretty(&value).unwrap();
+        let reordered = {
+            let Value::Object(map) = &value else { panic!("an object") };
+            let mut pairs: Vec<String> = map.iter().map(|(k, v)| format!("{}:{v}", Value::from(k.as_str()))).collect();
+            pairs.reverse();
+            format!("{{{}}}", pairs.join(","))
+        };
+        let mut retitled = value.clone();
+        retitled["signature_request"]["title"] = Value::from("Another title");
+        retitled["unsigned"] = Value::from(true);
+        for (what, variant) in [("spaced out", spaced), ("keys reordered", reordered), ("unsigned fields changed", retitled.to_string())] {
+            assert_ne!(variant, body, "{what}: not a rewriting");
+            assert_eq!(verified_id(variant.as_bytes(), &key), expected, "{what}: another event");
+        }
+        let mut other_request = value.clone();
+        other_request["signature_request"]["signature_request_id"] = Value::from("0000000000000000000000000000000000000001");
+        let mut other_signer = value.clone();
+        other_signer["event"]["event_metadata"]["related_signature_id"] = Value::from("00000000000000000000000000000002");
+        for (what, other) in [("another signature request", other_request), ("another signer", other_signer)] {
+            assert_ne!(verified_id(other.to_string().as_bytes(), &key), expected, "{what}: the same event");
+        }
     }
 }

@@ -605,13 +605,34 @@ def dropbox_sign():
                      {"signature_request": done_sr, "related": "78caf2a1d01cd39cea2bc1cbb340dac3"})
     test = payload("callback_test", str(NOW), {})
 
+    def event_id(raw):
+        """What event_hash signs (event_time, event_type) and what the event is about, read as JSON values: the
+        hex SHA-256 of the compact JSON array of them (null where absent). Never the event's bytes, which nothing
+        signs."""
+        p = json.loads(raw)
+
+        def at(*path):
+            v = p
+            for k in path:
+                v = v.get(k) if isinstance(v, dict) else None
+            return str(v) if isinstance(v, (str, int, float)) and not isinstance(v, bool) else None
+
+        ev = p["event"]
+        parts = [str(ev["event_time"]), str(ev["event_type"]),
+                 at("event", "event_metadata", "related_signature_id"),
+                 at("event", "event_metadata", "reported_for_account_id"),
+                 at("event", "event_metadata", "reported_for_app_id"),
+                 at("signature_request", "signature_request_id"), at("template", "template_id"),
+                 at("account", "account_id")]
+        return sha256_hex(json.dumps(parts, separators=(",", ":"), ensure_ascii=False).encode())
+
     mp = [("content-type", "multipart/form-data; boundary=" + boundary), ("user-agent", "Dropbox Sign API")]
     cases = [
         case("signature_request_sent (multipart/form-data, field json)", url, mp, multipart(sent),
-             event(sha256_hex(sent.encode()), "signature_request_sent", answer)),
+             event(event_id(sent), "signature_request_sent", answer)),
         case("signature_request_all_signed (application/json body)", url,
              [("content-type", "application/json"), ("user-agent", "Dropbox Sign API")], signed,
-             event(sha256_hex(signed.encode()), "signature_request_all_signed", answer)),
+             event(event_id(signed), "signature_request_all_signed", answer)),
         case("callback_test sent when the callback URL is set", url, mp, multipart(test),
              {"kind": "handshake", "answer": answer}),
     ]
@@ -630,9 +651,12 @@ def dropbox_sign():
                   "POST (as documented), or the whole body when it is application/json. event_time is signed but "
                   "retries over ~3 days keep it, so it is not checked for freshness. Every callback must be "
                   "answered 200 with exactly 'Hello API Event Received' or it is retried. No event id: "
-                  "event_hash only covers time + type (two requests signed in one second collide), so id = "
-                  "lowercase hex sha256 of the event JSON bytes (the json field's value, not the multipart body "
-                  "whose boundary may change); type = event.event_type. callback_test (sent when the URL is "
+                  "event_hash only covers time + type (two requests signed in one second collide) and nothing "
+                  "signs the rest (its bytes can be rewritten freely), so id = lowercase hex sha256 of the compact "
+                  "JSON array [event_time, event_type, event_metadata.related_signature_id, "
+                  "event_metadata.reported_for_account_id, event_metadata.reported_for_app_id, "
+                  "signature_request.signature_request_id, template.template_id, account.account_id] read as "
+                  "values (null where absent); type = event.event_type. callback_test (sent when the URL is "
                   "set) is answered the same way and not stored."),
         "cases": cases,
     })

@@ -223,8 +223,8 @@ impl StoreArgs {
     }
 
     async fn open(&self) -> Result<Store> {
-        let grace = self.grace()?;
         if self.aws {
+            let grace = self.grace()?;
             let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
                 .load()
                 .await;
@@ -245,15 +245,25 @@ impl StoreArgs {
                 queue: Some(Arc::new(queue)),
             });
         }
-        let dir = match (&self.config, &self.data_dir) {
-            (_, Some(dir)) => dir.clone(),
-            (Some(path), None) => load(path)?.server.data_dir,
-            (None, None) => bail!("say where the events are: --config FILE, --data-dir DIR or --aws"),
-        };
+        let dir = self.data_dir()?;
         if !dir.join("inbox.db").exists() {
             bail!("no events stored in {} (no inbox.db there)", dir.display());
         }
-        let ledger = SqliteLedger::open(&dir, 1024, grace)?;
+        self.open_sqlite(&dir)
+    }
+
+    /// The local data directory: `--data-dir`, else the config's `server.data_dir`.
+    fn data_dir(&self) -> Result<PathBuf> {
+        Ok(match (&self.config, &self.data_dir) {
+            (_, Some(dir)) => dir.clone(),
+            (Some(path), None) => load(path)?.server.data_dir,
+            (None, None) => bail!("say where the events are: --config FILE, --data-dir DIR or --aws"),
+        })
+    }
+
+    /// The SQLite ledger in `dir`, its `inbox.db` created if absent, as `inbox serve` creates it.
+    fn open_sqlite(&self, dir: &Path) -> Result<Store> {
+        let ledger = SqliteLedger::open(dir, 1024, self.grace()?)?;
         Ok(Store {
             ledger: Arc::new(ledger),
             queue: None,

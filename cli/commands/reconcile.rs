@@ -1,5 +1,6 @@
 //! `inbox reconcile`: ask the provider's API which events exist and ingest those the ledger lacks.
 
+use std::collections::HashSet;
 use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::Duration;
@@ -7,13 +8,16 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 
 use inbox_core::config::Config;
-use inbox_core::model::{EventKey, SourceName};
-use inbox_core::ports::Queue;
+use inbox_core::model::{Event, EventId, EventKey, NewEvent, SourceName, Status};
+use inbox_core::ports::{
+    Browse, Checkpoint, Checkpoints, Claim, Created, Ledger, ListFilter, MarkDead, Queue, Replay, Settled,
+    Settlement, StoreError, Summary, SweepIndex,
+};
 use inbox_core::reconcile::{Progress, Reconciler, RunOptions};
 use inbox_core::secrets::LocalSecrets;
 use inbox_core::time::rfc3339;
 
-use crate::{load, StoreArgs};
+use crate::{load, Store, StoreArgs};
 
 /// Where embedded events wait when no process holds the in-memory queue: in the ledger itself. A running `inbox
 /// serve` takes them from there (its sweep, within the sweeper's grace), as it does after a restart.
@@ -55,7 +59,7 @@ pub async fn run(
     };
     drop(config);
     // Opened once the request is known to be sound, so a refused one touches nothing.
-    let opened = store.open().await?;
+    let opened = open(&store, dry_run).await?;
     let queue: Arc<dyn Queue> = opened.queue.unwrap_or_else(|| Arc::new(LedgerIsTheQueue));
     let bar = indicatif::ProgressBar::new(1000);
     if json || !std::io::stderr().is_terminal() {
@@ -117,6 +121,107 @@ pub async fn run(
     match error {
         Some(e) => bail!(e),
         None => Ok(()),
+    }
+}
+
+/// The ledger to reconcile into. A data directory that exists but holds no `inbox.db` yet (configured, and no
+/// `inbox serve` has run or no webhook arrived) is an empty ledger: a dry run reads it as one, creating nothing, so
+/// that the credentials can be checked before the first event; a real run creates the store there, as `inbox
+/// serve` would, and the events it recovers wait in it for the server. A directory that does not exist is a wrong
+/// path, named, for either: neither creates it.
+async fn open(store: &StoreArgs, dry_run: bool) -> Result<Store> {
+    if store.aws {
+        return store.open().await;
+    }
+    let dir = store.data_dir()?;
+    if !dir.is_dir() {
+        bail!(
+            "no data directory at {}: check --data-dir or the config's server.data_dir (`inbox serve` creates it \
+             on its first start)",
+            dir.display()
+        );
+    }
+    if dir.join("inbox.db").exists() || !dry_run {
+        return store.open_sqlite(&dir);
+    }
+    Ok(Store {
+        ledger: Arc::new(EmptyLedger),
+        queue: None,
+    })
+}
+
+/// The ledger of a data directory that holds none yet, for a dry run: every read finds nothing, and nothing can
+/// be written (a dry run writes nothing anyway).
+struct EmptyLedger;
+
+fn nothing_written() -> StoreError {
+    StoreError::Unavailable("no ledger yet in this data directory, and a dry run creates none".to_owned())
+}
+
+#[async_trait::async_trait]
+impl Ledger for EmptyLedger {
+    async fn create(&self, _: NewEvent) -> Result<Created, StoreError> {
+        Err(nothing_written())
+    }
+    async fn create_batch(&self, _: Vec<NewEvent>) -> Result<Vec<Created>, StoreError> {
+        Err(nothing_written())
+    }
+    async fn claim(&self, _: &EventKey, _: &str, _: Duration) -> Result<Claim, StoreError> {
+        Ok(Claim::Missing)
+    }
+    async fn settle(&self, _: &EventKey, _: &str, _: Settlement) -> Result<Settled, StoreError> {
+        Ok(Settled::LeaseLost)
+    }
+    async fn release(&self, _: &EventKey, _: &str) -> Result<Settled, StoreError> {
+        Ok(Settled::LeaseLost)
+    }
+    async fn mark_dead(&self, _: &EventKey, _: &str) -> Result<MarkDead, StoreError> {
+        Ok(MarkDead::Missing)
+    }
+    async fn mark_notified(&self, _: &EventKey) -> Result<(), StoreError> {
+        Err(nothing_written())
+    }
+    async fn replay(&self, _: &EventKey, _: bool) -> Result<Replay, StoreError> {
+        Ok(Replay::Missing)
+    }
+    async fn get(&self, _: &EventKey) -> Result<Option<Event>, StoreError> {
+        Ok(None)
+    }
+}
+
+#[async_trait::async_trait]
+impl SweepIndex for EmptyLedger {
+    async fn due(&self, _: i64, _: usize) -> Result<Vec<Event>, StoreError> {
+        Ok(Vec::new())
+    }
+    async fn resent(&self, _: &EventKey, _: Status, _: i64) -> Result<(), StoreError> {
+        Err(nothing_written())
+    }
+    async fn defer_alarm(&self, _: &EventKey, _: i64) -> Result<(), StoreError> {
+        Err(nothing_written())
+    }
+}
+
+#[async_trait::async_trait]
+impl Checkpoints for EmptyLedger {
+    async fn present(&self, _: &SourceName, _: &[EventId]) -> Result<HashSet<EventId>, StoreError> {
+        Ok(HashSet::new())
+    }
+    async fn checkpoint(&self, _: &SourceName) -> Result<Option<Checkpoint>, StoreError> {
+        Ok(None)
+    }
+    async fn save_checkpoint(&self, _: &SourceName, _: &Checkpoint) -> Result<(), StoreError> {
+        Err(nothing_written())
+    }
+}
+
+#[async_trait::async_trait]
+impl Browse for EmptyLedger {
+    async fn list(&self, _: &ListFilter) -> Result<Vec<Event>, StoreError> {
+        Ok(Vec::new())
+    }
+    async fn summary(&self) -> Result<Summary, StoreError> {
+        Ok(Summary::default())
     }
 }
 

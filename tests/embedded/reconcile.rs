@@ -407,3 +407,100 @@ async fn inbox_serve_keeps_the_events_it_could_not_recover_and_recovers_them_lat
         "a credential in the log"
     );
 }
+
+/// GIVEN a Stripe source with a reconcile block (a fake Stripe listing 40 events over 80 hours), configured before
+/// any webhook arrived: its data directory exists and is empty, no `inbox serve` has run
+/// WHEN `inbox reconcile --source payments --dry-run` checks the credentials
+/// THEN it succeeds and reports every event listed in the window as one it would recover, and the directory is
+/// still empty; a real run then creates the ledger there (as `inbox serve` would) and recovers them; and pointed at
+/// a data directory that does not exist, either run fails naming the directory and creates nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn inbox_reconcile_dry_run_on_an_empty_data_directory_reports_what_it_would_recover() {
+    let events = stripe_events_over(40, 80 * HOUR_MS, "fresh");
+    let stripe = FakeStripe::new(events.clone());
+    let stripe_url = stripe.start().await;
+    let want = in_window(
+        events
+            .iter()
+            .map(|(id, created, _)| (id.as_str(), created * 1000)),
+    )
+    .len() as u64;
+    assert!(want > 0, "some events fall in the window");
+    let dir = tempfile::tempdir().unwrap();
+    let source = format!(
+        "[sources.payments]\nscheme = \"stripe\"\nsecrets = [\"env:STRIPE_WEBHOOK_SECRET\"]\nhandler = {{ kind = \"log\" }}\n\
+         [sources.payments.reconcile]\nprovider = \"stripe\"\napi_key = \"env:STRIPE_RECONCILE_KEY\"\napi_base = \"{stripe_url}\"\n"
+    );
+    let env = [
+        ("STRIPE_WEBHOOK_SECRET", STRIPE_SECRET),
+        ("STRIPE_RECONCILE_KEY", stripe.key.as_str()),
+    ];
+    let reconcile = |data_dir: &std::path::Path, dry_run: bool| {
+        let config = dir.path().join("inbox.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[server]\ndata_dir = {:?}\n{source}",
+                data_dir.display().to_string()
+            ),
+        )
+        .unwrap();
+        let mut cmd = Command::new(INBOX);
+        cmd.args(["reconcile", "--config"])
+            .arg(&config)
+            .args(["--source", "payments", "--json"])
+            .envs(env)
+            .env("INBOX_LOG", "warn");
+        if dry_run {
+            cmd.arg("--dry-run");
+        }
+        cmd.output().unwrap()
+    };
+    let listing = |d: &std::path::Path| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let out = reconcile(&data, true);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (
+            summary["listed"].as_u64(),
+            summary["present"].as_u64(),
+            summary["recovered"].as_u64()
+        ),
+        (Some(want), Some(0), Some(want)),
+        "{summary}"
+    );
+    assert_eq!(summary["dry_run"], true, "{summary}");
+    assert_eq!(listing(&data), Vec::<String>::new(), "a dry run created files");
+
+    let out = reconcile(&data, false);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["recovered"].as_u64(), Some(want), "{summary}");
+    assert!(data.join("inbox.db").exists(), "the real run made no ledger");
+
+    let missing = dir.path().join("no-such-dir");
+    for dry_run in [true, false] {
+        let out = reconcile(&missing, dry_run);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "dry run {dry_run}: {err}");
+        assert!(
+            err.contains(&missing.display().to_string()),
+            "dry run {dry_run}: the directory is not named: {err}"
+        );
+        assert!(
+            !missing.exists(),
+            "dry run {dry_run}: the missing directory was created"
+        );
+        eprintln!("{}", err.trim());
+    }
+}

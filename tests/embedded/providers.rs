@@ -1081,3 +1081,53 @@ async fn a_rewritten_dropbox_sign_callback_is_the_same_event() {
     )
     .await;
 }
+
+/// GIVEN a field-by-field `hmac` source whose id is a query parameter its MAC (over the body alone) does not cover
+/// WHEN a signed delivery arrives under `?delivery=d1`, then the same body and signature under `?delivery=d2`, as
+/// anyone who saw it could send it
+/// THEN the second is stored as its own event (an id is the sender's to choose) but marked `resent_of` the first,
+/// as for an id in an unsigned header; and a source whose id would hash a body its signature does not cover is
+/// refused at start, naming the field.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unsigned_query_id_is_watched_for_resent_bodies_and_an_unsigned_body_is_never_hashed() {
+    use inbox_core::schemes::{Algorithm, Encoding, HmacParams, Locator, Scheme};
+    let secret = rand_secret();
+    let config = format!(
+        "[sources.q]\nscheme = \"hmac\"\nsecrets = [\"env:SECRET\"]\nsignature_header = \"x-sig\"\n\
+         id = \"query:delivery\"\n{HANDLER}\n"
+    );
+    let app = spawn_app(&config, &[("SECRET", &secret)]);
+    let scheme = Scheme::from(HmacParams {
+        header: "x-sig".parse().expect("a header name"),
+        algorithm: Algorithm::Sha256,
+        encoding: Encoding::Hex,
+        prefix: String::new(),
+        id: Locator::Query("delivery".to_owned()),
+        event_type: None,
+    });
+    let body = json!({"order": 42, "state": "paid"}).to_string();
+    let headers = Signer::new(scheme, &secret).headers(body.as_bytes(), "d1", None);
+    let client = client();
+    for id in ["d1", "d2"] {
+        let url = format!("{}?delivery={id}", app.webhook_url("q"));
+        let a = post(&client, &url, body.clone(), &headers).await;
+        assert_eq!(
+            (a.status, a.json["event_id"].as_str()),
+            (200, Some(id)),
+            "{}",
+            a.text
+        );
+    }
+    let resent = app.event("q", "d2").expect("d2 stored");
+    assert_eq!(resent["resent_of"], "d1", "{resent}");
+
+    let unsigned =
+        "[sources.h]\nscheme = \"hmac\"\nsecrets = [\"env:SECRET\"]\nsignature_header = \"x-sig\"\n\
+                    signed = \"{header:x-ts}\"\nid = \"sha256\"\nhandler = { kind = \"log\" }\n";
+    let (status, output) = serve_fails(unsigned, &[("SECRET", "s3cret")], &[]);
+    assert!(!status.success());
+    assert!(
+        output.contains("sources.h.id") && output.contains("does not cover"),
+        "{output}"
+    );
+}

@@ -183,7 +183,8 @@ impl From<HmacParams> for Scheme {
             },
             p.algorithm,
         ));
-        let resendable = matches!(p.id, Locator::Header(_));
+        // The MAC covers the body alone: an id in a header or the query string is not signed.
+        let resendable = matches!(p.id, Locator::Header(_) | Locator::Query(_));
         let kept = [Some(&p.id), p.event_type.as_ref()]
             .into_iter()
             .flatten()

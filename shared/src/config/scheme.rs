@@ -4,7 +4,7 @@
 use http::HeaderName;
 use inbox_schemes::families::{
     jwt::{BodyHash, JwtKey},
-    Asymmetric, At, Family, Format, Hmac, Jwt, Rsa, RsaAlgorithm, RsaKey, SecretEncoding, Signature,
+    Asymmetric, At, Family, Format, Hmac, Jwt, Part, Rsa, RsaAlgorithm, RsaKey, SecretEncoding, Signature,
     Template, Timestamp, Token, TokenAt, Unit,
 };
 use inbox_schemes::{Algorithm, Encoding, Identify, Locator, Preset, Scheme};
@@ -137,7 +137,7 @@ impl RawSource {
                 Some(Timestamp { at, unit })
             }
         };
-        if self.timestamp.is_none() && signed.uses(&inbox_schemes::families::Part::Timestamp) {
+        if self.timestamp.is_none() && signed.uses(&Part::Timestamp) {
             return Err(ConfigError::new(
                 field("signed"),
                 "uses {timestamp}, but no timestamp = \"header:NAME\" (or \"signature\") says where it is",
@@ -298,6 +298,31 @@ impl RawSource {
                 })
             }
         };
+        // An id hashed from the body (`sha256`, or a batch item that carries no id) must hash bytes the signature
+        // covers: where it does not cover the raw body (a `signed` template without `{body}`, `{params}` alone
+        // included, or a jwt without `body_hash_claim`), anyone who saw one delivery could change a byte of it (a
+        // space) and have it run again under a new id. A token signs nothing: whoever saw a delivery holds the
+        // token itself and can send anything, so no id could tell, and token sources are left as they are.
+        let body_unsigned = match &family {
+            Family::Hmac(h) => !h.signed.uses(&Part::Body),
+            Family::Ed25519(a) | Family::Ecdsa(a) => !a.signed.uses(&Part::Body),
+            Family::Rsa(r) => !r.spec.signed.uses(&Part::Body),
+            Family::Jwt(j) => j.body_hash.is_none(),
+            Family::Token(_) | Family::Custom(_) => false,
+        };
+        if body_unsigned {
+            let why = "hashes the body for ids, which this signature does not cover: a delivery resent with one byte \
+                       changed would be a new event (sign {body}, or for jwt set body_hash_claim)";
+            if id == Locator::BodySha256 {
+                return Err(ConfigError::new(field("id"), format!("\"sha256\" {why}")));
+            }
+            if self.batch.is_some() {
+                return Err(ConfigError::new(
+                    field("batch"),
+                    format!("a batch (its items without an id) {why}"),
+                ));
+            }
+        }
         let identify = match &self.batch {
             None => Identify::At {
                 id: id.clone(),
@@ -335,8 +360,12 @@ impl RawSource {
                 })
             }
         };
+        // A query parameter is signed only where the template names it, or signs the path and query whole.
         let signs_id = match &id {
-            Locator::Header(name) => signed.uses(&inbox_schemes::families::Part::Header(name.clone())),
+            Locator::Header(name) => signed.uses(&Part::Header(name.clone())),
+            Locator::Query(name) => {
+                signed.uses(&Part::Query(name.clone())) || signed.uses(&Part::PathAndQuery)
+            }
             _ => true,
         };
         let kept = [Some(&id), event_type.as_ref()]

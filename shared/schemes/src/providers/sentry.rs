@@ -1,7 +1,7 @@
 //! Sentry integration platform: `Sentry-Hook-Signature` = hex HMAC-SHA256 of the raw body, keyed with the
 //! integration's client secret. `Sentry-Hook-Timestamp` is sent but not signed, so it is not checked. The id is
-//! `Request-ID`; the type is `Sentry-Hook-Resource` and the body's `action` as `issue.created`. The installation
-//! webhook is an ordinary event; nothing needs a particular answer.
+//! the body's SHA-256 (`Request-ID` is new on every attempt); the type is `Sentry-Hook-Resource` and the body's
+//! `action` as `issue.created`. The installation webhook is an ordinary event; nothing needs a particular answer.
 //! <https://docs.sentry.io/organization/integrations/integration-platform/webhooks/>
 
 use http::HeaderName;
@@ -28,10 +28,9 @@ pub(super) fn preset() -> Preset {
             RESOURCE,
             HeaderName::from_static("sentry-hook-timestamp"),
         ],
-        // The id is an unsigned header and no timestamp is signed.
         // The id is the hash of what Sentry signs: a resend under a fresh id cannot be.
         resendable: false,
-        // An issue created: the id is `Request-ID`, the type `Sentry-Hook-Resource` and `action`.
+        // An issue created: the type is `Sentry-Hook-Resource` and `action` (`Request-ID` is kept, not the id).
         example: Some(Example {
             body: r#"{"action":"created","installation":{"uuid":"7a485448-a9e2-4c85-8a3c-4f44175783c9"},"data":{"issue":{"id":"1170820242","shortId":"PYTHON-Z","title":"ZeroDivisionError: division by zero","culprit":"app.views in index","level":"error","status":"unresolved","platform":"python","project":{"id":"1","name":"python","slug":"python"},"web_url":"https://sentry.io/organizations/acme/issues/1170820242/"}},"actor":{"type":"application","id":"sentry","name":"Sentry"}}"#,
             content_type: "application/json",

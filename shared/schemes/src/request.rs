@@ -204,6 +204,45 @@ pub fn provider_https_url(url: &str, hosts: &[&str]) -> Option<String> {
     hosts.iter().any(matches).then(|| url.to_owned())
 }
 
+/// An `https://` URL as a provider's key hosts serve them: its host in lower case, its path and its query. Only
+/// what [`HttpsUrl::parse`] admits: no user info, the default port, no fragment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpsUrl {
+    pub host: String,
+    pub path: String,
+    pub query: Option<String>,
+}
+
+impl HttpsUrl {
+    pub fn parse(url: &str) -> Option<HttpsUrl> {
+        if url.contains('#') {
+            return None;
+        }
+        let uri: Uri = url.parse().ok()?;
+        if uri.scheme_str() != Some("https") {
+            return None;
+        }
+        let authority = uri.authority()?;
+        if authority.as_str().contains('@') || authority.port().is_some_and(|p| p.as_u16() != 443) {
+            return None;
+        }
+        Some(HttpsUrl {
+            host: authority.host().to_ascii_lowercase(),
+            path: uri.path().to_owned(),
+            query: uri.query().map(str::to_owned),
+        })
+    }
+
+    /// The URL as fetched: `https://host/path?query`, the host in lower case and no port, so that one resource
+    /// has one spelling (and one cache entry).
+    pub fn canonical(&self) -> String {
+        match &self.query {
+            Some(query) => format!("https://{}{}?{query}", self.host, self.path),
+            None => format!("https://{}{}", self.host, self.path),
+        }
+    }
+}
+
 /// What the receiver answers instead of storing (a handshake), or instead of its usual JSON (a provider's required
 /// answer).
 #[derive(Clone, Debug, PartialEq, Eq)]

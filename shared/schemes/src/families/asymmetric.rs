@@ -6,7 +6,7 @@
 use aws_lc_rs::signature::{self as sig, UnparsedPublicKey, VerificationAlgorithm};
 
 use super::{missing, Signature, Template, Timestamp};
-use crate::request::{provider_https_url, Credentials, KeyRequest, PublicKey, Request, Signed};
+use crate::request::{Credentials, KeyRequest, PublicKey, Request, Signed};
 use crate::{Clock, Key, VerifyError};
 
 /// A signature over a template, with an optional signed timestamp.
@@ -151,10 +151,14 @@ impl RsaAlgorithm {
 pub enum RsaKey {
     /// The source's `public_key` (PEM).
     Configured,
-    /// A certificate at a URL the request names (`at`), fetched only from one of `hosts` over HTTPS (a `*` label
-    /// matches exactly one DNS label: see [`provider_https_url`]).
-    Certificate { at: super::At, hosts: Vec<&'static str> },
+    /// A certificate at a URL the request names (`at`), fetched only where `admit` says the provider serves its
+    /// certificates: a URL of any other shape is refused before anything is fetched.
+    Certificate { at: super::At, admit: CertificateUrl },
 }
+
+/// The provider's own test of a certificate URL a request names: the key to fetch (the URL as it is to be fetched),
+/// or `None` for a URL the provider does not serve its certificates at.
+pub type CertificateUrl = fn(&str) -> Option<KeyRequest>;
 
 /// What a provider signed its own way (PayPal's line with a CRC32 of the body, SNS's string to sign built from
 /// the JSON body): every message that may have been signed (one per configured secret where a secret is part of
@@ -195,12 +199,12 @@ pub struct Rsa {
 
 impl Rsa {
     pub fn key_request(&self, req: &Request) -> Result<Option<KeyRequest>, VerifyError> {
-        let RsaKey::Certificate { at, hosts } = &self.key else {
+        let RsaKey::Certificate { at, admit } = &self.key else {
             return Ok(None);
         };
         let url = at.first(req)?;
-        match provider_https_url(&url, hosts) {
-            Some(url) => Ok(Some(KeyRequest::Certificate { url })),
+        match admit(&url) {
+            Some(key) => Ok(Some(key)),
             None => Err(VerifyError::UntrustedKey(at.to_string())),
         }
     }

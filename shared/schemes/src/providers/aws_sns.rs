@@ -16,11 +16,68 @@ use serde_json::{Map, Value};
 use crate::families::asymmetric::RsaMessage;
 use crate::families::{Asymmetric, At, Family, Format, Rsa, RsaAlgorithm, RsaKey, Signature, Template};
 use crate::providers::{Identify, Preset};
-use crate::request::{provider_https_url, Answer, Credentials, Request};
+use crate::request::{Answer, Credentials, HttpsUrl, KeyRequest, Request};
 use crate::{Clock, Encoding, VerifyError};
 
-/// The hosts of SNS's certificates and subscription URLs: one region label, nothing deeper.
-const HOSTS: &[&str] = &["sns.*.amazonaws.com", "sns.*.amazonaws.com.cn"];
+/// Whether `host` is SNS's own endpoint in a region: `sns.<region>.amazonaws.com`, or `sns.<region>.amazonaws.com.cn`
+/// for the China regions, `<region>` being a real region's shape ([`region`]). Not `sns.*.amazonaws.com`: that
+/// admits `sns.s3.amazonaws.com` and `sns.s3-us-west-2.amazonaws.com`, the endpoints of an S3 bucket named `sns`,
+/// which anyone may own and fill with a certificate of their own. (AWS's own validators have that hole: the
+/// pattern of aws-sdk-java-v2's `CertificateRetriever` and npm `sns-validator`'s both admit the bucket hosts.)
+fn sns_host(host: &str) -> bool {
+    let Some(rest) = host.strip_prefix("sns.") else {
+        return false;
+    };
+    match (rest.strip_suffix(".amazonaws.com"), rest.strip_suffix(".amazonaws.com.cn")) {
+        (Some(region_name), _) => region(region_name) && !region_name.starts_with("cn-"),
+        (_, Some(region_name)) => region(region_name) && region_name.starts_with("cn-"),
+        _ => false,
+    }
+}
+
+/// The directions AWS names its regions by.
+const DIRECTIONS: &[&str] = &[
+    "north",
+    "south",
+    "east",
+    "west",
+    "central",
+    "northeast",
+    "northwest",
+    "southeast",
+    "southwest",
+];
+
+/// Whether `name` has a region's shape: a two-letter area, `-gov` in GovCloud, a direction and a number
+/// (`us-east-1`, `us-gov-west-1`, `ap-southeast-4`, `cn-north-1`, `il-central-1`). Never `s3` or `s3-us-west-2`.
+fn region(name: &str) -> bool {
+    let parts: Vec<&str> = name.split('-').collect();
+    let (area, direction, number) = match parts.as_slice() {
+        [area, "gov", direction, number] | [area, direction, number] => (*area, *direction, *number),
+        _ => return false,
+    };
+    area.len() == 2
+        && area.bytes().all(|b| b.is_ascii_lowercase())
+        && DIRECTIONS.contains(&direction)
+        && (1..=2).contains(&number.len())
+        && number.bytes().all(|b| b.is_ascii_digit())
+        && !number.starts_with('0')
+}
+
+/// The certificate a message's `SigningCertURL` names, if it is on an SNS host.
+fn certificate(url: &str) -> Option<KeyRequest> {
+    let url = HttpsUrl::parse(url)?;
+    sns_host(&url.host).then(|| KeyRequest::Certificate {
+        url: url.canonical(),
+    })
+}
+
+/// A SubscriptionConfirmation's `SubscribeURL`, if it is on an SNS host; its query (the topic and token) is the
+/// confirmation itself.
+fn subscribe_url(url: &str) -> Option<String> {
+    let url = HttpsUrl::parse(url)?;
+    sns_host(&url.host).then(|| url.canonical())
+}
 
 pub(super) fn preset() -> Preset {
     let family = Family::Rsa(Rsa {
@@ -37,7 +94,7 @@ pub(super) fn preset() -> Preset {
         algorithm: RsaAlgorithm::Pkcs1Sha256,
         key: RsaKey::Certificate {
             at: At::Json("/SigningCertURL".to_owned()),
-            hosts: HOSTS.to_vec(),
+            admit: certificate,
         },
         message: Some(message),
         message_signer: None,
@@ -119,7 +176,7 @@ fn subscription(req: &Request, _creds: &Credentials) -> Option<Answer> {
     let m = fields(req.body)?;
     match text(&m, "Type")? {
         "SubscriptionConfirmation" => Some(
-            match text(&m, "SubscribeURL").and_then(|url| provider_https_url(url, HOSTS)) {
+            match text(&m, "SubscribeURL").and_then(subscribe_url) {
                 Some(url) => Answer {
                     confirm: Some(url),
                     ..Answer::empty(200)
@@ -150,7 +207,56 @@ mod tests {
             ("https://user@sns.us-east-1.amazonaws.com/x.pem", false),
             ("https://sns.us-east-1.amazonaws.com:444/x.pem", false),
         ] {
-            assert_eq!(provider_https_url(url, HOSTS).is_some(), ok, "{url}");
+            assert_eq!(certificate(url).is_some(), ok, "{url}");
+            assert_eq!(subscribe_url(url).is_some(), ok, "{url}");
+        }
+    }
+
+    /// An S3 bucket named `sns` answers at `sns.s3.amazonaws.com`, `sns.s3-<region>.amazonaws.com`,
+    /// `sns.s3.<region>.amazonaws.com` and `sns.s3.dualstack.<region>.amazonaws.com` (and in China
+    /// `sns.s3.cn-north-1.amazonaws.com.cn`): anyone can own it, so none of them may serve SNS's certificate.
+    #[test]
+    fn s3_bucket_hosts_named_sns_are_refused_and_real_regions_admitted() {
+        for host in [
+            "sns.s3.amazonaws.com",
+            "sns.s3-us-west-2.amazonaws.com",
+            "sns.s3-external-1.amazonaws.com",
+            "sns.s3.us-east-1.amazonaws.com",
+            "sns.s3.dualstack.us-east-1.amazonaws.com",
+            "sns.s3-website-us-east-1.amazonaws.com",
+            "sns.s3-accelerate.amazonaws.com",
+            "sns.s3.cn-north-1.amazonaws.com.cn",
+            "sns.s3-cn-north-1.amazonaws.com.cn",
+            // A region's shape, but on the wrong partition's domain, or not a region at all.
+            "sns.cn-north-1.amazonaws.com",
+            "sns.us-east-1.amazonaws.com.cn",
+            "sns.us-east-01.amazonaws.com",
+            "sns.us-up-1.amazonaws.com",
+            "sns.usa-east-1.amazonaws.com",
+            "sns.us-gov-west.amazonaws.com",
+            "sns.amazonaws.com",
+            "sns..amazonaws.com",
+        ] {
+            let url = format!("https://{host}/SimpleNotificationService-0123456789abcdef0123456789abcdef.pem");
+            assert!(certificate(&url).is_none(), "{host} admitted");
+            let subscribe = format!("https://{host}/?Action=ConfirmSubscription&TopicArn=arn&Token=t");
+            assert!(subscribe_url(&subscribe).is_none(), "{host} admitted for a subscription");
+        }
+        for host in [
+            "sns.us-east-1.amazonaws.com",
+            "sns.us-west-2.amazonaws.com",
+            "sns.eu-central-1.amazonaws.com",
+            "sns.ap-southeast-4.amazonaws.com",
+            "sns.ap-northeast-3.amazonaws.com",
+            "sns.il-central-1.amazonaws.com",
+            "sns.me-south-1.amazonaws.com",
+            "sns.us-gov-west-1.amazonaws.com",
+            "sns.us-gov-east-1.amazonaws.com",
+            "sns.cn-north-1.amazonaws.com.cn",
+            "sns.cn-northwest-1.amazonaws.com.cn",
+        ] {
+            let url = format!("https://{host}/SimpleNotificationService-0123456789abcdef0123456789abcdef.pem");
+            assert!(certificate(&url).is_some(), "{host} refused");
         }
     }
 
@@ -201,6 +307,7 @@ mod tests {
         let req = Request::post(&uri, &headers, case["body"].as_str().unwrap().as_bytes());
         let answer = subscription(&req, &Credentials::default()).unwrap();
         assert_eq!(answer.status, 200);
+        // The confirmation is the query: it is kept as sent.
         assert_eq!(answer.confirm.as_deref(), case["expect"]["confirm_url"].as_str());
         let forged = case["body"]
             .as_str()

@@ -11,7 +11,7 @@ use http::HeaderName;
 use crate::families::asymmetric::{OwnMessage, RsaMessage};
 use crate::families::{Asymmetric, At, Family, Rsa, RsaAlgorithm, RsaKey, Signature, Template, Timestamp};
 use crate::providers::{Identify, Preset};
-use crate::request::{Credentials, Request};
+use crate::request::{Credentials, HttpsUrl, KeyRequest, Request};
 use crate::time::unix_of_rfc3339;
 use crate::{Clock, Encoding, VerifyError};
 
@@ -29,12 +29,7 @@ pub(super) fn preset() -> Preset {
         algorithm: RsaAlgorithm::Pkcs1Sha256,
         key: RsaKey::Certificate {
             at: At::Header(HeaderName::from_static("paypal-cert-url")),
-            hosts: vec![
-                "api.paypal.com",
-                "api-m.paypal.com",
-                "api.sandbox.paypal.com",
-                "api-m.sandbox.paypal.com",
-            ],
+            admit: certificate,
         },
         message: Some(message),
         message_signer: Some(sign),
@@ -47,6 +42,22 @@ pub(super) fn preset() -> Preset {
             Identify::at("json:/id", Some("json:/event_type")),
         )
     }
+}
+
+/// PayPal's API hosts, live and sandbox, where its certificates are served.
+const HOSTS: &[&str] = &[
+    "api.paypal.com",
+    "api-m.paypal.com",
+    "api.sandbox.paypal.com",
+    "api-m.sandbox.paypal.com",
+];
+
+/// The certificate a `PAYPAL-CERT-URL` names, if it is on one of PayPal's API hosts.
+fn certificate(url: &str) -> Option<KeyRequest> {
+    let url = HttpsUrl::parse(url)?;
+    HOSTS.contains(&url.host.as_str()).then(|| KeyRequest::Certificate {
+        url: url.canonical(),
+    })
 }
 
 fn header<'r>(req: &Request<'r>, name: &'static str) -> Result<&'r str, VerifyError> {

@@ -533,20 +533,24 @@ fn sns_message(
     Value::Object(body).to_string()
 }
 
+/// Where the test key host serves a signing certificate that does not chain to a trusted root, in SNS's own path.
+const UNTRUSTED_PATH: &str = "/SimpleNotificationService-0bad0bad000000000000000000000002.pem";
+
 /// GIVEN an AWS SNS source, a local HTTPS server answering as `sns.us-east-1.amazonaws.com` with a certificate from
 /// a test-only root (INBOX_TRUST_ROOTS; INBOX_CONNECT_TO points the host at it), serving SNS's signing certificate
 /// THEN a signed notification fetches that certificate once and is accepted, and a second one uses the cached
-/// key; a message naming a certificate on any other host is refused (401) with nothing fetched; a certificate on
+/// key; a message naming a certificate on any other host (an S3 bucket named `sns` among them) or at any other
+/// path of SNS's host is refused (401) with nothing fetched; a certificate on
 /// SNS's host that does not chain to a trusted root, or a host that cannot be reached, answers 503; a
 /// SubscriptionConfirmation is confirmed by fetching its SubscribeURL and stores nothing.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_certificate_is_fetched_only_from_the_providers_host_and_checked_to_a_trusted_root() {
-    let cert_path = "/SimpleNotificationService-test.pem";
+    let cert_path = "/SimpleNotificationService-7e57ce27000000000000000000000001.pem";
     let confirm_path =
         "/?Action=ConfirmSubscription&TopicArn=arn:aws:sns:us-east-1:123456789012:orders&Token=t0k3n";
     let routes = std::collections::HashMap::from([
         (cert_path.to_owned(), read("signer.pem").into_bytes()),
-        ("/untrusted.pem".to_owned(), read("untrusted.pem").into_bytes()),
+        (UNTRUSTED_PATH.to_owned(), read("untrusted.pem").into_bytes()),
         (
             confirm_path.to_owned(),
             b"<ConfirmSubscriptionResponse/>".to_vec(),
@@ -558,8 +562,10 @@ async fn a_certificate_is_fetched_only_from_the_providers_host_and_checked_to_a_
     let topic = "arn:aws:sns:us-east-1:123456789012:orders";
     let config = format!("[sources.sns]\nscheme = \"aws-sns\"\nsecrets = [\"env:SNS_TOPIC\"]\n{HANDLER}\n");
     let roots = keys().join("root.pem");
+    // The bucket hosts point at the test host too: were they admitted, their fetch would show in its hits.
     let connect_to = format!(
-        "sns.us-east-1.amazonaws.com={},sns.eu-west-1.amazonaws.com=127.0.0.1:1",
+        "sns.us-east-1.amazonaws.com={0},sns.eu-west-1.amazonaws.com=127.0.0.1:1,sns.s3.amazonaws.com={0},\
+         sns.s3-us-west-2.amazonaws.com={0}",
         host.addr()
     );
     let app = spawn_app(
@@ -612,10 +618,17 @@ async fn a_certificate_is_fetched_only_from_the_providers_host_and_checked_to_a_
         "fetched once, then cached"
     );
 
+    let off_path = format!("{good_cert}?n=1");
     for elsewhere in [
         "https://evil.example/SimpleNotificationService-test.pem",
         "https://sns.us-east-1.amazonaws.com.evil.example/x.pem",
         "http://sns.us-east-1.amazonaws.com/x.pem",
+        // The endpoints of an S3 bucket named `sns`, which anyone may own.
+        "https://sns.s3.amazonaws.com/SimpleNotificationService-7e57ce27000000000000000000000001.pem",
+        "https://sns.s3-us-west-2.amazonaws.com/SimpleNotificationService-7e57ce27000000000000000000000001.pem",
+        // SNS's own host, but not its certificate's path.
+        &off_path,
+        "https://sns.us-east-1.amazonaws.com/x.pem",
     ] {
         let answer = sns(sns_message(
             "Notification",
@@ -635,18 +648,19 @@ async fn a_certificate_is_fetched_only_from_the_providers_host_and_checked_to_a_
         "a certificate named on another host was fetched"
     );
 
-    let untrusted = "https://sns.us-east-1.amazonaws.com/untrusted.pem";
+    let untrusted = format!("https://sns.us-east-1.amazonaws.com{UNTRUSTED_PATH}");
     let answer = sns(sns_message(
         "Notification",
         topic,
         "m-untrusted",
-        untrusted,
+        &untrusted,
         "untrusted.key",
         &[],
     ))
     .await;
     answer.assert_error(503, "a certificate from an untrusted root");
-    let unreachable = "https://sns.eu-west-1.amazonaws.com/SimpleNotificationService-x.pem";
+    let unreachable =
+        "https://sns.eu-west-1.amazonaws.com/SimpleNotificationService-0000000000000000000000000000dead.pem";
     let down = sns(sns_message(
         "Notification",
         topic,

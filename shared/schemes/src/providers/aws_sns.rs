@@ -64,19 +64,29 @@ fn region(name: &str) -> bool {
         && !number.starts_with('0')
 }
 
-/// The certificate a message's `SigningCertURL` names, if it is on an SNS host.
+/// The certificate a message's `SigningCertURL` names, if it is SNS's certificate path on an SNS host:
+/// `/SimpleNotificationService-<hex>.pem` (32 hex digits in every message seen, e.g. aws-sdk-ruby's
+/// `gems/aws-sdk-sns/spec/message_verifier_spec.rb`), with no query. Any other URL is not SNS's certificate.
 fn certificate(url: &str) -> Option<KeyRequest> {
     let url = HttpsUrl::parse(url)?;
-    sns_host(&url.host).then(|| KeyRequest::Certificate {
+    let id = url
+        .path
+        .strip_prefix("/SimpleNotificationService-")
+        .and_then(|rest| rest.strip_suffix(".pem"))?;
+    let id_shape = (1..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    (sns_host(&url.host) && id_shape && url.query.is_none()).then(|| KeyRequest::Certificate {
         url: url.canonical(),
     })
 }
 
-/// A SubscriptionConfirmation's `SubscribeURL`, if it is on an SNS host; its query (the topic and token) is the
-/// confirmation itself.
+/// A SubscriptionConfirmation's `SubscribeURL`, if it is SNS's confirmation on an SNS host: `/?Action=
+/// ConfirmSubscription&TopicArn=…&Token=…`. Its query is the confirmation itself, and is kept as sent.
 fn subscribe_url(url: &str) -> Option<String> {
     let url = HttpsUrl::parse(url)?;
-    sns_host(&url.host).then(|| url.canonical())
+    let confirms = url.path == "/"
+        && crate::request::pairs(url.query.as_deref().unwrap_or(""))
+            .any(|(name, value)| name == "Action" && value == "ConfirmSubscription");
+    (sns_host(&url.host) && confirms).then(|| url.canonical())
 }
 
 pub(super) fn preset() -> Preset {
@@ -196,19 +206,52 @@ mod tests {
 
     #[test]
     fn only_sns_hosts_serve_certificates_and_subscriptions() {
-        for (url, ok) in [
-            ("https://sns.us-east-1.amazonaws.com/SimpleNotificationService-abc.pem", true),
-            ("https://sns.cn-north-1.amazonaws.com.cn/SimpleNotificationService-abc.pem", true),
-            ("https://SNS.eu-west-3.AMAZONAWS.com/x.pem", true),
-            ("http://sns.us-east-1.amazonaws.com/x.pem", false),
-            ("https://sns.us-east-1.amazonaws.com.certs.example.net/x.pem", false),
-            ("https://attacker.s3.amazonaws.com/x.pem", false),
-            ("https://sns.evil.us-east-1.amazonaws.com/x.pem", false),
-            ("https://user@sns.us-east-1.amazonaws.com/x.pem", false),
-            ("https://sns.us-east-1.amazonaws.com:444/x.pem", false),
+        let pem = "/SimpleNotificationService-7ff5318490ec183fbaddaa2a969abfda.pem";
+        let confirm = "/?Action=ConfirmSubscription&TopicArn=arn:aws:sns:us-east-1:123456789012:t&Token=2336412f";
+        for (host, ok) in [
+            ("https://sns.us-east-1.amazonaws.com", true),
+            ("https://sns.cn-north-1.amazonaws.com.cn", true),
+            ("https://SNS.eu-west-3.AMAZONAWS.com", true),
+            ("http://sns.us-east-1.amazonaws.com", false),
+            ("https://sns.us-east-1.amazonaws.com.certs.example.net", false),
+            ("https://attacker.s3.amazonaws.com", false),
+            ("https://sns.evil.us-east-1.amazonaws.com", false),
+            ("https://user@sns.us-east-1.amazonaws.com", false),
+            ("https://sns.us-east-1.amazonaws.com:444", false),
         ] {
-            assert_eq!(certificate(url).is_some(), ok, "{url}");
-            assert_eq!(subscribe_url(url).is_some(), ok, "{url}");
+            assert_eq!(certificate(&format!("{host}{pem}")).is_some(), ok, "{host}");
+            assert_eq!(subscribe_url(&format!("{host}{confirm}")).is_some(), ok, "{host}");
+        }
+    }
+
+    /// On SNS's own host, only its certificate path is a certificate (no query: a request may not choose what
+    /// is fetched), and only its confirmation a subscription (the query kept as sent).
+    #[test]
+    fn only_snss_certificate_path_is_fetched_and_subscriptions_keep_their_query() {
+        let host = "https://sns.us-east-1.amazonaws.com";
+        for (path, ok) in [
+            ("/SimpleNotificationService-7ff5318490ec183fbaddaa2a969abfda.pem", true),
+            ("/SimpleNotificationService-f3ecfb7224c7233fe7bb5f59f96de52f.pem", true),
+            ("/SimpleNotificationService-7ff5318490ec183fbaddaa2a969abfda.pem?n=1", false),
+            ("/SimpleNotificationService-7ff5318490ec183fbaddaa2a969abfda.pem#k", false),
+            ("/SimpleNotificationService-7FF5318490EC183FBADDAA2A969ABFDA.pem", false),
+            ("/SimpleNotificationService-.pem", false),
+            ("/SimpleNotificationService-test.pem", false),
+            ("/SimpleNotificationService-7ff53184.key", false),
+            ("/x/SimpleNotificationService-7ff5318490ec183fbaddaa2a969abfda.pem", false),
+            ("/?Action=ConfirmSubscription&Token=t", false),
+            ("/untrusted.pem", false),
+            ("/", false),
+        ] {
+            let url = format!("{host}{path}");
+            assert_eq!(certificate(&url).is_some(), ok, "{url}");
+        }
+        let long = format!("{host}/SimpleNotificationService-{}.pem", "a".repeat(65));
+        assert!(certificate(&long).is_none());
+        let confirm = format!("{host}/?Action=ConfirmSubscription&TopicArn=arn:aws:sns:us-east-1:1:t&Token=ab%2Bc");
+        assert_eq!(subscribe_url(&confirm).as_deref(), Some(confirm.as_str()));
+        for path in ["/?Action=Unsubscribe&SubscriptionArn=x", "/x?Action=ConfirmSubscription", "/"] {
+            assert!(subscribe_url(&format!("{host}{path}")).is_none(), "{path}");
         }
     }
 

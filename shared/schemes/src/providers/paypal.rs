@@ -52,10 +52,20 @@ const HOSTS: &[&str] = &[
     "api-m.sandbox.paypal.com",
 ];
 
-/// The certificate a `PAYPAL-CERT-URL` names, if it is on one of PayPal's API hosts.
+/// Where PayPal serves a webhook certificate on those hosts: `/v1/notifications/certs/CERT-` and the certificate's
+/// id, groups of lower-case hex joined by hyphens (`CERT-360caa42-fca2a594-a5cafa77` in PayPal's examples,
+/// `CERT-360caa42-fca2a594-1d93a270` in the test of PayPal's Java SDK, `rest-api-sdk/.../ValidateCertTest.java`).
+const CERT_PATH: &str = "/v1/notifications/certs/CERT-";
+
+/// The certificate a `PAYPAL-CERT-URL` names, if it is a certificate's path on one of PayPal's API hosts, with no
+/// query: any other URL is not PayPal's certificate, and fetching it would only let a request choose what this
+/// receiver asks PayPal's hosts for.
 fn certificate(url: &str) -> Option<KeyRequest> {
     let url = HttpsUrl::parse(url)?;
-    HOSTS.contains(&url.host.as_str()).then(|| KeyRequest::Certificate {
+    let id = url.path.strip_prefix(CERT_PATH)?;
+    let id_shape = (1..=64).contains(&id.len())
+        && id.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b) || b == b'-');
+    (HOSTS.contains(&url.host.as_str()) && id_shape && url.query.is_none()).then(|| KeyRequest::Certificate {
         url: url.canonical(),
     })
 }
@@ -157,6 +167,17 @@ mod tests {
             ("http://api.paypal.com/v1/notifications/certs/CERT-1", false),
             ("https://paypal.com.certs.example.net/v1/notifications/certs/CERT-1", false),
             ("https://api.paypal.com:8443/v1/notifications/certs/CERT-1", false),
+            // PayPal's host, but not a certificate's path: a request may not choose what is fetched there.
+            ("https://api.paypal.com/v1/notifications/certs/CERT-360caa42-fca2a594-a5cafa77?n=1", false),
+            ("https://api.paypal.com/v1/notifications/certs/CERT-360caa42-fca2a594-a5cafa77#x", false),
+            ("https://api.paypal.com/v1/notifications/certs/CERT-360CAA42-fca2a594-a5cafa77", false),
+            ("https://api.paypal.com/v1/notifications/certs/CERT-360caa42/../../oauth2/token", false),
+            ("https://api.paypal.com/v1/notifications/certs/CERT-%33%36", false),
+            ("https://api.paypal.com/v1/notifications/certs/CERT-", false),
+            ("https://api.paypal.com/v1/notifications/certs/", false),
+            ("https://api.paypal.com/v1/oauth2/token", false),
+            ("https://api.paypal.com/", false),
+            (&format!("https://api.paypal.com/v1/notifications/certs/CERT-{}", "a".repeat(65)), false),
         ] {
             let mut headers = http::HeaderMap::new();
             headers.insert("paypal-cert-url", url.parse().unwrap());

@@ -363,9 +363,9 @@ def sendgrid() -> dict:
 
 
 # --------------------------------------------------------------------------------------------- paypal
-PAYPAL_CERT_URL = "https://api.paypal.com/v1/notifications/certs/CERT-360caa42-fca2a594-test"
-PAYPAL_ROGUE_URL = "https://api.paypal.com/v1/notifications/certs/CERT-360caa42-fca2a594-rogue"
-PAYPAL_EVIL_URL = "https://paypal.com.certs.example.net/v1/notifications/certs/CERT-360caa42-fca2a594-test"
+PAYPAL_CERT_URL = "https://api.paypal.com/v1/notifications/certs/CERT-360caa42-fca2a594-7e57ce27"
+PAYPAL_ROGUE_URL = "https://api.paypal.com/v1/notifications/certs/CERT-360caa42-fca2a594-0bad0bad"
+PAYPAL_EVIL_URL = "https://paypal.com.certs.example.net/v1/notifications/certs/CERT-360caa42-fca2a594-7e57ce27"
 
 
 def paypal() -> dict:
@@ -483,9 +483,9 @@ def paypal() -> dict:
 
 
 # --------------------------------------------------------------------------------------------- aws-sns
-SNS_CERT_URL = "https://sns.us-east-1.amazonaws.com/SimpleNotificationService-test.pem"
-SNS_ROGUE_URL = "https://sns.us-east-1.amazonaws.com/SimpleNotificationService-rogue.pem"
-SNS_EVIL_URL = "https://sns.us-east-1.amazonaws.com.certs.example.net/SimpleNotificationService-test.pem"
+SNS_CERT_URL = "https://sns.us-east-1.amazonaws.com/SimpleNotificationService-7e57ce27000000000000000000000001.pem"
+SNS_ROGUE_URL = "https://sns.us-east-1.amazonaws.com/SimpleNotificationService-0bad0bad000000000000000000000002.pem"
+SNS_EVIL_URL = "https://sns.us-east-1.amazonaws.com.certs.example.net/SimpleNotificationService-7e57ce27000000000000000000000001.pem"
 SNS_TOPIC = "arn:aws:sns:us-east-1:123456789012:inbox-test"
 SNS_SUB = SNS_TOPIC + ":2bcfbf39-05c3-41de-beaa-fcfcc21c8f55"
 SNS_SIGNED = {  # the keys of the string to sign, in order, each present one as "Key\nvalue\n"

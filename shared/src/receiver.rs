@@ -21,7 +21,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::Instrument;
 
 use crate::delivery_health::{DeliveryHealth, Seen};
-use crate::keys::KeySource;
+use crate::keys::{KeyFetchError, KeySource};
 use crate::metrics::{Metrics, Reject};
 use crate::model::{EventId, EventKey, KeptHeaders, NewEvent, Origin, Status};
 use crate::ports::{Created, Ledger, Queue, StoreError};
@@ -456,7 +456,8 @@ async fn accept(
         None => None,
         Some(wanted) => match r.keys.fetch(&wanted).await {
             Ok(key) => Some(key),
-            Err(e) => {
+            Err(KeyFetchError::Forged(why)) => return Err(refused(VerifyError::UntrustedKey(why))),
+            Err(KeyFetchError::Unavailable(e)) => {
                 tracing::warn!(error = %e, "the provider's key could not be fetched: answered 503");
                 return Err(Rejection::KeyUnavailable);
             }

@@ -535,22 +535,25 @@ fn sns_message(
 
 /// Where the test key host serves a signing certificate that does not chain to a trusted root, in SNS's own path.
 const UNTRUSTED_PATH: &str = "/SimpleNotificationService-0bad0bad000000000000000000000002.pem";
+/// Where it serves a certificate for the signer's own key, from the trusted root, but issued to another name.
+const OTHER_NAME_PATH: &str = "/SimpleNotificationService-0bad0bad000000000000000000000003.pem";
 
 /// GIVEN an AWS SNS source, a local HTTPS server answering as `sns.us-east-1.amazonaws.com` with a certificate from
 /// a test-only root (INBOX_TRUST_ROOTS; INBOX_CONNECT_TO points the host at it), serving SNS's signing certificate
 /// THEN a signed notification fetches that certificate once and is accepted, and a second one uses the cached
 /// key; a message naming a certificate on any other host (an S3 bucket named `sns` among them) or at any other
-/// path of SNS's host is refused (401) with nothing fetched; a certificate on
-/// SNS's host that does not chain to a trusted root, or a host that cannot be reached, answers 503; a
-/// SubscriptionConfirmation is confirmed by fetching its SubscribeURL and stores nothing.
+/// path of SNS's host is refused (401) with nothing fetched; a certificate on SNS's host that does not chain to
+/// a trusted root, or a host that cannot be reached, answers 503, and one that chains to it but is issued to a
+/// name other than SNS's is refused 401 (a forgery); a SubscriptionConfirmation is confirmed by fetching its SubscribeURL and stores nothing.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_certificate_is_fetched_only_from_the_providers_host_and_checked_to_a_trusted_root() {
     let cert_path = "/SimpleNotificationService-7e57ce27000000000000000000000001.pem";
     let confirm_path =
         "/?Action=ConfirmSubscription&TopicArn=arn:aws:sns:us-east-1:123456789012:orders&Token=t0k3n";
     let routes = std::collections::HashMap::from([
-        (cert_path.to_owned(), read("signer.pem").into_bytes()),
+        (cert_path.to_owned(), read("sns-signer.pem").into_bytes()),
         (UNTRUSTED_PATH.to_owned(), read("untrusted.pem").into_bytes()),
+        (OTHER_NAME_PATH.to_owned(), read("other-name.pem").into_bytes()),
         (
             confirm_path.to_owned(),
             b"<ConfirmSubscriptionResponse/>".to_vec(),
@@ -659,6 +662,22 @@ async fn a_certificate_is_fetched_only_from_the_providers_host_and_checked_to_a_
     ))
     .await;
     answer.assert_error(503, "a certificate from an untrusted root");
+    // The signer's own key, from the trusted root, but not issued to SNS's name: not SNS's certificate, whoever
+    // served it. A forgery, refused like one (401), not a key that could not be had (503).
+    let other_name = sns(sns_message(
+        "Notification",
+        topic,
+        "m-other-name",
+        &format!("https://sns.us-east-1.amazonaws.com{OTHER_NAME_PATH}"),
+        "signer.key",
+        &[],
+    ))
+    .await;
+    other_name.assert_error(401, "a trusted certificate issued to another name");
+    assert!(
+        host.hits().contains(&OTHER_NAME_PATH.to_owned()),
+        "the certificate was fetched and its name checked"
+    );
     let unreachable =
         "https://sns.eu-west-1.amazonaws.com/SimpleNotificationService-0000000000000000000000000000dead.pem";
     let down = sns(sns_message(

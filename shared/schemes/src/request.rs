@@ -149,8 +149,10 @@ impl PublicKey {
 /// HTTPS hosts: a request that names any other host is refused before anything is fetched.
 #[derive(Clone, Debug)]
 pub enum KeyRequest {
-    /// A PEM certificate (chain) whose leaf holds the key; checked to a trusted root by the fetcher.
-    Certificate { url: String },
+    /// A PEM certificate (chain) whose leaf holds the key; checked by the fetcher to a trusted root, and to be
+    /// issued to one of `names` (a DNS name of its subjectAltName): the names the provider's own signing
+    /// certificates carry. A certificate from a trusted root under any other name is not the provider's.
+    Certificate { url: String, names: Vec<String> },
     /// A JWK set; the key with this `kid` is the one.
     Jwks { url: String, kid: String },
     /// One JWK, returned as `{"key": JWK}` for a `POST` of `body` (JSON naming the key id and the source's API
@@ -169,7 +171,7 @@ impl KeyRequest {
 
     pub fn url(&self) -> &str {
         match self {
-            KeyRequest::Certificate { url }
+            KeyRequest::Certificate { url, .. }
             | KeyRequest::Jwks { url, .. }
             | KeyRequest::JwkByPost { url, .. } => url,
         }

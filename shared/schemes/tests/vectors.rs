@@ -134,7 +134,7 @@ fn run(vector: &Vector, scheme: &Scheme, creds: &Credentials, req: &Request, now
     let fetched = match scheme.key_request(creds, req) {
         Err(e) => return Outcome::Refused(e),
         Ok(None) => None,
-        Ok(Some(KeyRequest::Certificate { url })) => {
+        Ok(Some(KeyRequest::Certificate { url, .. })) => {
             let pem = vector
                 .certificates
                 .get(&url)

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Test-only keys and certificates for the end-to-end tests of the asymmetric families (tests/embedded/providers.rs):
 # a private root that stands in for the web's roots (trusted only through INBOX_TRUST_ROOTS), a TLS certificate for
-# the provider hosts the local HTTPS server answers as, and a signing certificate like PayPal's and AWS SNS's.
+# the provider hosts the local HTTPS server answers as, and signing certificates like PayPal's and AWS SNS's, under
+# the names theirs carry (messageverificationcerts.paypal.com, sns.amazonaws.com).
 # Nothing here is a real key. Regenerate with `sh make.sh` (OpenSSL 3); the tests read the files as committed.
 set -eu
 cd "$(dirname "$0")"
@@ -19,7 +20,24 @@ sign() { # name, subject, extensions
 sign host "/CN=api.paypal.com" "subjectAltName=DNS:api.paypal.com,DNS:api-m.paypal.com,DNS:sns.us-east-1.amazonaws.com,DNS:production.plaid.com,DNS:www.googleapis.com,DNS:evil.example
 basicConstraints=CA:FALSE
 extendedKeyUsage=serverAuth"
-sign signer "/CN=messageverificationcerts.paypal.com" "basicConstraints=CA:FALSE
+sign signer "/CN=messageverificationcerts.paypal.com" "subjectAltName=DNS:messageverificationcerts.paypal.com
+basicConstraints=CA:FALSE
+keyUsage=digitalSignature"
+# More certificates for the signer's key, from the same root: SNS's name, and a name that is neither provider's
+# (a certificate anyone can get for a domain of their own; chained to a trusted root, it must still be refused).
+# The receiver checks the DNS names of subjectAltName, as rustls-webpki does (the CN alone is not read).
+reissue() { # name, subject, extensions
+  openssl req -new -key signer.key -out "$1.csr" -subj "$2"
+  printf '%s\n' "$3" > "$1.ext"
+  openssl x509 -req -in "$1.csr" -CA root.pem -CAkey root.key -CAcreateserial -out "$1.pem" -days $days \
+    -extfile "$1.ext"
+  rm "$1.csr" "$1.ext"
+}
+reissue sns-signer "/CN=sns.amazonaws.com" "subjectAltName=DNS:sns.amazonaws.com
+basicConstraints=CA:FALSE
+keyUsage=digitalSignature"
+reissue other-name "/CN=webhooks.attacker.example" "subjectAltName=DNS:webhooks.attacker.example
+basicConstraints=CA:FALSE
 keyUsage=digitalSignature"
 # An unrelated root: a signing certificate from it must be refused.
 openssl req -x509 -newkey rsa:2048 -nodes -keyout other-root.key -out other-root.pem -days $days \

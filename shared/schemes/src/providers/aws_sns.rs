@@ -74,10 +74,30 @@ fn certificate(url: &str) -> Option<KeyRequest> {
         .strip_prefix("/SimpleNotificationService-")
         .and_then(|rest| rest.strip_suffix(".pem"))?;
     let id_shape = (1..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-    (sns_host(&url.host) && id_shape && url.query.is_none()).then(|| KeyRequest::Certificate {
+    if !(sns_host(&url.host) && id_shape && url.query.is_none()) {
+        return None;
+    }
+    let mut names = vec![NAME.to_owned(), url.host.clone()];
+    if url.host.ends_with(".cn") {
+        names.push(NAME_CN.to_owned());
+    }
+    Some(KeyRequest::Certificate {
         url: url.canonical(),
+        names,
     })
 }
+
+/// The name SNS's signing certificates are issued to: `sns.amazonaws.com`, the subject (CN and the only
+/// subjectAltName DNS name) of the live signing certificate embedded in aws-sdk-ruby's
+/// `gems/aws-sdk-sns/spec/message_verifier_spec.rb` (served at
+/// `https://sns.us-east-2.amazonaws.com/SimpleNotificationService-7ff5318490ec183fbaddaa2a969abfda.pem`, issued by
+/// Amazon's Server CA 1B), and what awsdocs/amazon-sns-developer-guide issue #7 found on the certificates of other
+/// regions. Also admitted: the regional endpoint's own name (the developer guide once gave it as the certificate's
+/// name) and, in China, `sns.amazonaws.com.cn`, because GovCloud's and China's certificates could not be seen. Every
+/// one of these names is AWS's alone: nobody else can be issued a certificate for them, which is what the check is
+/// for (a bucket owner's certificate names a domain of the owner's).
+const NAME: &str = "sns.amazonaws.com";
+const NAME_CN: &str = "sns.amazonaws.com.cn";
 
 /// A SubscriptionConfirmation's `SubscribeURL`, if it is SNS's confirmation on an SNS host: `/?Action=
 /// ConfirmSubscription&TopicArn=…&Token=…`. Its query is the confirmation itself, and is kept as sent.

@@ -67,8 +67,21 @@ fn certificate(url: &str) -> Option<KeyRequest> {
         && id.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b) || b == b'-');
     (HOSTS.contains(&url.host.as_str()) && id_shape && url.query.is_none()).then(|| KeyRequest::Certificate {
         url: url.canonical(),
+        names: NAMES.iter().map(|n| (*n).to_owned()).collect(),
     })
 }
+
+/// The names PayPal's webhook certificates are issued to. `messageverificationcerts.paypal.com` is the subject
+/// (CN and subjectAltName DNS name) of the certificate PayPal serves for verification today, as printed on
+/// <https://developer.paypal.com/api/orders/v2/certs-get> (issued by DigiCert's EV server CA). PayPal's own Java
+/// SDK accepts `CN=messageverificationcerts*.paypal.com` (`SSLUtil.validateCertificateChain`, paypal/PayPal-Java-SDK
+/// `rest-api-sdk/src/main/java/com/paypal/base/SSLUtil.java`), which takes in the sandbox's
+/// `messageverificationcerts.sandbox.paypal.com`. Both domains are PayPal's alone: nobody else can be issued a
+/// certificate for them, which is what the check is for.
+const NAMES: &[&str] = &[
+    "messageverificationcerts.paypal.com",
+    "messageverificationcerts.sandbox.paypal.com",
+];
 
 fn header<'r>(req: &Request<'r>, name: &'static str) -> Result<&'r str, VerifyError> {
     crate::header_first(req.headers, &HeaderName::from_static(name))

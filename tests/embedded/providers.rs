@@ -735,12 +735,15 @@ fn p256_jwk(kid: &str) -> Value {
     json!({"kty": "EC", "crv": "P-256", "kid": kid, "x": b64(&point[..32]), "y": b64(&point[32..]), "alg": "ES256", "use": "sig"})
 }
 
+/// The key id the test key host serves the test P-256 key under: a UUID, as Plaid's key ids are.
+const PLAID_KID: &str = "bfbd5111-8e33-4643-8ced-b2e642a72f3c";
+
 /// A local HTTPS server answering as production.plaid.com, whose `/webhook_verification_key/get` returns the test
-/// P-256 key under the `kid` the tokens of [`plaid_token`] name.
+/// P-256 key under [`PLAID_KID`].
 async fn plaid_key_host() -> testkit::https::HttpsServer {
     let routes = std::collections::HashMap::from([(
         "/webhook_verification_key/get".to_owned(),
-        json!({"key": p256_jwk("plaid-k1"), "request_id": "r1"})
+        json!({"key": p256_jwk(PLAID_KID), "request_id": "r1"})
             .to_string()
             .into_bytes(),
     )]);
@@ -761,14 +764,14 @@ fn spawn_plaid_app(config: &str, host: &testkit::https::HttpsServer) -> App {
     )
 }
 
-/// A `Plaid-Verification` token for `body` as Plaid makes one: an ES256 JWT under the test P-256 key (`kid`
-/// `plaid-k1`) whose claims are `iat` and the body's hex SHA-256.
-fn plaid_token(body: &str, iat: i64) -> String {
+/// A `Plaid-Verification` token for `body` as Plaid makes one: an ES256 JWT under the test P-256 key, naming
+/// `kid`, whose claims are `iat` and the body's hex SHA-256.
+fn plaid_token(kid: &str, body: &str, iat: i64) -> String {
     use base64::Engine as _;
     use sha2::Digest as _;
     let claims =
         json!({"iat": iat, "request_body_sha256": hex::encode(sha2::Sha256::digest(body.as_bytes()))});
-    let header = json!({"alg": "ES256", "kid": "plaid-k1", "typ": "JWT"});
+    let header = json!({"alg": "ES256", "kid": kid, "typ": "JWT"});
     let b64 = |v: &Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
     let signing = format!("{}.{}", b64(&header), b64(&claims));
     let der = der("p256.key");
@@ -813,14 +816,15 @@ fn mirrored_es256(token: &str) -> String {
 /// production.plaid.com whose `/webhook_verification_key/get` returns the key for the token's `kid`
 /// WHEN Plaid-signed webhooks arrive (an ES256 JWT binding the body's SHA-256), one with a changed body
 /// THEN the key is asked for once by POST, with the credentials and the key id, and the good one is accepted; the
-/// changed one is refused 401; nothing else is stored.
+/// changed one is refused 401, and so is one naming a key id of no Plaid key's shape, with nothing asked for;
+/// nothing else is stored.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_plaid_key_is_asked_for_by_post_with_the_sources_credentials() {
     let host = plaid_key_host().await;
     let config = format!("[sources.plaid]\nscheme = \"plaid\"\nsecrets = [\"env:PLAID_API\"]\n{HANDLER}\n");
     let app = spawn_plaid_app(&config, &host);
     let body = json!({"webhook_type": "TRANSACTIONS", "webhook_code": "SYNC_UPDATES_AVAILABLE", "item_id": "item-1"}).to_string();
-    let token = plaid_token(&body, now_unix());
+    let token = plaid_token(PLAID_KID, &body, now_unix());
     let client = client();
     let headers = [(
         "plaid-verification".parse().expect("name"),
@@ -836,6 +840,13 @@ async fn a_plaid_key_is_asked_for_by_post_with_the_sources_credentials() {
     let changed = body.replace("item-1", "item-2");
     let refused = post(&client, &app.webhook_url("plaid"), changed, &headers).await;
     refused.assert_error(401, "a body the token does not bind");
+    // A key id Plaid's keys never have (not a UUID): refused, and the credentials are not sent for it.
+    let invented = [(
+        "plaid-verification".parse().expect("name"),
+        plaid_token("plaid-k1", &body, now_unix()).parse().expect("value"),
+    )];
+    let answer = post(&client, &app.webhook_url("plaid"), body.clone(), &invented).await;
+    answer.assert_error(401, "a kid of no Plaid key's shape");
     assert_eq!(
         host.hits(),
         vec!["/webhook_verification_key/get".to_owned()],
@@ -881,7 +892,7 @@ async fn a_plaid_token_with_its_signature_mirrored_is_the_same_event() {
     let body = json!({"webhook_type": "TRANSACTIONS", "webhook_code": "SYNC_UPDATES_AVAILABLE", "item_id": "item-1"})
         .to_string();
     let now = now_unix();
-    let token = plaid_token(&body, now);
+    let token = plaid_token(PLAID_KID, &body, now);
     let mirrored = mirrored_es256(&token);
     assert_ne!(mirrored, token);
     let client = client();
@@ -907,7 +918,7 @@ async fn a_plaid_token_with_its_signature_mirrored_is_the_same_event() {
             again.text
         );
     }
-    let later = post_plaid(&client, &app, &body, &plaid_token(&body, now - 1)).await;
+    let later = post_plaid(&client, &app, &body, &plaid_token(PLAID_KID, &body, now - 1)).await;
     assert_eq!(
         (later.status, later.json["status"].as_str()),
         (200, Some("accepted")),

@@ -227,8 +227,9 @@ pub enum VerifyError {
     Timestamp { skew_secs: i64 },
     #[error("no signature matched")]
     Mismatch,
-    /// The request points at a key somewhere other than the provider's own hosts: refused, nothing fetched.
-    #[error("the key the request points at ({0}) is not on the provider's hosts")]
+    /// The request points at a key the provider does not serve (another host, another path, a key id of another
+    /// shape), or what was fetched is not the provider's: refused, nothing (more) fetched.
+    #[error("the key the request points at ({0}) is not one the provider serves")]
     UntrustedKey(String),
 }
 

@@ -25,6 +25,10 @@ pub enum JwtKey {
         /// How the key is asked for: `false`, a `GET` of the set (Google); `true`, a `POST` naming the key id and
         /// the source's first secret as `client_id:secret`, answered `{"key": JWK}` (Plaid).
         by_post: bool,
+        /// Whether a `kid` has the shape of the provider's key ids: a token naming any other is refused before
+        /// anything is fetched (every invented `kid` would otherwise be a fetch, and for Plaid a `POST` of the
+        /// source's credentials).
+        kid: fn(&str) -> bool,
     },
 }
 
@@ -62,7 +66,13 @@ impl Jwt {
     }
 
     pub fn key_request(&self, req: &Request, creds: &Credentials) -> Result<Option<KeyRequest>, VerifyError> {
-        let JwtKey::Jwks { url, hosts, by_post } = &self.key else {
+        let JwtKey::Jwks {
+            url,
+            hosts,
+            by_post,
+            kid: kid_shape,
+        } = &self.key
+        else {
             return Ok(None);
         };
         if creds.public_key.is_some() {
@@ -73,6 +83,9 @@ impl Jwt {
         let kid = header
             .kid
             .ok_or_else(|| crate::malformed(&self.header, "no kid"))?;
+        if !kid_shape(&kid) {
+            return Err(VerifyError::UntrustedKey(format!("the kid of {}", self.header)));
+        }
         let url = provider_https_url(url, hosts).ok_or_else(|| VerifyError::UntrustedKey(url.to_string()))?;
         if !by_post {
             return Ok(Some(KeyRequest::Jwks { url, kid }));

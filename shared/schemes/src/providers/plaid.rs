@@ -29,6 +29,7 @@ pub(super) fn preset() -> Preset {
             url: "https://production.plaid.com/webhook_verification_key/get",
             hosts: vec!["production.plaid.com"],
             by_post: true,
+            kid: uuid,
         },
         issuer: None,
         audience_is_url: false,
@@ -42,6 +43,17 @@ pub(super) fn preset() -> Preset {
         tolerance_secs: Some(MAX_AGE_SECS),
         ..Preset::new("plaid", family, Identify::Custom(identify))
     }
+}
+
+/// Whether a `kid` is a UUID in its text form, as Plaid's key ids are (`bfbd5111-8e33-4643-8ced-b2e642a72f3c` in
+/// the example JWT header of <https://plaid.com/docs/api/webhooks/webhook-verification/>).
+fn uuid(kid: &str) -> bool {
+    let groups: Vec<&str> = kid.split('-').collect();
+    groups.len() == 5
+        && groups
+            .iter()
+            .zip([8, 4, 4, 4, 12])
+            .all(|(group, len)| group.len() == len && group.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 fn identify(req: &Request) -> Result<Identified, IdError> {
@@ -78,7 +90,8 @@ mod tests {
     use http::{HeaderMap, HeaderValue, Uri};
     use serde_json::Value;
 
-    use crate::{Credentials, Identified, PublicKey, Request, Scheme, VerifyError};
+    use crate::request::KeyRequest;
+    use crate::{Credentials, Identified, Key, PublicKey, Request, Scheme, VerifyError};
 
     /// The order n of P-256's group, big-endian.
     const P256_N: &str = "FFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551";
@@ -156,6 +169,48 @@ mod tests {
             broken[63] ^= 1;
             let broken = format!("{signed}.{}", URL_SAFE_NO_PAD.encode(&broken));
             assert!(verified_id(&broken, body, now, &jwks).is_err(), "a changed signature verifies");
+        }
+    }
+
+    /// A token whose header names `kid` (its signature is never looked at before the key is fetched).
+    fn key_request(kid: &str) -> Result<Option<KeyRequest>, VerifyError> {
+        let b64 = |v: Value| URL_SAFE_NO_PAD.encode(v.to_string());
+        let token = format!(
+            "{}.{}.AAAA",
+            b64(serde_json::json!({"alg": "ES256", "kid": kid, "typ": "JWT"})),
+            b64(serde_json::json!({"iat": 1})),
+        );
+        let mut headers = HeaderMap::new();
+        headers.insert("plaid-verification", token.parse().unwrap());
+        let uri = Uri::from_static("/webhooks/plaid");
+        let creds = Credentials::secrets(vec![Key::new(b"client-id:secret".to_vec())]);
+        Scheme::named("plaid")
+            .unwrap()
+            .key_request(&creds, &Request::post(&uri, &headers, b"{}"))
+    }
+
+    /// Each `kid` a token names is a POST of the source's credentials to Plaid: only a key id of Plaid's shape
+    /// (a UUID) is asked for, any other is refused before anything is sent.
+    #[test]
+    fn only_a_uuid_kid_is_asked_for() {
+        for kid in ["bfbd5111-8e33-4643-8ced-b2e642a72f3c", "6C5516E1-92DC-479E-A8FF-5A51992E0001"] {
+            assert!(
+                matches!(key_request(kid), Ok(Some(KeyRequest::JwkByPost { kid: k, .. })) if k == kid),
+                "{kid}"
+            );
+        }
+        for kid in [
+            "",
+            "plaid-k1",
+            "bfbd5111-8e33-4643-8ced-b2e642a72f3",
+            "bfbd5111-8e33-4643-8ced-b2e642a72f3c0",
+            "bfbd51118e3346438cedb2e642a72f3c",
+            "bfbd5111-8e33-4643-8ced-b2e642a72f3g",
+            "bfbd5111-8e33-4643-8ced-b2e6-42a72f3c",
+            "../../link/token/create",
+            "bfbd5111-8e33-4643-8ced-b2e642a72f3c\u{0}",
+        ] {
+            assert!(matches!(key_request(kid), Err(VerifyError::UntrustedKey(_))), "{kid:?}");
         }
     }
 }

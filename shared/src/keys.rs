@@ -1,21 +1,29 @@
 //! Keys a request points at (docs/DESIGN.md "Providers: who can send"): PayPal's and AWS SNS's signing
 //! certificates, JWK sets. The port [`KeySource`] fetches them beside the request, bounded in time and cached; a
 //! key the provider cannot be reached for is a 503 (the sender retries), never a 401. The scheme has already
-//! checked that the URL is on one of the provider's own HTTPS hosts, so nothing is fetched from a host the request
-//! chose freely. [`HttpsKeys`] is the one adapter: HTTPS only, no redirects, a certificate checked to a trusted
-//! root (Mozilla's, plus any in `INBOX_TRUST_ROOTS`) before its key is used.
+//! checked that the URL is one the provider serves its keys at (its host, its path, a key id of its shape), so
+//! nothing is fetched from a place the request chose freely.
+//!
+//! Anyone can post a request naming a key, signed or not, so a fetch is work a stranger can ask for: [`CachedKeys`]
+//! makes one fetch per key at a time (requests for a key being fetched wait for that fetch and share its outcome),
+//! remembers a failed fetch for [`FAILED_FOR`] as it remembers a key for [`CACHE_FOR`], and holds at most
+//! [`CACHE_ENTRIES`] keys, evicting the least recently used. [`HttpsKeys`] is the one way out: HTTPS only, no
+//! redirects, a certificate checked to a trusted root (Mozilla's, plus any in `INBOX_TRUST_ROOTS`) and to the
+//! provider's names before its key is used.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
+use tokio::sync::watch;
 
 use crate::schemes::request::{jwks_key, spki_of_certificate};
 use crate::schemes::{KeyRequest, PublicKey};
+use crate::sync::lock;
 
 /// Why the key a request points at cannot be used.
 #[derive(Clone, Debug, thiserror::Error)]
@@ -38,31 +46,200 @@ pub trait KeySource: Send + Sync + 'static {
     async fn confirm(&self, url: &str) -> Result<(), KeyFetchError>;
 }
 
-/// The HTTPS adapter as the environment configures it, for a runtime's start: a bad setting fails the start,
-/// naming the variable.
-pub fn from_env() -> Result<std::sync::Arc<dyn KeySource>, crate::config::ConfigError> {
+/// The HTTPS adapter behind the cache, as the environment configures it, for a runtime's start: a bad setting fails
+/// the start, naming the variable.
+pub fn from_env() -> Result<Arc<dyn KeySource>, crate::config::ConfigError> {
     HttpsKeys::from_env()
-        .map(|k| std::sync::Arc::new(k) as std::sync::Arc<dyn KeySource>)
+        .map(|k| Arc::new(CachedKeys::new(k)) as Arc<dyn KeySource>)
         .map_err(|e| crate::config::ConfigError::new("environment", e.to_string()))
 }
 
 /// How long one fetch may take.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a fetched key is used before it is fetched again.
-const CACHE_FOR: Duration = Duration::from_secs(3600);
-/// Keys cached at most (a provider rotates a few; a request cannot add hosts).
-const CACHE_ENTRIES: usize = 256;
+pub const CACHE_FOR: Duration = Duration::from_secs(3600);
+/// How long a fetch that failed is remembered: the requests for that key meanwhile get its answer (503, or 401 for
+/// a certificate under another name) without a fetch of their own. Short, so that a provider's host back from an
+/// outage is asked again soon: SNS and PayPal retry a 503 later than this.
+pub const FAILED_FOR: Duration = Duration::from_secs(30);
+/// Keys (and failed fetches) cached at most: a provider rotates a few. Past it the least recently used goes, a
+/// failed fetch before a key, so that requests for keys nobody else asks for cannot push the real keys out.
+pub const CACHE_ENTRIES: usize = 256;
 /// The largest certificate chain or key set read.
 const MAX_KEY_BYTES: usize = 64 * 1024;
 
-/// The HTTPS adapter of [`KeySource`].
+/// What a fetch ends with.
+type Outcome = Result<PublicKey, KeyFetchError>;
+
+/// A way to fetch keys: the network behind [`CachedKeys`] ([`HttpsKeys`]), or a test's stand-in.
+#[async_trait]
+pub trait Fetcher: Send + Sync + 'static {
+    async fn fetch(&self, request: &KeyRequest) -> Outcome;
+    /// `GET`s a confirmation URL the scheme has checked to be the provider's.
+    async fn confirm(&self, url: &str) -> Result<(), KeyFetchError>;
+}
+
+/// [`KeySource`] over a [`Fetcher`]: cached, one fetch per key at a time, failures remembered briefly. The fetch
+/// runs on a task of its own, so a request that gives up waiting (its client went away) neither cancels it for
+/// the others nor leaves the key half fetched.
+pub struct CachedKeys<F> {
+    fetcher: Arc<F>,
+    cache: Arc<Mutex<Cache>>,
+}
+
+impl<F: Fetcher> CachedKeys<F> {
+    pub fn new(fetcher: F) -> Self {
+        CachedKeys {
+            fetcher: Arc::new(fetcher),
+            cache: Arc::new(Mutex::new(Cache::default())),
+        }
+    }
+}
+
+/// One key, one cache entry: a certificate by its URL (the scheme's spelling of it), a JWK by its set and `kid`.
+fn cache_key(request: &KeyRequest) -> String {
+    match request {
+        KeyRequest::Certificate { url, .. } => url.clone(),
+        KeyRequest::Jwks { url, kid } | KeyRequest::JwkByPost { url, kid, .. } => format!("{url}#{kid}"),
+    }
+}
+
+#[async_trait]
+impl<F: Fetcher> KeySource for CachedKeys<F> {
+    async fn fetch(&self, request: &KeyRequest) -> Result<PublicKey, KeyFetchError> {
+        let key = cache_key(request);
+        let waiting = match lock(&self.cache).lookup(&key, Instant::now()) {
+            Lookup::Cached(outcome) => return outcome,
+            Lookup::InFlight(waiting) => waiting,
+            Lookup::Fetch(done) => {
+                let waiting = done.subscribe();
+                let (fetcher, cache, request) = (self.fetcher.clone(), self.cache.clone(), request.clone());
+                tokio::spawn(async move {
+                    let outcome = fetcher.fetch(&request).await;
+                    // Cached before it is announced: a request arriving in between finds it, not a fetch gone.
+                    lock(&cache).settle(&key, outcome.clone(), Instant::now());
+                    done.send_replace(Some(outcome));
+                });
+                waiting
+            }
+        };
+        shared(waiting).await
+    }
+
+    async fn confirm(&self, url: &str) -> Result<(), KeyFetchError> {
+        self.fetcher.confirm(url).await
+    }
+}
+
+/// The outcome of a fetch in flight, once it is known.
+async fn shared(mut waiting: watch::Receiver<Option<Outcome>>) -> Outcome {
+    match waiting.wait_for(Option::is_some).await {
+        Ok(outcome) => outcome.clone().unwrap_or_else(|| {
+            Err(KeyFetchError::Unavailable(
+                "the key fetch ended without an answer".into(),
+            ))
+        }),
+        Err(_) => Err(KeyFetchError::Unavailable("the key fetch stopped".into())),
+    }
+}
+
+/// What [`Cache::lookup`] found for a key.
+enum Lookup {
+    /// A key, or a failure, fresh enough to answer with.
+    Cached(Outcome),
+    /// A fetch of it is under way: wait for its outcome.
+    InFlight(watch::Receiver<Option<Outcome>>),
+    /// Nothing usable: the caller fetches it, and announces the outcome on this (after [`Cache::settle`]).
+    Fetch(watch::Sender<Option<Outcome>>),
+}
+
+/// The keys, the failures and the fetches in flight, by [`cache_key`]: no I/O, and the time is handed in.
+#[derive(Default)]
+struct Cache {
+    entries: HashMap<String, Entry>,
+    /// Counts lookups: an entry's `used` is the count at its last one, so the smallest is the least recently used.
+    tick: u64,
+}
+
+struct Entry {
+    state: State,
+    used: u64,
+}
+
+enum State {
+    Ready { outcome: Outcome, until: Instant },
+    Pending(watch::Receiver<Option<Outcome>>),
+}
+
+impl Cache {
+    fn lookup(&mut self, key: &str, now: Instant) -> Lookup {
+        self.tick += 1;
+        if let Some(entry) = self.entries.get_mut(key) {
+            entry.used = self.tick;
+            match &entry.state {
+                State::Ready { outcome, until } if now < *until => return Lookup::Cached(outcome.clone()),
+                // A fetch whose task is gone (it panicked) is fetched again.
+                State::Pending(waiting) if waiting.has_changed().is_ok() => {
+                    return Lookup::InFlight(waiting.clone())
+                }
+                _ => {}
+            }
+        }
+        let (done, waiting) = watch::channel(None);
+        self.put(key, State::Pending(waiting), now);
+        Lookup::Fetch(done)
+    }
+
+    /// Keeps a fetch's outcome: a key for [`CACHE_FOR`], a failure for [`FAILED_FOR`].
+    fn settle(&mut self, key: &str, outcome: Outcome, now: Instant) {
+        let until = now + if outcome.is_ok() { CACHE_FOR } else { FAILED_FOR };
+        self.put(key, State::Ready { outcome, until }, now);
+    }
+
+    fn put(&mut self, key: &str, state: State, now: Instant) {
+        if let Some(entry) = self.entries.get_mut(key) {
+            entry.state = state;
+            return;
+        }
+        if self.entries.len() >= CACHE_ENTRIES {
+            self.evict(now);
+        }
+        self.entries.insert(
+            key.to_owned(),
+            Entry {
+                state,
+                used: self.tick,
+            },
+        );
+    }
+
+    /// Drops one entry, the least recently used of the first kind there is: expired, a failure, a key, and a
+    /// fetch in flight last (its waiters keep their own handle on it).
+    fn evict(&mut self, now: Instant) {
+        let rank = |entry: &Entry| match &entry.state {
+            State::Ready { until, .. } if *until <= now => 0,
+            State::Ready { outcome: Err(_), .. } => 1,
+            State::Ready { outcome: Ok(_), .. } => 2,
+            State::Pending(_) => 3,
+        };
+        let victim = self
+            .entries
+            .iter()
+            .min_by_key(|(_, entry)| (rank(entry), entry.used))
+            .map(|(key, _)| key.clone());
+        if let Some(victim) = victim {
+            self.entries.remove(&victim);
+        }
+    }
+}
+
+/// The HTTPS [`Fetcher`].
 pub struct HttpsKeys {
     client: reqwest::Client,
     anchors: Vec<CertificateDer<'static>>,
     /// `host -> address`: where to connect for a provider host (`INBOX_CONNECT_TO`, like curl's `--connect-to`),
     /// for tests that stand a local server in for the provider; the TLS name checked stays the provider's.
     connect_to: HashMap<String, SocketAddr>,
-    cache: Mutex<HashMap<String, (PublicKey, Instant)>>,
 }
 
 impl HttpsKeys {
@@ -125,7 +302,6 @@ impl HttpsKeys {
             client,
             anchors,
             connect_to,
-            cache: Mutex::new(HashMap::new()),
         })
     }
 
@@ -223,17 +399,8 @@ impl HttpsKeys {
 const SERVER_AUTH: &[u8] = &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x01];
 
 #[async_trait]
-impl KeySource for HttpsKeys {
-    async fn fetch(&self, request: &KeyRequest) -> Result<PublicKey, KeyFetchError> {
-        let cache_key = match request {
-            KeyRequest::Certificate { url, .. } => url.clone(),
-            KeyRequest::Jwks { url, kid } | KeyRequest::JwkByPost { url, kid, .. } => format!("{url}#{kid}"),
-        };
-        if let Some((key, at)) = crate::sync::lock(&self.cache).get(&cache_key) {
-            if at.elapsed() < CACHE_FOR {
-                return Ok(key.clone());
-            }
-        }
+impl Fetcher for HttpsKeys {
+    async fn fetch(&self, request: &KeyRequest) -> Outcome {
         let body = match request {
             KeyRequest::JwkByPost { url, .. } => {
                 self.post_json(url, request.post_body().unwrap_or_default())
@@ -241,7 +408,7 @@ impl KeySource for HttpsKeys {
             }
             _ => self.get(request.url()).await?,
         };
-        let key = match request {
+        Ok(match request {
             KeyRequest::Certificate { names, .. } => self.certified_key(&body, names)?,
             KeyRequest::Jwks { kid, .. } => {
                 let text = std::str::from_utf8(&body)
@@ -258,13 +425,7 @@ impl KeySource for HttpsKeys {
                 jwks_key(&jwk.to_string(), kid)
                     .ok_or_else(|| KeyFetchError::Unavailable(format!("no key {kid:?} in the answer")))?
             }
-        };
-        let mut cache = crate::sync::lock(&self.cache);
-        if cache.len() >= CACHE_ENTRIES {
-            cache.clear();
-        }
-        cache.insert(cache_key, (key.clone(), Instant::now()));
-        Ok(key)
+        })
     }
 
     async fn confirm(&self, url: &str) -> Result<(), KeyFetchError> {
@@ -321,5 +482,159 @@ mod tests {
             key("untrusted.pem", &paypal),
             Err(KeyFetchError::Unavailable(_))
         ));
+    }
+
+    /// A stand-in for the network: counts its fetches, answers each with `answer` once `open` is true.
+    struct Fake {
+        fetches: std::sync::atomic::AtomicUsize,
+        open: watch::Receiver<bool>,
+        answer: fn(&KeyRequest) -> Outcome,
+    }
+
+    #[async_trait]
+    impl Fetcher for Fake {
+        async fn fetch(&self, request: &KeyRequest) -> Outcome {
+            self.fetches.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let _ = self.open.clone().wait_for(|open| *open).await;
+            (self.answer)(request)
+        }
+        async fn confirm(&self, _url: &str) -> Result<(), KeyFetchError> {
+            Ok(())
+        }
+    }
+
+    fn fake(answer: fn(&KeyRequest) -> Outcome) -> (Arc<CachedKeys<Fake>>, watch::Sender<bool>) {
+        let (open, opened) = watch::channel(false);
+        let fetcher = Fake {
+            fetches: 0.into(),
+            open: opened,
+            answer,
+        };
+        (Arc::new(CachedKeys::new(fetcher)), open)
+    }
+
+    fn fetches(keys: &CachedKeys<Fake>) -> usize {
+        keys.fetcher.fetches.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn certificate(n: usize) -> KeyRequest {
+        KeyRequest::Certificate {
+            url: format!("https://sns.us-east-1.amazonaws.com/SimpleNotificationService-{n:032x}.pem"),
+            names: names(&["sns.amazonaws.com"]),
+        }
+    }
+
+    fn a_key(_: &KeyRequest) -> Outcome {
+        Ok(PublicKey::Rsa(vec![1, 2, 3]))
+    }
+
+    /// GIVEN a fetch of a key that does not answer yet
+    /// WHEN twenty requests want that key at once
+    /// THEN one fetch is made; every request waits for it (none is answered before it ends) and gets its key.
+    #[tokio::test]
+    async fn concurrent_requests_for_one_key_share_one_fetch() {
+        let (keys, open) = fake(a_key);
+        let waiting: Vec<_> = (0..20)
+            .map(|_| {
+                let keys = keys.clone();
+                tokio::spawn(async move { keys.fetch(&certificate(1)).await })
+            })
+            .collect();
+        // On this one-thread runtime each task runs up to its first wait per yield.
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(fetches(&keys), 1, "one fetch for twenty requests");
+        assert!(
+            waiting.iter().all(|w| !w.is_finished()),
+            "a request was answered before the fetch ended"
+        );
+        open.send_replace(true);
+        for w in waiting {
+            assert_eq!(w.await.unwrap().unwrap(), PublicKey::Rsa(vec![1, 2, 3]));
+        }
+        assert_eq!(fetches(&keys), 1);
+        // Another key is another fetch.
+        keys.fetch(&certificate(2)).await.unwrap();
+        assert_eq!(fetches(&keys), 2);
+    }
+
+    /// GIVEN a key whose host fails
+    /// WHEN requests for it keep coming
+    /// THEN it is fetched once, and they get that failure (a 503) until FAILED_FOR has passed; then it is fetched
+    /// again. A key is kept CACHE_FOR.
+    #[tokio::test]
+    async fn a_failed_fetch_is_remembered_for_a_while() {
+        let (keys, open) = fake(|_| {
+            Err(KeyFetchError::Unavailable(
+                "the provider's key host answered 503".into(),
+            ))
+        });
+        open.send_replace(true);
+        for _ in 0..5 {
+            assert!(matches!(
+                keys.fetch(&certificate(1)).await,
+                Err(KeyFetchError::Unavailable(_))
+            ));
+        }
+        assert_eq!(fetches(&keys), 1, "a failure is not fetched again at once");
+
+        let (t0, mut cache) = (Instant::now(), Cache::default());
+        let failed = Err(KeyFetchError::Unavailable("down".into()));
+        assert!(matches!(cache.lookup("u", t0), Lookup::Fetch(_)));
+        cache.settle("u", failed, t0);
+        let just_before = t0 + FAILED_FOR - Duration::from_millis(1);
+        assert!(matches!(cache.lookup("u", just_before), Lookup::Cached(Err(_))));
+        assert!(matches!(cache.lookup("u", t0 + FAILED_FOR), Lookup::Fetch(_)));
+        cache.settle("u", Ok(PublicKey::Rsa(vec![1])), t0 + FAILED_FOR);
+        let later = t0 + FAILED_FOR + CACHE_FOR - Duration::from_millis(1);
+        assert!(matches!(cache.lookup("u", later), Lookup::Cached(Ok(_))));
+        assert!(matches!(
+            cache.lookup("u", later + Duration::from_millis(1)),
+            Lookup::Fetch(_)
+        ));
+    }
+
+    /// A fetch whose task died (a panic) leaves no entry that makes every later request wait for nothing.
+    #[test]
+    fn a_fetch_that_died_is_fetched_again() {
+        let (now, mut cache) = (Instant::now(), Cache::default());
+        let Lookup::Fetch(done) = cache.lookup("u", now) else {
+            panic!("not fetched")
+        };
+        assert!(matches!(cache.lookup("u", now), Lookup::InFlight(_)));
+        drop(done);
+        assert!(matches!(cache.lookup("u", now), Lookup::Fetch(_)));
+    }
+
+    /// GIVEN a full cache of keys
+    /// WHEN a new key comes in
+    /// THEN the least recently used one goes, and only it (the cache is never emptied); and a failed fetch goes
+    /// before any key, even one used longer ago.
+    #[test]
+    fn a_full_cache_evicts_the_least_recently_used_entry() {
+        let (now, mut cache) = (Instant::now(), Cache::default());
+        let key = |n: usize| format!("https://example/{n}");
+        for n in 0..CACHE_ENTRIES {
+            assert!(matches!(cache.lookup(&key(n), now), Lookup::Fetch(_)));
+            cache.settle(&key(n), Ok(PublicKey::Rsa(vec![1])), now);
+        }
+        // Key 0 is used again; key 1 is now the least recently used.
+        assert!(matches!(cache.lookup(&key(0), now), Lookup::Cached(Ok(_))));
+        assert!(matches!(cache.lookup("new", now), Lookup::Fetch(_)));
+        assert_eq!(cache.entries.len(), CACHE_ENTRIES);
+        assert!(
+            !cache.entries.contains_key(&key(1)),
+            "the least recently used key stayed"
+        );
+        assert!((0..CACHE_ENTRIES)
+            .filter(|n| *n != 1)
+            .all(|n| cache.entries.contains_key(&key(n))));
+
+        cache.settle("new", Err(KeyFetchError::Unavailable("down".into())), now);
+        assert!(matches!(cache.lookup("newer", now), Lookup::Fetch(_)));
+        assert!(!cache.entries.contains_key("new"), "a failure outlived a key");
+        assert!(cache.entries.contains_key(&key(2)));
+        assert_eq!(cache.entries.len(), CACHE_ENTRIES);
     }
 }

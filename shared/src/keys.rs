@@ -11,7 +11,7 @@
 //! redirects, a certificate checked to a trusted root (Mozilla's, plus any in `INBOX_TRUST_ROOTS`) and to the
 //! provider's names before its key is used.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -36,12 +36,19 @@ pub enum KeyFetchError {
     /// another name): the request is a forgery, refused 401 like any other.
     #[error("{0}")]
     Forged(String),
+    /// The key is not cached and the source has started [`FETCHES_PER_MINUTE`] fetches within the last minute:
+    /// nothing more is fetched for it until `retry_after` has passed. A 503 (the sender retries; SNS and PayPal
+    /// do), never a 401: the request may well be the provider's.
+    #[error("the source's key fetches for this minute are spent; the next in {retry_after:?}")]
+    Budget { retry_after: Duration },
 }
 
 /// Fetches the keys requests point at, and confirms subscriptions (AWS SNS's `SubscribeURL`).
 #[async_trait]
 pub trait KeySource: Send + Sync + 'static {
-    async fn fetch(&self, request: &KeyRequest) -> Result<PublicKey, KeyFetchError>;
+    /// The key `request` points at, for a request to `source`: whatever a source's requests make this fetch is
+    /// bounded per source ([`FETCHES_PER_MINUTE`]), so a flood at one source cannot spend another's.
+    async fn fetch(&self, source: &str, request: &KeyRequest) -> Result<PublicKey, KeyFetchError>;
     /// `GET`s a confirmation URL the scheme has checked to be the provider's.
     async fn confirm(&self, url: &str) -> Result<(), KeyFetchError>;
 }
@@ -62,6 +69,13 @@ pub const CACHE_FOR: Duration = Duration::from_secs(3600);
 /// a certificate under another name) without a fetch of their own. Short, so that a provider's host back from an
 /// outage is asked again soon: SNS and PayPal retry a 503 later than this.
 pub const FAILED_FOR: Duration = Duration::from_secs(30);
+/// Fetches a source may start within [`BUDGET_WINDOW`]. Each key a request names that is not cached is a fetch, and
+/// anyone can post requests naming keys: past this, requests whose key is not cached are answered 503 with
+/// `Retry-After` until a fetch of the window is a minute old, while requests whose key is cached go on as usual.
+/// A provider rotates its keys rarely: a real source needs a fetch now and then, never ten a minute.
+pub const FETCHES_PER_MINUTE: usize = 10;
+/// The window [`FETCHES_PER_MINUTE`] is counted over.
+pub const BUDGET_WINDOW: Duration = Duration::from_secs(60);
 /// Keys (and failed fetches) cached at most: a provider rotates a few. Past it the least recently used goes, a
 /// failed fetch before a key, so that requests for keys nobody else asks for cannot push the real keys out.
 pub const CACHE_ENTRIES: usize = 256;
@@ -106,16 +120,21 @@ fn cache_key(request: &KeyRequest) -> String {
 
 #[async_trait]
 impl<F: Fetcher> KeySource for CachedKeys<F> {
-    async fn fetch(&self, request: &KeyRequest) -> Result<PublicKey, KeyFetchError> {
+    async fn fetch(&self, source: &str, request: &KeyRequest) -> Result<PublicKey, KeyFetchError> {
         let key = cache_key(request);
-        let waiting = match lock(&self.cache).lookup(&key, Instant::now()) {
+        let waiting = match lock(&self.cache).lookup(&key, source, Instant::now()) {
             Lookup::Cached(outcome) => return outcome,
             Lookup::InFlight(waiting) => waiting,
             Lookup::Fetch(done) => {
                 let waiting = done.subscribe();
                 let (fetcher, cache, request) = (self.fetcher.clone(), self.cache.clone(), request.clone());
+                let source = source.to_owned();
                 tokio::spawn(async move {
                     let outcome = fetcher.fetch(&request).await;
+                    // Once per fetch (at most FETCHES_PER_MINUTE a minute for a source), not per request.
+                    if let Err(e) = &outcome {
+                        tracing::info!(source, error = %e, "a key could not be fetched; remembered for 30 s");
+                    }
                     // Cached before it is announced: a request arriving in between finds it, not a fetch gone.
                     lock(&cache).settle(&key, outcome.clone(), Instant::now());
                     done.send_replace(Some(outcome));
@@ -153,12 +172,16 @@ enum Lookup {
     Fetch(watch::Sender<Option<Outcome>>),
 }
 
-/// The keys, the failures and the fetches in flight, by [`cache_key`]: no I/O, and the time is handed in.
+/// The keys, the failures and the fetches in flight, by [`cache_key`], and each source's fetches of the last
+/// minute: no I/O, and the time is handed in.
 #[derive(Default)]
 struct Cache {
     entries: HashMap<String, Entry>,
     /// Counts lookups: an entry's `used` is the count at its last one, so the smallest is the least recently used.
     tick: u64,
+    /// When each source's fetches of the last [`BUDGET_WINDOW`] started, oldest first (sources are the
+    /// configuration's, so this holds a few entries whatever requests arrive).
+    started: HashMap<String, VecDeque<Instant>>,
 }
 
 struct Entry {
@@ -172,12 +195,14 @@ enum State {
 }
 
 impl Cache {
-    fn lookup(&mut self, key: &str, now: Instant) -> Lookup {
+    fn lookup(&mut self, key: &str, source: &str, now: Instant) -> Lookup {
         self.tick += 1;
+        let mut stale = None;
         if let Some(entry) = self.entries.get_mut(key) {
             entry.used = self.tick;
             match &entry.state {
                 State::Ready { outcome, until } if now < *until => return Lookup::Cached(outcome.clone()),
+                State::Ready { outcome: Ok(key), .. } => stale = Some(key.clone()),
                 // A fetch whose task is gone (it panicked) is fetched again.
                 State::Pending(waiting) if waiting.has_changed().is_ok() => {
                     return Lookup::InFlight(waiting.clone())
@@ -185,9 +210,31 @@ impl Cache {
                 _ => {}
             }
         }
+        if let Err(retry_after) = self.spend(source, now) {
+            // A key past its hour is still the provider's key: better than a 503 while the budget is spent.
+            return Lookup::Cached(stale.ok_or(KeyFetchError::Budget { retry_after }));
+        }
         let (done, waiting) = watch::channel(None);
         self.put(key, State::Pending(waiting), now);
         Lookup::Fetch(done)
+    }
+
+    /// Counts a fetch `source` starts now, if it has started fewer than [`FETCHES_PER_MINUTE`] within the last
+    /// [`BUDGET_WINDOW`]; else how long until the oldest of them leaves the window.
+    fn spend(&mut self, source: &str, now: Instant) -> Result<(), Duration> {
+        let started = self.started.entry(source.to_owned()).or_default();
+        while started
+            .front()
+            .is_some_and(|at| now.saturating_duration_since(*at) >= BUDGET_WINDOW)
+        {
+            started.pop_front();
+        }
+        if started.len() < FETCHES_PER_MINUTE {
+            started.push_back(now);
+            return Ok(());
+        }
+        let oldest = started.front().copied().unwrap_or(now);
+        Err((oldest + BUDGET_WINDOW).saturating_duration_since(now))
     }
 
     /// Keeps a fetch's outcome: a key for [`CACHE_FOR`], a failure for [`FAILED_FOR`].
@@ -537,7 +584,7 @@ mod tests {
         let waiting: Vec<_> = (0..20)
             .map(|_| {
                 let keys = keys.clone();
-                tokio::spawn(async move { keys.fetch(&certificate(1)).await })
+                tokio::spawn(async move { keys.fetch("src", &certificate(1)).await })
             })
             .collect();
         // On this one-thread runtime each task runs up to its first wait per yield.
@@ -555,7 +602,7 @@ mod tests {
         }
         assert_eq!(fetches(&keys), 1);
         // Another key is another fetch.
-        keys.fetch(&certificate(2)).await.unwrap();
+        keys.fetch("src", &certificate(2)).await.unwrap();
         assert_eq!(fetches(&keys), 2);
     }
 
@@ -573,7 +620,7 @@ mod tests {
         open.send_replace(true);
         for _ in 0..5 {
             assert!(matches!(
-                keys.fetch(&certificate(1)).await,
+                keys.fetch("src", &certificate(1)).await,
                 Err(KeyFetchError::Unavailable(_))
             ));
         }
@@ -581,16 +628,22 @@ mod tests {
 
         let (t0, mut cache) = (Instant::now(), Cache::default());
         let failed = Err(KeyFetchError::Unavailable("down".into()));
-        assert!(matches!(cache.lookup("u", t0), Lookup::Fetch(_)));
+        assert!(matches!(cache.lookup("u", "src", t0), Lookup::Fetch(_)));
         cache.settle("u", failed, t0);
         let just_before = t0 + FAILED_FOR - Duration::from_millis(1);
-        assert!(matches!(cache.lookup("u", just_before), Lookup::Cached(Err(_))));
-        assert!(matches!(cache.lookup("u", t0 + FAILED_FOR), Lookup::Fetch(_)));
+        assert!(matches!(
+            cache.lookup("u", "src", just_before),
+            Lookup::Cached(Err(_))
+        ));
+        assert!(matches!(
+            cache.lookup("u", "src", t0 + FAILED_FOR),
+            Lookup::Fetch(_)
+        ));
         cache.settle("u", Ok(PublicKey::Rsa(vec![1])), t0 + FAILED_FOR);
         let later = t0 + FAILED_FOR + CACHE_FOR - Duration::from_millis(1);
-        assert!(matches!(cache.lookup("u", later), Lookup::Cached(Ok(_))));
+        assert!(matches!(cache.lookup("u", "src", later), Lookup::Cached(Ok(_))));
         assert!(matches!(
-            cache.lookup("u", later + Duration::from_millis(1)),
+            cache.lookup("u", "src", later + Duration::from_millis(1)),
             Lookup::Fetch(_)
         ));
     }
@@ -599,12 +652,12 @@ mod tests {
     #[test]
     fn a_fetch_that_died_is_fetched_again() {
         let (now, mut cache) = (Instant::now(), Cache::default());
-        let Lookup::Fetch(done) = cache.lookup("u", now) else {
+        let Lookup::Fetch(done) = cache.lookup("u", "src", now) else {
             panic!("not fetched")
         };
-        assert!(matches!(cache.lookup("u", now), Lookup::InFlight(_)));
+        assert!(matches!(cache.lookup("u", "src", now), Lookup::InFlight(_)));
         drop(done);
-        assert!(matches!(cache.lookup("u", now), Lookup::Fetch(_)));
+        assert!(matches!(cache.lookup("u", "src", now), Lookup::Fetch(_)));
     }
 
     /// GIVEN a full cache of keys
@@ -616,12 +669,13 @@ mod tests {
         let (now, mut cache) = (Instant::now(), Cache::default());
         let key = |n: usize| format!("https://example/{n}");
         for n in 0..CACHE_ENTRIES {
-            assert!(matches!(cache.lookup(&key(n), now), Lookup::Fetch(_)));
+            // A source each: the budget is not what this is about.
+            assert!(matches!(cache.lookup(&key(n), &key(n), now), Lookup::Fetch(_)));
             cache.settle(&key(n), Ok(PublicKey::Rsa(vec![1])), now);
         }
         // Key 0 is used again; key 1 is now the least recently used.
-        assert!(matches!(cache.lookup(&key(0), now), Lookup::Cached(Ok(_))));
-        assert!(matches!(cache.lookup("new", now), Lookup::Fetch(_)));
+        assert!(matches!(cache.lookup(&key(0), "src", now), Lookup::Cached(Ok(_))));
+        assert!(matches!(cache.lookup("new", "new", now), Lookup::Fetch(_)));
         assert_eq!(cache.entries.len(), CACHE_ENTRIES);
         assert!(
             !cache.entries.contains_key(&key(1)),
@@ -632,9 +686,91 @@ mod tests {
             .all(|n| cache.entries.contains_key(&key(n))));
 
         cache.settle("new", Err(KeyFetchError::Unavailable("down".into())), now);
-        assert!(matches!(cache.lookup("newer", now), Lookup::Fetch(_)));
+        assert!(matches!(cache.lookup("newer", "newer", now), Lookup::Fetch(_)));
         assert!(!cache.entries.contains_key("new"), "a failure outlived a key");
         assert!(cache.entries.contains_key(&key(2)));
         assert_eq!(cache.entries.len(), CACHE_ENTRIES);
+    }
+
+    /// GIVEN a source whose requests name a new key each (as invented ones are)
+    /// THEN FETCHES_PER_MINUTE of them are fetched and no more, the rest answered "budget spent" with the time until
+    /// the oldest fetch is a minute old; keys cached meanwhile are answered as usual (an expired one too, rather
+    /// than not at all), another source's budget is its own, and a minute later the source may fetch again.
+    #[test]
+    fn a_source_starts_at_most_its_budget_of_fetches_a_minute() {
+        let (t0, mut cache) = (Instant::now(), Cache::default());
+        let key = |n: usize| format!("https://example/{n}");
+        assert!(matches!(cache.lookup("real", "paypal", t0), Lookup::Fetch(_)));
+        cache.settle("real", Ok(PublicKey::Rsa(vec![7])), t0);
+        let mut fetched = 1;
+        for n in 0..1000 {
+            let at = t0 + Duration::from_millis(10 * n as u64);
+            match cache.lookup(&key(n), "paypal", at) {
+                Lookup::Fetch(_) => fetched += 1,
+                Lookup::Cached(Err(KeyFetchError::Budget { retry_after })) => {
+                    assert_eq!(
+                        retry_after,
+                        BUDGET_WINDOW - (at - t0),
+                        "until the first fetch is a minute old"
+                    );
+                }
+                _ => panic!("{n}: neither fetched nor refused for the budget"),
+            }
+        }
+        assert_eq!(fetched, FETCHES_PER_MINUTE, "fetches started within a minute");
+        let during = t0 + Duration::from_secs(20);
+        assert!(matches!(
+            cache.lookup("real", "paypal", during),
+            Lookup::Cached(Ok(_))
+        ));
+        assert!(
+            matches!(cache.lookup(&key(5000), "sns", during), Lookup::Fetch(_)),
+            "one source spent another's"
+        );
+        // An hour on, the real key is past CACHE_FOR: kept in use while the budget is spent again.
+        let hour = t0 + CACHE_FOR + Duration::from_secs(1);
+        for n in 0..FETCHES_PER_MINUTE {
+            assert!(matches!(
+                cache.lookup(&key(10_000 + n), "paypal", hour),
+                Lookup::Fetch(_)
+            ));
+        }
+        assert!(matches!(
+            cache.lookup("real", "paypal", hour),
+            Lookup::Cached(Ok(_))
+        ));
+        assert!(matches!(
+            cache.lookup(&key(20_000), "paypal", hour),
+            Lookup::Cached(Err(KeyFetchError::Budget { .. }))
+        ));
+        // A minute after those fetches, one more may start.
+        assert!(matches!(
+            cache.lookup(&key(20_000), "paypal", hour + BUDGET_WINDOW),
+            Lookup::Fetch(_)
+        ));
+    }
+
+    /// The same through the port: a thousand requests naming invented keys make FETCHES_PER_MINUTE fetches; a
+    /// request for a key cached before is answered with it.
+    #[tokio::test]
+    async fn a_thousand_invented_keys_make_the_budget_of_fetches() {
+        let (keys, open) = fake(|request| match request {
+            KeyRequest::Certificate { url, .. } if url.ends_with("1.pem") => a_key(request),
+            _ => Err(KeyFetchError::Unavailable("404".into())),
+        });
+        open.send_replace(true);
+        keys.fetch("paypal", &certificate(1)).await.unwrap();
+        let mut budget = 0;
+        for n in 2..1002 {
+            if let Err(KeyFetchError::Budget { .. }) = keys.fetch("paypal", &certificate(n << 4)).await {
+                budget += 1;
+            }
+        }
+        assert_eq!(fetches(&keys), FETCHES_PER_MINUTE);
+        assert_eq!(budget, 1000 - (FETCHES_PER_MINUTE - 1));
+        assert!(
+            keys.fetch("paypal", &certificate(1)).await.is_ok(),
+            "the cached key"
+        );
     }
 }

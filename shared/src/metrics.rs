@@ -26,10 +26,14 @@ pub enum Reject {
     MalformedBody,
     SlowClient,
     Unavailable,
+    /// The key the request points at could not be had (503).
+    KeyUnavailable,
+    /// The source's key fetches for the minute are spent, and the request's key is not cached (503).
+    KeyBudget,
 }
 
 impl Reject {
-    pub const ALL: [Reject; 8] = [
+    pub const ALL: [Reject; 10] = [
         Reject::UnknownSource,
         Reject::TooLarge,
         Reject::Signature,
@@ -38,6 +42,8 @@ impl Reject {
         Reject::MalformedBody,
         Reject::SlowClient,
         Reject::Unavailable,
+        Reject::KeyUnavailable,
+        Reject::KeyBudget,
     ];
     pub fn as_str(self) -> &'static str {
         match self {
@@ -49,6 +55,8 @@ impl Reject {
             Reject::MalformedBody => "malformed_body",
             Reject::SlowClient => "slow_client",
             Reject::Unavailable => "unavailable",
+            Reject::KeyUnavailable => "key_unavailable",
+            Reject::KeyBudget => "key_budget",
         }
     }
 }

@@ -219,16 +219,19 @@ async fn receive(
     .await
 }
 
-/// Counts a rejected request, and logs the count of its kind once a minute (see [`RejectLog`]).
+/// Counts a rejected request, and logs the count of its kind once a minute (see [`RejectLog`]): a warning where a
+/// provider's key cannot be had or the source's key fetches are spent (real deliveries may be among them, and
+/// wait for their sender's retry), else at info.
 fn rejected(r: &Receiver, slot: usize, source: &str, reason: Reject) {
     r.metrics.rejected(slot, reason);
     if let Some(count) = r.rejections.count(slot, reason, now_ms()) {
-        tracing::info!(
-            source,
-            reason = reason.as_str(),
-            count,
-            "requests rejected since the last line of their kind (one line a minute; each one at debug)"
-        );
+        let line =
+            "requests rejected since the last line of their kind (one line a minute; each one at debug)";
+        if matches!(reason, Reject::KeyUnavailable | Reject::KeyBudget) {
+            tracing::warn!(source, reason = reason.as_str(), count, "{line}");
+        } else {
+            tracing::info!(source, reason = reason.as_str(), count, "{line}");
+        }
     }
 }
 
@@ -243,8 +246,12 @@ enum Rejection {
     Unavailable(StoreError),
     /// Too many request bytes in memory already: answered before the rest of the body is read.
     Saturated,
-    /// The key the request points at could not be fetched: the sender retries.
-    KeyUnavailable,
+    /// The key the request points at could not be had (`Reject::KeyUnavailable`), or not now: the source's key
+    /// fetches for the minute are spent (`Reject::KeyBudget`). The sender retries after `retry_after` seconds.
+    KeyUnavailable {
+        reason: Reject,
+        retry_after: u64,
+    },
     /// A `GET` that is not the provider's handshake.
     NotAHandshake,
 }
@@ -257,9 +264,8 @@ impl Rejection {
             Rejection::Signature(r) => *r,
             Rejection::MissingId => Reject::MissingId,
             Rejection::MalformedBody => Reject::MalformedBody,
-            Rejection::Unavailable(_) | Rejection::Saturated | Rejection::KeyUnavailable => {
-                Reject::Unavailable
-            }
+            Rejection::Unavailable(_) | Rejection::Saturated => Reject::Unavailable,
+            Rejection::KeyUnavailable { reason, .. } => *reason,
             Rejection::NotAHandshake => Reject::MalformedBody,
         }
     }
@@ -304,14 +310,14 @@ impl IntoResponse for Rejection {
                 "body is not the JSON this source sends",
             ),
             Rejection::Saturated => unavailable("1"),
-            Rejection::KeyUnavailable => {
+            Rejection::KeyUnavailable { retry_after, .. } => {
                 let mut resp = error(
                     StatusCode::SERVICE_UNAVAILABLE,
                     "key_unavailable",
                     "the provider's signing key cannot be fetched right now; retry later",
                 );
                 resp.headers_mut()
-                    .insert(header::RETRY_AFTER, header::HeaderValue::from_static("5"));
+                    .insert(header::RETRY_AFTER, header::HeaderValue::from(retry_after));
                 resp
             }
             Rejection::NotAHandshake => error(
@@ -323,6 +329,9 @@ impl IntoResponse for Rejection {
         }
     }
 }
+
+/// The `Retry-After` of a key that could not be had (its failure is remembered for `keys::FAILED_FOR`).
+const KEY_RETRY_AFTER_SECS: u64 = 5;
 
 fn unavailable(retry_after: &'static str) -> Response {
     let mut resp = error(
@@ -454,12 +463,27 @@ async fn accept(
     // 2. The signature, over the raw bytes; first the key the request points at, from the provider's own hosts.
     let fetched = match source.scheme.key_request(creds, &req).map_err(refused)? {
         None => None,
-        Some(wanted) => match r.keys.fetch(&wanted).await {
+        // Anyone can name a key, so what follows is logged at debug per request and counted once a minute
+        // ([`rejected`]); a fetch that fails is logged once by the fetcher, not once per request waiting for it.
+        Some(wanted) => match r.keys.fetch(source.name.as_str(), &wanted).await {
             Ok(key) => Some(key),
+            // A certificate under another name than the provider's: a forgery, like a key off its hosts.
             Err(KeyFetchError::Forged(why)) => return Err(refused(VerifyError::UntrustedKey(why))),
+            // Not a verdict on the signature, which was not checked: a 503, and no count in delivery health, whose
+            // 401 alarm would otherwise blame the secret of a source whose real deliveries only wait for a key.
             Err(KeyFetchError::Unavailable(e)) => {
-                tracing::warn!(error = %e, "the provider's key could not be fetched: answered 503");
-                return Err(Rejection::KeyUnavailable);
+                tracing::debug!(error = %e, "the provider's key could not be had: answered 503");
+                return Err(Rejection::KeyUnavailable {
+                    reason: Reject::KeyUnavailable,
+                    retry_after: KEY_RETRY_AFTER_SECS,
+                });
+            }
+            Err(KeyFetchError::Budget { retry_after }) => {
+                tracing::debug!(?retry_after, "the source's key fetches are spent: answered 503");
+                return Err(Rejection::KeyUnavailable {
+                    reason: Reject::KeyBudget,
+                    retry_after: retry_after.as_secs().max(1),
+                });
             }
         },
     };
@@ -474,7 +498,10 @@ async fn accept(
             // Confirmed before the answer: if the confirmation cannot be made, the provider sends it again.
             if let Err(e) = r.keys.confirm(url).await {
                 tracing::warn!(error = %e, "a subscription could not be confirmed: answered 503");
-                return Err(Rejection::KeyUnavailable);
+                return Err(Rejection::KeyUnavailable {
+                    reason: Reject::KeyUnavailable,
+                    retry_after: KEY_RETRY_AFTER_SECS,
+                });
             }
         }
         tracing::info!("answered a handshake; nothing stored");

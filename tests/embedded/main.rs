@@ -16,6 +16,7 @@ mod disk;
 mod hardening;
 mod health;
 mod hostile;
+mod keys;
 mod lossy;
 mod memory;
 mod processing;

@@ -12,16 +12,16 @@ use serde_json::{json, Value};
 use crate::common::*;
 
 /// The test-only keys and certificates (tests/data/keys/make.sh).
-fn keys() -> PathBuf {
+pub(crate) fn keys() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/keys")
 }
 
-fn read(name: &str) -> String {
+pub(crate) fn read(name: &str) -> String {
     std::fs::read_to_string(keys().join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
 /// The DER inside one of those PEM files.
-fn der(name: &str) -> Vec<u8> {
+pub(crate) fn der(name: &str) -> Vec<u8> {
     pem::parse(read(name))
         .unwrap_or_else(|e| panic!("{name}: {e}"))
         .into_contents()
@@ -62,7 +62,7 @@ fn send(
     )
 }
 
-const HANDLER: &str = "handler = { kind = \"log\" }";
+pub(crate) const HANDLER: &str = "handler = { kind = \"log\" }";
 
 /// A source of each family configured field by field, and a named provider of each family.
 fn config() -> String {
@@ -488,7 +488,7 @@ async fn a_batch_is_stored_whole_or_not_at_all_across_a_crash_and_a_retry_comple
 
 /// An SNS message signed like SNS signs (SignatureVersion 2: SHA256withRSA over `Key\nvalue\n` in key order),
 /// with the certificate at `cert_url`.
-fn sns_message(
+pub(crate) fn sns_message(
     kind: &str,
     topic: &str,
     id: &str,
@@ -727,7 +727,7 @@ async fn a_certificate_is_fetched_only_from_the_providers_host_and_checked_to_a_
 }
 
 /// The test P-256 key as a JWK with `kid`.
-fn p256_jwk(kid: &str) -> Value {
+pub(crate) fn p256_jwk(kid: &str) -> Value {
     use base64::Engine as _;
     let der = der("p256.pub");
     let point = &der[der.len() - 64..];
@@ -736,7 +736,7 @@ fn p256_jwk(kid: &str) -> Value {
 }
 
 /// The key id the test key host serves the test P-256 key under: a UUID, as Plaid's key ids are.
-const PLAID_KID: &str = "bfbd5111-8e33-4643-8ced-b2e642a72f3c";
+pub(crate) const PLAID_KID: &str = "bfbd5111-8e33-4643-8ced-b2e642a72f3c";
 
 /// A local HTTPS server answering as production.plaid.com, whose `/webhook_verification_key/get` returns the test
 /// P-256 key under [`PLAID_KID`].
@@ -766,7 +766,7 @@ fn spawn_plaid_app(config: &str, host: &testkit::https::HttpsServer) -> App {
 
 /// A `Plaid-Verification` token for `body` as Plaid makes one: an ES256 JWT under the test P-256 key, naming
 /// `kid`, whose claims are `iat` and the body's hex SHA-256.
-fn plaid_token(kid: &str, body: &str, iat: i64) -> String {
+pub(crate) fn plaid_token(kid: &str, body: &str, iat: i64) -> String {
     use base64::Engine as _;
     use sha2::Digest as _;
     let claims =

@@ -2,7 +2,8 @@
 //! `Key\nvalue\n` for each present key in byte order (a Notification: Message, MessageId, Subject, Timestamp,
 //! TopicArn, Type; a (Un)SubscriptionConfirmation: Message, MessageId, SubscribeURL, Timestamp, Token, TopicArn,
 //! Type), SHA1withRSA for `SignatureVersion` 1 and SHA256withRSA for 2, checked with the certificate at
-//! `SigningCertURL`, fetched only from `sns.<region>.amazonaws.com(.cn)`. Any AWS account can subscribe an
+//! `SigningCertURL`, fetched only from `sns.<region>.amazonaws.com(.cn)/SimpleNotificationService-<hex>.pem` and
+//! used only if issued to SNS's name (`sns.amazonaws.com`). Any AWS account can subscribe an
 //! endpoint to its own topic, so the source's `secrets` list the topic ARNs it accepts; others are refused.
 //! `Timestamp` is the publish time, kept by retries: not checked (MessageId makes a replay a duplicate). Id
 //! `MessageId`, type `Type`. A SubscriptionConfirmation is answered 200 once its `SubscribeURL` (an SNS host) is

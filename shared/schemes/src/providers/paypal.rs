@@ -1,6 +1,7 @@
 //! PayPal: `PAYPAL-TRANSMISSION-SIG` is base64 SHA256withRSA over
 //! `{PAYPAL-TRANSMISSION-ID}|{PAYPAL-TRANSMISSION-TIME}|{webhook id}|{CRC32 of the raw body, unsigned decimal}`,
-//! checked with the certificate at `PAYPAL-CERT-URL`, fetched only from PayPal's API hosts. The webhook id (shown
+//! checked with the certificate at `PAYPAL-CERT-URL`, fetched only from a certificate's path on PayPal's API hosts
+//! and used only if issued to PayPal's name (`messageverificationcerts.paypal.com`). The webhook id (shown
 //! per webhook in the app's settings) is the source's secret. The transmission time (RFC 3339) is checked
 //! against 300 s: PayPal documents none, and each retry is a new transmission. Id `id`, type `event_type`. No
 //! handshake.

@@ -482,7 +482,8 @@ async fn accept(
                 tracing::debug!(?retry_after, "the source's key fetches are spent: answered 503");
                 return Err(Rejection::KeyUnavailable {
                     reason: Reject::KeyBudget,
-                    retry_after: retry_after.as_secs().max(1),
+                    // Rounded up: a sender that waits as told finds the fetch it needs allowed.
+                    retry_after: (retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0)).max(1),
                 });
             }
         },

@@ -1,4 +1,5 @@
 //! GitHub: `X-Hub-Signature-256: sha256=<hex HMAC-SHA256(body)>`. The SHA-1 `X-Hub-Signature` is not accepted.
+//! <https://docs.github.com/en/webhooks/using-webhooks/validating-webhook-deliveries>
 
 use http::{HeaderMap, HeaderName};
 

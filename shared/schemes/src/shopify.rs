@@ -1,4 +1,5 @@
 //! Shopify: `X-Shopify-Hmac-Sha256: <base64 HMAC-SHA256(body)>`, keyed with the app's client secret.
+//! <https://shopify.dev/docs/apps/build/webhooks/verify-deliveries>
 
 use http::{HeaderMap, HeaderName};
 

@@ -1,5 +1,6 @@
 //! Slack: `X-Slack-Signature: v0=<hex HMAC-SHA256("v0:<timestamp>:<body>")>` with `X-Slack-Request-Timestamp`,
 //! keyed with the app's signing secret. Events API bodies are JSON with `event_id` and `type`.
+//! <https://api.slack.com/authentication/verifying-requests-from-slack>
 
 use http::{HeaderMap, HeaderName};
 

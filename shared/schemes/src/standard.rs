@@ -1,5 +1,7 @@
 //! Standard Webhooks and Svix (one algorithm, two header prefixes): `<p>signature` is a space-separated list of
 //! `v1,<base64 HMAC-SHA256("<id>.<timestamp>.<body>")>`; the key is the base64 after `whsec_`.
+//! <https://github.com/standard-webhooks/standard-webhooks/blob/main/spec/standard-webhooks.md>
+//! <https://docs.svix.com/receiving/verifying-payloads/how-manual>
 
 use base64::Engine as _;
 use http::{HeaderMap, HeaderName};

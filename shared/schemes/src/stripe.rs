@@ -1,5 +1,6 @@
 //! Stripe: `Stripe-Signature: t=<unix>,v1=<hex HMAC-SHA256("<t>.<body>")>[,v1=...]`. The key is the whole
 //! `whsec_...` string. `v0` and other schemes in the header are ignored.
+//! <https://docs.stripe.com/webhooks>
 
 use http::{HeaderMap, HeaderName};
 

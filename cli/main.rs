@@ -20,10 +20,11 @@ use inbox_core::embedded::sqlite::SqliteLedger;
 use inbox_core::model::{SourceName, Status};
 use inbox_core::ports::Queue;
 
-/// mimalloc instead of the system allocator: on the receiver's hot path glibc's malloc spent a tenth of the
+/// mimalloc instead of the system allocator: on the receiver's hot path glibc's malloc spent a large share of the
 /// server's CPU consolidating free chunks and giving pages back (madvise, with a TLB shootdown on every core).
-/// Built without its transparent huge pages (`no_thp`, Cargo.toml): with them, `inbox serve`'s peak memory end to
-/// end was 55 MiB instead of 34, at the same speed (BENCHMARKS.md).
+/// Built without its transparent huge pages (`no_thp`, Cargo.toml): with them, each region it touched was a huge
+/// page to zero and keep, so `inbox serve` held far more memory at the same speed. The measurements:
+/// docs/bench-log/2026-11-30.md and 2026-12-01.md.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

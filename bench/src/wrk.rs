@@ -40,7 +40,8 @@ struct Run {
     client_cores: f64,
 }
 
-/// Deliveries signed for one round: more than any server here accepts in a round (21,000/s at most so far).
+/// Deliveries signed for one round: more than any server here has accepted in a round (BENCHMARKS.md and
+/// docs/bench-log/ have the highest rates).
 const DELIVERIES: usize = 400_000;
 /// The body around each delivery's id, 2 KiB in all.
 const BODY_HEAD: &str = r#"{"ref":"refs/heads/main","delivery":""#;

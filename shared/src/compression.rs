@@ -5,8 +5,9 @@
 use std::cell::RefCell;
 use std::io;
 
-/// The embedded store's level, on the request's own thread before the write: zstd's fast mode, which takes half
-/// the time of level 1 on a 2 KiB JSON body (about 2.7 against 5.2 µs here) and still shrinks it about three times.
+/// The embedded store's level, on the request's own thread before the write: zstd's fast mode, which is much
+/// quicker than level 1 on a webhook-sized JSON body and still shrinks it several times
+/// (docs/bench-log/2026-12-05.md).
 pub const FAST: i32 = -1;
 /// Bodies whose frame says they are larger than this are decompressed by streaming, into a buffer that grows as the
 /// frame is read, rather than into one allocated up front at the size a frame claims.

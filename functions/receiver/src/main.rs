@@ -9,7 +9,7 @@ use tower::ServiceExt;
 async fn main() -> Result<(), Error> {
     lambda_http::tracing::init_default_subscriber();
     // Boxed: the start's future (the SDK's calls for the config and secrets) is large, and on main's stack it
-    // would fault in ~40 KiB more stack pages at every cold start.
+    // would fault in more stack pages at every cold start (docs/bench-log/2026-11-30.md).
     let receiver = Box::pin(receiver_from_env()).await?;
     let metrics = receiver.metrics.clone();
     let app = router(receiver, false);

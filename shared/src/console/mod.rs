@@ -96,9 +96,9 @@ pub struct Console {
     timeline: Option<Arc<dyn Timeline>>,
 }
 
-/// How long the overview's counts are shown before they are taken again. Counting a big store walks its indexes
-/// (about 400 ms over a million events on 2 cores), longer than a page may take; so a page shows the counts as
-/// last taken, with their time, and a view past this age takes them again in the background for the next one.
+/// How long the overview's counts are shown before they are taken again. Counting a big store walks its indexes,
+/// which takes longer than a page may (BENCHMARKS.md, "The operator console"); so a page shows the counts as last
+/// taken, with their time, and a view past this age takes them again in the background for the next one.
 const COUNTS_FRESH: Duration = Duration::from_secs(5);
 
 /// The overview's counts and when they were taken. Only the first view after start (or after a replay from this

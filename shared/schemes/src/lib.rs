@@ -4,6 +4,7 @@
 //! bytes, compares MACs in constant time, accepts any of several keys (rotation) and any of several signatures,
 //! and never panics on input. Errors and `Debug` output never carry a secret, a signature or a body.
 
+mod errors;
 pub mod families;
 mod github;
 mod json;
@@ -29,6 +30,7 @@ use secrecy::{ExposeSecret, SecretSlice};
 use sha2::Digest as _;
 use subtle::{Choice, ConstantTimeEq};
 
+pub use errors::{IdError, KeyError, ParseError, VerifyError};
 pub use families::{Family, Signer};
 pub use providers::{Identify, Preset};
 pub use request::{Answer, Credentials, Identified, Item, KeyRequest, PublicKey, Request, Signed};
@@ -142,11 +144,6 @@ impl FromStr for Locator {
     }
 }
 
-/// A configuration string that did not parse; the message says what was expected.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct ParseError(pub(crate) String);
-
 /// The simplest spelling of the general `hmac` family: `header` carries `prefix` + encode(HMAC(key, body)); the
 /// id and type where the locators say. `Scheme::from` makes it a scheme.
 #[derive(Clone, Debug)]
@@ -213,58 +210,6 @@ impl From<HmacParams> for Scheme {
 pub struct Identity {
     pub event_id: String,
     pub event_type: Option<String>,
-}
-
-/// Why a delivery failed verification. Names headers, never their values.
-#[derive(Debug, thiserror::Error)]
-pub enum VerifyError {
-    #[error("missing header {0}")]
-    MissingHeader(String),
-    #[error("malformed header {0}")]
-    MalformedHeader(String),
-    /// `skew_secs` is `now - timestamp`: positive for a stale delivery, negative for one from the future.
-    #[error("timestamp outside tolerance by {skew_secs} s")]
-    Timestamp { skew_secs: i64 },
-    #[error("no signature matched")]
-    Mismatch,
-    /// The request points at a key the provider does not serve (another host, another path, a key id of another
-    /// shape), or what was fetched is not the provider's: refused, nothing (more) fetched.
-    #[error("the key the request points at ({0}) is not one the provider serves")]
-    UntrustedKey(String),
-}
-
-impl VerifyError {
-    /// A short label for logs and metrics: "timestamp" or "signature".
-    pub fn reason(&self) -> &'static str {
-        match self {
-            VerifyError::Timestamp { .. } => "timestamp",
-            _ => "signature",
-        }
-    }
-}
-
-/// Why no usable event id (or type) was found. Says where it looked, never what it found.
-#[derive(Debug, thiserror::Error)]
-pub enum IdError {
-    #[error("event id not found: {0}")]
-    Missing(String),
-    #[error("invalid event identity: {0}")]
-    Invalid(String),
-    #[error("body is not valid JSON")]
-    MalformedBody,
-}
-
-/// Why a configured secret cannot be a key. Never contains the secret.
-#[derive(Debug, thiserror::Error)]
-pub enum KeyError {
-    #[error("secret is empty")]
-    Empty,
-    #[error("{scheme} secret is not valid base64 after the \"whsec_\" prefix")]
-    NotBase64 { scheme: &'static str },
-    #[error("secret is not valid {0}")]
-    NotDecodable(&'static str),
-    #[error("public key: {0}")]
-    PublicKey(String),
 }
 
 impl Scheme {

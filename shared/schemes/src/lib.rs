@@ -8,6 +8,7 @@ mod errors;
 pub mod families;
 mod github;
 mod json;
+mod key;
 pub mod providers;
 pub mod request;
 pub mod sample;
@@ -18,7 +19,6 @@ mod stripe;
 mod time;
 
 use std::cell::OnceCell;
-use std::fmt;
 use std::str::FromStr;
 
 use ::hmac::{Hmac, Mac};
@@ -26,34 +26,14 @@ use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig};
 use base64::engine::DecodePaddingMode;
 use base64::Engine as _;
 use http::{HeaderMap, HeaderName, HeaderValue};
-use secrecy::{ExposeSecret, SecretSlice};
 use sha2::Digest as _;
 use subtle::{Choice, ConstantTimeEq};
 
 pub use errors::{IdError, KeyError, ParseError, VerifyError};
 pub use families::{Family, Signer};
+pub use key::Key;
 pub use providers::{Identify, Preset};
 pub use request::{Answer, Credentials, Identified, Item, KeyRequest, PublicKey, Request, Signed};
-
-/// An HMAC key. Its bytes never reach `Debug` output or an error message.
-#[derive(Clone)]
-pub struct Key(SecretSlice<u8>);
-
-impl Key {
-    pub fn new(bytes: Vec<u8>) -> Key {
-        Key(SecretSlice::from(bytes))
-    }
-
-    pub(crate) fn expose(&self) -> &[u8] {
-        self.0.expose_secret()
-    }
-}
-
-impl fmt::Debug for Key {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Key([redacted])")
-    }
-}
 
 /// The hash under the HMAC.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -4,6 +4,7 @@
 //! bytes, compares MACs in constant time, accepts any of several keys (rotation) and any of several signatures,
 //! and never panics on input. Errors and `Debug` output never carry a secret, a signature or a body.
 
+mod encoding;
 mod errors;
 pub mod families;
 mod github;
@@ -22,13 +23,12 @@ use std::cell::OnceCell;
 use std::str::FromStr;
 
 use ::hmac::{Hmac, Mac};
-use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig};
-use base64::engine::DecodePaddingMode;
-use base64::Engine as _;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use sha2::Digest as _;
 use subtle::{Choice, ConstantTimeEq};
 
+pub use encoding::Encoding;
+pub(crate) use encoding::{decode, encode, BASE64};
 pub use errors::{IdError, KeyError, ParseError, VerifyError};
 pub use families::{Family, Signer};
 pub use key::Key;
@@ -52,26 +52,6 @@ impl FromStr for Algorithm {
             "sha512" => Ok(Algorithm::Sha512),
             _ => Err(ParseError(format!(
                 "unknown algorithm {s:?} (expected \"sha1\", \"sha256\" or \"sha512\")"
-            ))),
-        }
-    }
-}
-
-/// How a signature is written in its header.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Encoding {
-    Hex,
-    Base64,
-}
-
-impl FromStr for Encoding {
-    type Err = ParseError;
-    fn from_str(s: &str) -> Result<Self, ParseError> {
-        match s {
-            "hex" => Ok(Encoding::Hex),
-            "base64" => Ok(Encoding::Base64),
-            _ => Err(ParseError(format!(
-                "unknown encoding {s:?} (expected \"hex\" or \"base64\")"
             ))),
         }
     }
@@ -681,27 +661,6 @@ fn verify_mac(
         Ok(())
     } else {
         Err(VerifyError::Mismatch)
-    }
-}
-
-/// Standard base64 that accepts the padding present or not.
-const BASE64: GeneralPurpose = GeneralPurpose::new(
-    &base64::alphabet::STANDARD,
-    GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
-);
-
-fn encode(encoding: Encoding, bytes: &[u8]) -> String {
-    match encoding {
-        Encoding::Hex => hex::encode(bytes),
-        Encoding::Base64 => base64::engine::general_purpose::STANDARD.encode(bytes),
-    }
-}
-
-/// Decodes one signature; `None` if it is not valid in `encoding` (odd-length hex, bad base64, ...).
-fn decode(encoding: Encoding, text: &str) -> Option<Vec<u8>> {
-    match encoding {
-        Encoding::Hex => hex::decode(text.trim()).ok(),
-        Encoding::Base64 => BASE64.decode(text.trim()).ok(),
     }
 }
 

@@ -4,10 +4,12 @@
 //! bytes, compares MACs in constant time, accepts any of several keys (rotation) and any of several signatures,
 //! and never panics on input. Errors and `Debug` output never carry a secret, a signature or a body.
 
+mod clock;
 mod encoding;
 mod errors;
 pub mod families;
 mod github;
+mod headers;
 mod json;
 mod key;
 pub mod providers;
@@ -27,10 +29,12 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use sha2::Digest as _;
 use subtle::{Choice, ConstantTimeEq};
 
+pub use clock::Clock;
 pub use encoding::Encoding;
 pub(crate) use encoding::{decode, encode, BASE64};
 pub use errors::{IdError, KeyError, ParseError, VerifyError};
 pub use families::{Family, Signer};
+pub(crate) use headers::{header_first, header_values, malformed};
 pub use key::Key;
 pub use providers::{Identify, Preset};
 pub use request::{Answer, Credentials, Identified, Item, KeyRequest, PublicKey, Request, Signed};
@@ -557,64 +561,6 @@ fn locate(req: &Request, id: &Locator, event_type: Option<&Locator>) -> Result<I
 
 // ---------------------------------------------------------------------------------------------------------
 // Shared helpers.
-
-/// The verifier's clock: the caller's `now` and the accepted skew either way.
-#[derive(Clone, Copy, Debug)]
-pub struct Clock {
-    pub now_unix: i64,
-    pub tolerance_secs: u64,
-}
-
-impl Clock {
-    /// Checks a unix-seconds timestamp against the tolerance, both ways; saturating.
-    pub fn check_unix(self, ts: i64) -> Result<(), VerifyError> {
-        let skew_secs = self.now_unix.saturating_sub(ts);
-        if skew_secs.unsigned_abs() > self.tolerance_secs {
-            return Err(VerifyError::Timestamp { skew_secs });
-        }
-        Ok(())
-    }
-
-    /// Checks a unix-seconds timestamp header value. Saturating both ways: no value can overflow.
-    fn check(self, header: &HeaderName, raw: &str) -> Result<(), VerifyError> {
-        if raw.is_empty() || !raw.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(malformed(header, "not unix seconds"));
-        }
-        // All digits, so a parse failure can only be an overflow: a timestamp absurdly far in the future.
-        let skew_secs = raw
-            .parse::<i64>()
-            .map_or(i64::MIN, |ts| self.now_unix.saturating_sub(ts));
-        if skew_secs.unsigned_abs() > self.tolerance_secs {
-            return Err(VerifyError::Timestamp { skew_secs });
-        }
-        Ok(())
-    }
-}
-
-fn malformed(header: &HeaderName, why: &str) -> VerifyError {
-    VerifyError::MalformedHeader(format!("{header} ({why})"))
-}
-
-/// Every value of a header, as text. None present is `MissingHeader`; non-UTF-8 is `MalformedHeader`.
-fn header_values<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Result<Vec<&'a str>, VerifyError> {
-    let values = headers
-        .get_all(name)
-        .iter()
-        .map(|v| std::str::from_utf8(v.as_bytes()).map_err(|_| malformed(name, "not UTF-8")))
-        .collect::<Result<Vec<_>, _>>()?;
-    if values.is_empty() {
-        return Err(VerifyError::MissingHeader(name.to_string()));
-    }
-    Ok(values)
-}
-
-/// The first value of a header, as text.
-fn header_first<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Result<&'a str, VerifyError> {
-    let value = headers
-        .get(name)
-        .ok_or_else(|| VerifyError::MissingHeader(name.to_string()))?;
-    std::str::from_utf8(value.as_bytes()).map_err(|_| malformed(name, "not UTF-8"))
-}
 
 /// HMAC of the concatenation of `parts`.
 fn mac(algorithm: Algorithm, key: &Key, parts: &[&[u8]]) -> Vec<u8> {

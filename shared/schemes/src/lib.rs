@@ -12,6 +12,7 @@ mod github;
 mod headers;
 mod json;
 mod key;
+mod mac;
 pub mod providers;
 pub mod request;
 pub mod sample;
@@ -24,10 +25,8 @@ mod time;
 use std::cell::OnceCell;
 use std::str::FromStr;
 
-use ::hmac::{Hmac, Mac};
 use http::{HeaderMap, HeaderName, HeaderValue};
 use sha2::Digest as _;
-use subtle::{Choice, ConstantTimeEq};
 
 pub use clock::Clock;
 pub use encoding::Encoding;
@@ -36,30 +35,10 @@ pub use errors::{IdError, KeyError, ParseError, VerifyError};
 pub use families::{Family, Signer};
 pub(crate) use headers::{header_first, header_values, malformed};
 pub use key::Key;
+pub use mac::Algorithm;
+pub(crate) use mac::{mac, verify_mac};
 pub use providers::{Identify, Preset};
 pub use request::{Answer, Credentials, Identified, Item, KeyRequest, PublicKey, Request, Signed};
-
-/// The hash under the HMAC.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Algorithm {
-    Sha1,
-    Sha256,
-    Sha512,
-}
-
-impl FromStr for Algorithm {
-    type Err = ParseError;
-    fn from_str(s: &str) -> Result<Self, ParseError> {
-        match s {
-            "sha1" => Ok(Algorithm::Sha1),
-            "sha256" => Ok(Algorithm::Sha256),
-            "sha512" => Ok(Algorithm::Sha512),
-            _ => Err(ParseError(format!(
-                "unknown algorithm {s:?} (expected \"sha1\", \"sha256\" or \"sha512\")"
-            ))),
-        }
-    }
-}
 
 /// Where the generic scheme finds an event id or type.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -561,54 +540,6 @@ fn locate(req: &Request, id: &Locator, event_type: Option<&Locator>) -> Result<I
 
 // ---------------------------------------------------------------------------------------------------------
 // Shared helpers.
-
-/// HMAC of the concatenation of `parts`.
-fn mac(algorithm: Algorithm, key: &Key, parts: &[&[u8]]) -> Vec<u8> {
-    fn run<M: Mac + ::hmac::digest::KeyInit>(key: &[u8], parts: &[&[u8]]) -> Vec<u8> {
-        // HMAC takes keys of any length, so this never fails; an empty tag would simply never match.
-        let Ok(mut mac) = <M as ::hmac::digest::KeyInit>::new_from_slice(key) else {
-            return Vec::new();
-        };
-        for part in parts {
-            mac.update(part);
-        }
-        mac.finalize().into_bytes().to_vec()
-    }
-    match algorithm {
-        Algorithm::Sha1 => run::<Hmac<sha1::Sha1>>(key.expose(), parts),
-        Algorithm::Sha256 => run::<Hmac<sha2::Sha256>>(key.expose(), parts),
-        Algorithm::Sha512 => run::<Hmac<sha2::Sha512>>(key.expose(), parts),
-    }
-}
-
-/// Accepts if the MAC of `parts` under any key equals any candidate. Every pair is compared in constant time,
-/// without stopping at the first match. No decodable candidate at all is a malformed `header`.
-fn verify_mac(
-    algorithm: Algorithm,
-    keys: &[Key],
-    parts: &[&[u8]],
-    candidates: &[Vec<u8>],
-    header: &HeaderName,
-) -> Result<(), VerifyError> {
-    if candidates.is_empty() {
-        return Err(malformed(header, "no usable signature"));
-    }
-    let mut matched = Choice::from(0);
-    for key in keys {
-        let expected = mac(algorithm, key, parts);
-        if expected.is_empty() {
-            continue;
-        }
-        for candidate in candidates {
-            matched |= expected.as_slice().ct_eq(candidate.as_slice());
-        }
-    }
-    if bool::from(matched) {
-        Ok(())
-    } else {
-        Err(VerifyError::Mismatch)
-    }
-}
 
 /// Event ids (and types) are at most this long, in bytes.
 const MAX_ID_LEN: usize = 256;

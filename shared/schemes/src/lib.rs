@@ -27,16 +27,12 @@ mod time;
 
 pub use clock::Clock;
 pub use encoding::Encoding;
-pub(crate) use encoding::{decode, encode, BASE64};
 pub use errors::{IdError, KeyError, ParseError, VerifyError};
 pub use families::{Family, Signer};
-pub(crate) use headers::{header_first, header_values, malformed};
 pub use identity::{checked_type, Identity};
-pub(crate) use identity::{id_from_header, type_from_header, valid_id, Body};
 pub use key::Key;
 pub use locator::Locator;
 pub use mac::Algorithm;
-pub(crate) use mac::{mac, verify_mac};
 pub use providers::{Identify, Preset};
 pub use request::{Answer, Credentials, Identified, Item, KeyRequest, PublicKey, Request, Signed};
 pub use scheme::{HmacParams, Scheme};

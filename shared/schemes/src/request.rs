@@ -7,7 +7,8 @@ use std::fmt;
 use http::{HeaderMap, HeaderName, Method, Uri};
 use percent_encoding::percent_decode_str;
 
-use super::{Identity, Key};
+use crate::identity::Identity;
+use crate::key::Key;
 
 /// One delivery as received: the method, the path and query, the headers, the raw body bytes, and when it arrived
 /// (UTC milliseconds on the receiver's clock; 0 where no clock matters).
@@ -324,12 +325,12 @@ pub struct Signed {
 /// Reads a `public_key` as providers print them: hex or base64 of the raw key (Ed25519), base64 DER or PEM
 /// (SubjectPublicKeyInfo, PKCS#1 RSA, or a certificate, whose key is taken), or a JWK set (JSON).
 pub(crate) fn parse_public_key(
-    family: Option<&crate::Family>,
+    family: Option<&crate::families::Family>,
     text: &str,
-) -> Result<PublicKey, crate::KeyError> {
-    use crate::Family;
+) -> Result<PublicKey, crate::errors::KeyError> {
+    use crate::families::Family;
     use base64::Engine as _;
-    let bad = |why: &str| crate::KeyError::PublicKey(why.to_owned());
+    let bad = |why: &str| crate::errors::KeyError::PublicKey(why.to_owned());
     let text = text.trim();
     if text.starts_with('{') {
         return jwks(text).ok_or_else(|| bad("not a JWK or a JWK set"));
@@ -345,7 +346,7 @@ pub(crate) fn parse_public_key(
     } else if text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit()) {
         hex::decode(text).map_err(|_| bad("not hex"))?
     } else {
-        crate::BASE64
+        crate::encoding::BASE64
             .decode(text)
             .map_err(|_| bad("not hex, base64 or PEM"))?
     };

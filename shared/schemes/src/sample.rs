@@ -3,8 +3,10 @@
 
 use serde_json::{Map, Value};
 
+use crate::identity::Identity;
+use crate::locator::Locator;
 use crate::providers::Identify;
-use crate::{Identity, Locator, Scheme};
+use crate::scheme::Scheme;
 
 /// The body, its content type, and headers the provider sends beside its signature.
 pub struct Sample {

@@ -3,10 +3,12 @@
 
 use http::{HeaderMap, HeaderName};
 
-use super::{
-    decode, encode, header_values, id_from_header, mac, type_from_header, verify_mac, Algorithm, Encoding,
-    IdError, Identity, Key, VerifyError,
-};
+use crate::encoding::{decode, encode, Encoding};
+use crate::errors::{IdError, VerifyError};
+use crate::headers::header_values;
+use crate::identity::{id_from_header, type_from_header, Identity};
+use crate::key::Key;
+use crate::mac::{mac, verify_mac, Algorithm};
 
 static SIGNATURE: HeaderName = HeaderName::from_static("x-shopify-hmac-sha256");
 static WEBHOOK_ID: HeaderName = HeaderName::from_static("x-shopify-webhook-id");

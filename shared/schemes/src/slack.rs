@@ -5,10 +5,13 @@
 use http::{HeaderMap, HeaderName};
 
 use super::json::Leaf;
-use super::{
-    decode, header_first, header_values, mac, verify_mac, Algorithm, Body, Clock, Encoding, IdError,
-    Identity, Key, VerifyError,
-};
+use crate::clock::Clock;
+use crate::encoding::{decode, Encoding};
+use crate::errors::{IdError, VerifyError};
+use crate::headers::{header_first, header_values};
+use crate::identity::{Body, Identity};
+use crate::key::Key;
+use crate::mac::{mac, verify_mac, Algorithm};
 
 static SIGNATURE: HeaderName = HeaderName::from_static("x-slack-signature");
 static TIMESTAMP: HeaderName = HeaderName::from_static("x-slack-request-timestamp");

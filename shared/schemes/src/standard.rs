@@ -6,10 +6,13 @@
 use base64::Engine as _;
 use http::{HeaderMap, HeaderName};
 
-use super::{
-    decode, header_first, header_values, id_from_header, mac, verify_mac, Algorithm, Body, Clock, Encoding,
-    IdError, Identity, Key, KeyError, VerifyError, BASE64,
-};
+use crate::clock::Clock;
+use crate::encoding::{decode, Encoding, BASE64};
+use crate::errors::{IdError, KeyError, VerifyError};
+use crate::headers::{header_first, header_values};
+use crate::identity::{id_from_header, Body, Identity};
+use crate::key::Key;
+use crate::mac::{mac, verify_mac, Algorithm};
 
 /// The header names of one flavour.
 pub(super) struct Names {
@@ -97,7 +100,7 @@ impl Names {
             (self.timestamp.clone(), timestamp),
             (
                 self.signature.clone(),
-                format!("v1,{}", super::encode(Encoding::Base64, &tag)),
+                format!("v1,{}", crate::encoding::encode(Encoding::Base64, &tag)),
             ),
         ]
     }

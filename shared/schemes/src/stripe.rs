@@ -4,10 +4,13 @@
 
 use http::{HeaderMap, HeaderName};
 
-use super::{
-    decode, header_values, mac, malformed, verify_mac, Algorithm, Body, Clock, Encoding, IdError, Identity,
-    Key, VerifyError,
-};
+use crate::clock::Clock;
+use crate::encoding::{decode, Encoding};
+use crate::errors::{IdError, VerifyError};
+use crate::headers::{header_values, malformed};
+use crate::identity::{Body, Identity};
+use crate::key::Key;
+use crate::mac::{mac, verify_mac, Algorithm};
 
 static SIGNATURE: HeaderName = HeaderName::from_static("stripe-signature");
 

@@ -6,8 +6,10 @@
 use aws_lc_rs::signature::{self as sig, UnparsedPublicKey, VerificationAlgorithm};
 
 use super::{missing, Signature, Template, Timestamp};
+use crate::clock::Clock;
+use crate::errors::VerifyError;
+use crate::key::Key;
 use crate::request::{Credentials, KeyRequest, PublicKey, Request, Signed};
-use crate::{Clock, Key, VerifyError};
 
 /// A signature over a template, with an optional signed timestamp.
 #[derive(Clone, Debug)]

@@ -4,8 +4,12 @@
 use std::str::FromStr;
 
 use super::{missing, Signature, Template, Timestamp};
+use crate::clock::Clock;
+use crate::encoding::BASE64;
+use crate::errors::{KeyError, ParseError, VerifyError};
+use crate::key::Key;
+use crate::mac::{mac, verify_mac, Algorithm};
 use crate::request::{Credentials, Request, Signed};
-use crate::{mac, verify_mac, Algorithm, Clock, Key, KeyError, ParseError, VerifyError, BASE64};
 
 /// How a configured secret becomes the HMAC key's bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

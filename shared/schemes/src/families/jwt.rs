@@ -7,8 +7,9 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use crate::clock::Clock;
+use crate::errors::VerifyError;
 use crate::request::{provider_https_url, Credentials, KeyRequest, PublicKey, Request, Signed};
-use crate::{Clock, VerifyError};
 
 /// Where the token's key comes from.
 #[derive(Clone, Debug)]
@@ -57,10 +58,10 @@ pub struct Jwt {
 
 impl Jwt {
     fn token<'r>(&self, req: &Request<'r>) -> Result<&'r str, VerifyError> {
-        let value = crate::header_first(req.headers, &self.header)?;
+        let value = crate::headers::header_first(req.headers, &self.header)?;
         let head = value.get(..self.prefix.len()).unwrap_or("");
         if !head.eq_ignore_ascii_case(self.prefix) {
-            return Err(crate::malformed(&self.header, "wrong scheme"));
+            return Err(crate::headers::malformed(&self.header, "wrong scheme"));
         }
         Ok(value[self.prefix.len()..].trim())
     }
@@ -79,10 +80,10 @@ impl Jwt {
             return Ok(None); // pinned keys
         }
         let header = jsonwebtoken::decode_header(self.token(req)?)
-            .map_err(|_| crate::malformed(&self.header, "not a JWT"))?;
+            .map_err(|_| crate::headers::malformed(&self.header, "not a JWT"))?;
         let kid = header
             .kid
-            .ok_or_else(|| crate::malformed(&self.header, "no kid"))?;
+            .ok_or_else(|| crate::headers::malformed(&self.header, "no kid"))?;
         if !kid_shape(&kid) {
             return Err(VerifyError::UntrustedKey(format!("the kid of {}", self.header)));
         }
@@ -97,7 +98,7 @@ impl Jwt {
         Ok(Some(KeyRequest::JwkByPost {
             url,
             kid,
-            body: crate::Key::new(body.into_bytes()),
+            body: crate::key::Key::new(body.into_bytes()),
         }))
     }
 
@@ -109,8 +110,8 @@ impl Jwt {
         fetched: Option<&PublicKey>,
     ) -> Result<(), VerifyError> {
         let token = self.token(req)?;
-        let header =
-            jsonwebtoken::decode_header(token).map_err(|_| crate::malformed(&self.header, "not a JWT"))?;
+        let header = jsonwebtoken::decode_header(token)
+            .map_err(|_| crate::headers::malformed(&self.header, "not a JWT"))?;
         if !self.algorithms.contains(&header.alg) {
             return Err(VerifyError::Mismatch);
         }
@@ -181,7 +182,7 @@ impl Jwt {
             let claimed = if hash.hex {
                 hex::decode(claimed).ok()
             } else {
-                crate::BASE64.decode(claimed).ok().or_else(|| {
+                crate::encoding::BASE64.decode(claimed).ok().or_else(|| {
                     base64::engine::general_purpose::URL_SAFE_NO_PAD
                         .decode(claimed)
                         .ok()

@@ -16,7 +16,11 @@ use std::str::FromStr;
 use http::HeaderName;
 
 use super::request::{Credentials, KeyRequest, PublicKey, Request, Signed};
-use super::{decode, malformed, Clock, Encoding, Identity, ParseError, VerifyError};
+use crate::clock::Clock;
+use crate::encoding::{decode, Encoding};
+use crate::errors::{ParseError, VerifyError};
+use crate::headers::malformed;
+use crate::identity::Identity;
 
 pub use self::asymmetric::{Asymmetric, Rsa, RsaAlgorithm, RsaKey};
 pub use self::hmac::{Hmac, SecretEncoding};
@@ -61,10 +65,10 @@ impl std::fmt::Debug for Custom {
 /// asymmetric families.
 #[derive(Clone, Debug)]
 pub enum Signer {
-    Secret(super::Key),
+    Secret(crate::key::Key),
     /// A PKCS#8 private key (Ed25519, P-256 or RSA), and for certificate-based RSA the URL the request names.
     Private {
-        pkcs8: super::Key,
+        pkcs8: crate::key::Key,
         key_url: Option<String>,
     },
 }
@@ -166,7 +170,7 @@ impl At {
     pub fn values(&self, req: &Request) -> Result<Vec<String>, VerifyError> {
         let found = match self {
             At::Header(name) => {
-                return super::header_values(req.headers, name)
+                return crate::headers::header_values(req.headers, name)
                     .map(|v| v.into_iter().map(str::to_owned).collect())
             }
             At::Query(name) => req.query(name),
@@ -391,7 +395,7 @@ impl Signature {
 
     /// The value to send for one signature (the inverse of `read`), given the timestamp where the format has one.
     pub fn write(&self, tag: &[u8], timestamp: Option<&str>) -> String {
-        let encoded = format!("{}{}", self.prefix, super::encode(self.encoding, tag));
+        let encoded = format!("{}{}", self.prefix, crate::encoding::encode(self.encoding, tag));
         match &self.format {
             Format::Plain | Format::List { .. } => encoded,
             Format::Pairs {
@@ -586,7 +590,9 @@ impl Template {
                         .unwrap_or("/")
                         .as_bytes(),
                 ),
-                Part::Header(name) => Cow::Borrowed(super::header_first(req.headers, name)?.as_bytes()),
+                Part::Header(name) => {
+                    Cow::Borrowed(crate::headers::header_first(req.headers, name)?.as_bytes())
+                }
                 Part::Query(name) => Cow::Owned(req.query(name).unwrap_or_default().into_bytes()),
                 Part::SortedParams => {
                     let mut fields = req.form_fields().unwrap_or_default();

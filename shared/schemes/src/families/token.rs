@@ -7,8 +7,9 @@ use http::HeaderName;
 use sha2::{Digest, Sha256};
 use subtle::{Choice, ConstantTimeEq};
 
+use crate::errors::VerifyError;
+use crate::key::Key;
 use crate::request::{Request, Signed};
-use crate::{Key, VerifyError};
 
 /// Where the token is.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -52,23 +53,23 @@ impl Token {
     fn presented(&self, req: &Request) -> Result<Vec<u8>, VerifyError> {
         match &self.at {
             TokenAt::Header { name, prefix } => {
-                let value = crate::header_first(req.headers, name)?;
+                let value = crate::headers::header_first(req.headers, name)?;
                 let token = if prefix.is_empty() {
                     value
                 } else {
                     strip_prefix_ignore_case(value, prefix)
-                        .ok_or_else(|| crate::malformed(name, "wrong scheme"))?
+                        .ok_or_else(|| crate::headers::malformed(name, "wrong scheme"))?
                 };
                 Ok(token.as_bytes().to_vec())
             }
             TokenAt::Basic => {
                 let name = http::header::AUTHORIZATION;
-                let value = crate::header_first(req.headers, &name)?;
+                let value = crate::headers::header_first(req.headers, &name)?;
                 let encoded = strip_prefix_ignore_case(value, "Basic ")
-                    .ok_or_else(|| crate::malformed(&name, "not Basic"))?;
-                crate::BASE64
+                    .ok_or_else(|| crate::headers::malformed(&name, "not Basic"))?;
+                crate::encoding::BASE64
                     .decode(encoded.trim())
-                    .map_err(|_| crate::malformed(&name, "not base64"))
+                    .map_err(|_| crate::headers::malformed(&name, "not base64"))
             }
             TokenAt::Query(name) => req
                 .query(name)

@@ -13,10 +13,12 @@ use serde_json::Value;
 use crate::families::{Custom, Family, Signer};
 use crate::providers::{Example, Identify, Preset, MAX_BATCH_ITEMS};
 use crate::request::{Answer, Credentials, Identified, Item, Request, Signed};
-use crate::{
-    decode, encode, mac, valid_id, verify_mac, Algorithm, Clock, Encoding, IdError, Identity, Key,
-    VerifyError,
-};
+use crate::clock::Clock;
+use crate::encoding::{decode, encode, Encoding};
+use crate::errors::{IdError, VerifyError};
+use crate::identity::{valid_id, Identity};
+use crate::key::Key;
+use crate::mac::{mac, verify_mac, Algorithm};
 
 /// Where the signatures are, for error messages (they are in the body, not in a header).
 static PLACE: HeaderName = HeaderName::from_static("notificationitems-hmacsignature");

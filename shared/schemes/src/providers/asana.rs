@@ -11,7 +11,9 @@ use serde_json::value::RawValue;
 use crate::families::{Family, Hmac, Signature};
 use crate::providers::{Example, Identify, Preset, elements, hashed_items};
 use crate::request::{Answer, Credentials, Identified, Request};
-use crate::{Algorithm, Encoding, IdError, VerifyError};
+use crate::encoding::Encoding;
+use crate::errors::{IdError, VerifyError};
+use crate::mac::Algorithm;
 
 const HOOK_SECRET: HeaderName = HeaderName::from_static("x-hook-secret");
 

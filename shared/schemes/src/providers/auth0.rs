@@ -11,7 +11,8 @@ use serde_json::Value;
 use crate::families::{Family, Token};
 use crate::providers::{Example, Identify, Preset, MAX_BATCH_ITEMS};
 use crate::request::{Identified, Item, Request};
-use crate::{valid_id, IdError, Identity};
+use crate::errors::IdError;
+use crate::identity::{valid_id, Identity};
 
 pub(super) fn preset() -> Preset {
     Preset {

@@ -18,7 +18,9 @@ use crate::families::asymmetric::RsaMessage;
 use crate::families::{Asymmetric, At, Family, Format, Rsa, RsaAlgorithm, RsaKey, Signature, Template};
 use crate::providers::{Identify, Preset};
 use crate::request::{Answer, Credentials, HttpsUrl, KeyRequest, Request};
-use crate::{Clock, Encoding, VerifyError};
+use crate::clock::Clock;
+use crate::encoding::Encoding;
+use crate::errors::VerifyError;
 
 /// Whether `host` is SNS's own endpoint in a region: `sns.<region>.amazonaws.com`, or `sns.<region>.amazonaws.com.cn`
 /// for the China regions, `<region>` being a real region's shape ([`region`]). Not `sns.*.amazonaws.com`: that
@@ -196,7 +198,7 @@ fn message(req: &Request, _creds: &Credentials, _clock: Clock) -> Result<RsaMess
     let signature = text(&m, "Signature").ok_or_else(|| bad("no Signature"))?;
     Ok(RsaMessage {
         messages: vec![signed],
-        signatures: crate::decode(Encoding::Base64, signature).into_iter().collect(),
+        signatures: crate::encoding::decode(Encoding::Base64, signature).into_iter().collect(),
         algorithm,
     })
 }

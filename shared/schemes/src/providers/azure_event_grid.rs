@@ -14,7 +14,9 @@ use serde_json::{json, Value};
 use crate::families::{Custom, Family, Signer, Token, TokenAt};
 use crate::providers::{Batch, Identify, Preset};
 use crate::request::{Answer, Credentials, Request, Signed};
-use crate::{Clock, Identity, VerifyError};
+use crate::clock::Clock;
+use crate::errors::VerifyError;
+use crate::identity::Identity;
 
 /// The query parameter that carries the secret.
 const QUERY: &str = "code";

@@ -10,7 +10,10 @@ use http::HeaderName;
 use crate::families::{Family, Hmac, Signature};
 use crate::providers::{Example, Identify, Preset};
 use crate::request::{Identified, Request};
-use crate::{id_from_header, type_from_header, Algorithm, Encoding, IdError, Identity};
+use crate::encoding::Encoding;
+use crate::errors::IdError;
+use crate::identity::{id_from_header, type_from_header, Identity};
+use crate::mac::Algorithm;
 
 const CLOUD_ID: HeaderName = HeaderName::from_static("x-request-uuid");
 const DATA_CENTER_ID: HeaderName = HeaderName::from_static("x-request-id");

@@ -11,9 +11,14 @@ use http::HeaderName;
 use crate::families::{Custom, Family, Signer};
 use crate::providers::{Identify, Preset};
 use crate::request::{Credentials, Request, Signed};
-use crate::{decode, encode, header_first, mac, malformed, verify_mac, Algorithm, Clock, Encoding, Identity};
+use crate::clock::Clock;
+use crate::encoding::{decode, encode, Encoding};
+use crate::headers::{header_first, malformed};
+use crate::identity::Identity;
+use crate::mac::{mac, verify_mac, Algorithm};
 use crate::time::{rfc3339_utc, unix_of_rfc3339};
-use crate::{Key, VerifyError};
+use crate::errors::VerifyError;
+use crate::key::Key;
 
 static TIMESTAMP: HeaderName = HeaderName::from_static("box-delivery-timestamp");
 static PRIMARY: HeaderName = HeaderName::from_static("box-signature-primary");

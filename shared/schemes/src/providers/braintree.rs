@@ -13,7 +13,12 @@ use sha1::{Digest as _, Sha1};
 use crate::families::{Custom, Family, Signer};
 use crate::providers::{Example, Identify, Preset};
 use crate::request::{Answer, Credentials, Identified, Request, Signed};
-use crate::{decode, mac, valid_id, verify_mac, Algorithm, Clock, Encoding, IdError, Identity, Key, VerifyError, BASE64};
+use crate::clock::Clock;
+use crate::encoding::{decode, Encoding, BASE64};
+use crate::errors::{IdError, VerifyError};
+use crate::identity::{valid_id, Identity};
+use crate::key::Key;
+use crate::mac::{mac, verify_mac, Algorithm};
 
 static PLACE: HeaderName = HeaderName::from_static("bt_signature");
 
@@ -64,7 +69,7 @@ fn verify(creds: &Credentials, req: &Request, _clock: Clock) -> Result<(), Verif
         .ok()
         .is_some_and(|x| x.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'<'));
     if !xml {
-        return Err(crate::malformed(&PLACE, "bt_payload is not a notification"));
+        return Err(crate::headers::malformed(&PLACE, "bt_payload is not a notification"));
     }
     let pairs: Vec<(&str, Vec<u8>)> = signature
         .split('&')
@@ -74,7 +79,7 @@ fn verify(creds: &Credentials, req: &Request, _clock: Clock) -> Result<(), Verif
         })
         .collect();
     if pairs.is_empty() {
-        return Err(crate::malformed(&PLACE, "no usable signature"));
+        return Err(crate::headers::malformed(&PLACE, "no usable signature"));
     }
     let with_newline = format!("{payload}\n");
     // Each secret checks only the signatures under its own public key; every MAC is compared by verify_mac.

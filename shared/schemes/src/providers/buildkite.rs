@@ -11,7 +11,11 @@ use http::HeaderName;
 use crate::families::{Custom, Family, Hmac, SecretEncoding, Signature, Signer, Template, Timestamp, Token};
 use crate::providers::{Identify, Preset};
 use crate::request::{Credentials, Request, Signed};
-use crate::{Algorithm, Clock, Encoding, Identity, VerifyError};
+use crate::clock::Clock;
+use crate::encoding::Encoding;
+use crate::errors::VerifyError;
+use crate::identity::Identity;
+use crate::mac::Algorithm;
 
 const SIGNATURE: HeaderName = HeaderName::from_static("x-buildkite-signature");
 const TOKEN: HeaderName = HeaderName::from_static("x-buildkite-token");

@@ -13,7 +13,9 @@ use sha2::{Digest, Sha256};
 use crate::families::{Asymmetric, Family, Signature, Template, Timestamp};
 use crate::providers::{Example, Identify, Preset};
 use crate::request::{Answer, Credentials, Identified, Request};
-use crate::{Encoding, IdError, Identity};
+use crate::encoding::Encoding;
+use crate::errors::IdError;
+use crate::identity::Identity;
 
 pub(super) fn preset() -> Preset {
     let family = Family::Ed25519(Asymmetric {
@@ -75,7 +77,7 @@ fn identify(req: &Request) -> Result<Identified, IdError> {
     let (kind, value) = kind(req.body).ok_or(IdError::MalformedBody)?;
     let identity = match kind {
         Kind::Interaction(t) => Identity {
-            event_id: crate::valid_id(
+            event_id: crate::identity::valid_id(
                 "json /id",
                 value
                     .get("id")

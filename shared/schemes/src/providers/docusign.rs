@@ -11,8 +11,11 @@ use serde_json::Value;
 use crate::families::{Custom, Family, Signer};
 use crate::providers::{Example, Identify, Preset};
 use crate::request::{Credentials, Identified, Request, Signed};
-use crate::{decode, encode, mac, valid_id, verify_mac, Algorithm, Clock, Encoding, IdError, Identity};
-use crate::VerifyError;
+use crate::clock::Clock;
+use crate::encoding::{decode, encode, Encoding};
+use crate::errors::{IdError, VerifyError};
+use crate::identity::{valid_id, Identity};
+use crate::mac::{mac, verify_mac, Algorithm};
 
 /// The signature headers' common prefix; the suffix is the key's number.
 const PREFIX: &str = "x-docusign-signature-";

@@ -10,7 +10,10 @@
 use crate::families::{Family, Hmac, Signature};
 use crate::providers::{Identify, Preset};
 use crate::request::{Answer, Credentials, Identified, Request};
-use crate::{Algorithm, Encoding, IdError, Identity, VerifyError};
+use crate::encoding::Encoding;
+use crate::errors::{IdError, VerifyError};
+use crate::identity::Identity;
+use crate::mac::Algorithm;
 
 pub(super) fn preset() -> Preset {
     let family = Family::Hmac(Hmac::of_body(

@@ -13,7 +13,11 @@ use serde_json::Value;
 use crate::families::{Custom, Family, Signer};
 use crate::providers::{Example, Identify, Preset};
 use crate::request::{Answer, Credentials, Identified, Request, Signed};
-use crate::{decode, encode, mac, verify_mac, Algorithm, Clock, Encoding, IdError, Identity, VerifyError};
+use crate::clock::Clock;
+use crate::encoding::{decode, encode, Encoding};
+use crate::errors::{IdError, VerifyError};
+use crate::identity::Identity;
+use crate::mac::{mac, verify_mac, Algorithm};
 
 const RECEIVED: &str = "Hello API Event Received";
 

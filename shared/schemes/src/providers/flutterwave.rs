@@ -8,7 +8,11 @@ use crate::families::{Custom, Family, Hmac, Signature, Signer, Token};
 use crate::json::Leaf;
 use crate::providers::{Identify, Preset};
 use crate::request::{Credentials, Identified, Request, Signed};
-use crate::{Algorithm, Clock, Encoding, IdError, Identity, VerifyError};
+use crate::clock::Clock;
+use crate::encoding::Encoding;
+use crate::errors::{IdError, VerifyError};
+use crate::identity::Identity;
+use crate::mac::Algorithm;
 
 const SIGNATURE: &str = "flutterwave-signature";
 const VERIF_HASH: &str = "verif-hash";
@@ -59,7 +63,7 @@ fn identify(req: &Request) -> Result<Identified, IdError> {
         _ => None,
     };
     let event_id = match text(0) {
-        Some(id) => crate::valid_id("json /webhook_id", id)?,
+        Some(id) => crate::identity::valid_id("json /webhook_id", id)?,
         None => hex::encode(<sha2::Sha256 as sha2::Digest>::digest(req.body)),
     };
     Ok(Identified::One(Identity {

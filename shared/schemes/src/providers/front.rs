@@ -10,7 +10,8 @@ use http::HeaderName;
 use crate::families::{Family, Hmac, SecretEncoding, Signature, Template, Timestamp};
 use crate::providers::{Identify, Preset};
 use crate::request::{Answer, Credentials, Request};
-use crate::{Algorithm, Encoding};
+use crate::encoding::Encoding;
+use crate::mac::Algorithm;
 
 const TIMESTAMP: &str = "x-front-request-timestamp";
 

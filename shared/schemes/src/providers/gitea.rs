@@ -13,7 +13,12 @@ use http::HeaderName;
 use crate::families::{Custom, Family, Signer};
 use crate::providers::{Identify, Preset};
 use crate::request::{Credentials, Request, Signed};
-use crate::{decode, encode, header_first, mac, verify_mac, Algorithm, Clock, Encoding, Identity, VerifyError};
+use crate::clock::Clock;
+use crate::encoding::{decode, encode, Encoding};
+use crate::errors::VerifyError;
+use crate::headers::header_first;
+use crate::identity::Identity;
+use crate::mac::{mac, verify_mac, Algorithm};
 
 const SIGNATURE: HeaderName = HeaderName::from_static("x-gitea-signature");
 

@@ -10,7 +10,8 @@ use sha2::{Digest, Sha256};
 use crate::families::{Family, Token};
 use crate::providers::{Identify, Preset};
 use crate::request::{Identified, Request};
-use crate::{id_from_header, type_from_header, IdError, Identity};
+use crate::errors::IdError;
+use crate::identity::{id_from_header, type_from_header, Identity};
 
 const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 const EVENT: HeaderName = HeaderName::from_static("x-gitlab-event");

@@ -9,7 +9,10 @@ use serde_json::value::RawValue;
 use crate::families::{Family, Hmac, Signature};
 use crate::providers::{Example, Identify, Preset, MAX_BATCH_ITEMS};
 use crate::request::{Identified, Item, Request};
-use crate::{valid_id, Algorithm, Encoding, IdError, Identity};
+use crate::encoding::Encoding;
+use crate::errors::IdError;
+use crate::identity::{valid_id, Identity};
+use crate::mac::Algorithm;
 
 pub(super) fn preset() -> Preset {
     let family = Family::Hmac(Hmac::of_body(

@@ -14,7 +14,7 @@ use crate::families::jwt::{Jwt, JwtKey};
 use crate::families::Family;
 use crate::providers::{Identify, Preset};
 use crate::request::{Answer, Credentials, Request};
-use crate::VerifyError;
+use crate::errors::VerifyError;
 
 /// A Google ID token lives an hour.
 const MAX_AGE_SECS: u64 = 3600;

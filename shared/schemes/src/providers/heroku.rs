@@ -8,7 +8,10 @@ use crate::families::{Family, Hmac, Signature};
 use crate::json::{at_pointers, Leaf};
 use crate::providers::{Identify, Preset};
 use crate::request::{Identified, Request};
-use crate::{valid_id, Algorithm, Encoding, IdError, Identity};
+use crate::encoding::Encoding;
+use crate::errors::IdError;
+use crate::identity::{valid_id, Identity};
+use crate::mac::Algorithm;
 
 pub(super) fn preset() -> Preset {
     let family = Family::Hmac(Hmac::of_body(

@@ -9,7 +9,9 @@ use http::Method;
 use crate::families::{Family, Hmac, SecretEncoding, Signature, Template};
 use crate::providers::{Identify, Preset};
 use crate::request::{Answer, Credentials, Request};
-use crate::{Algorithm, Encoding, VerifyError};
+use crate::encoding::Encoding;
+use crate::errors::VerifyError;
+use crate::mac::Algorithm;
 
 /// The URL check: a `HEAD` with nothing to verify.
 fn url_check(req: &Request, _creds: &Credentials) -> Option<Result<Answer, VerifyError>> {

@@ -11,7 +11,10 @@ use serde_json::Value;
 use crate::families::{Family, Hmac, Signature};
 use crate::providers::{raw_at, Batch, Example, Identify, Preset, MAX_BATCH_ITEMS};
 use crate::request::{Identified, Item, Request};
-use crate::{Algorithm, Encoding, IdError, Identity};
+use crate::encoding::Encoding;
+use crate::errors::IdError;
+use crate::identity::Identity;
+use crate::mac::Algorithm;
 
 pub(super) fn preset() -> Preset {
     let family = Family::Hmac(Hmac::of_body(
@@ -76,7 +79,7 @@ fn legacy(text: &str) -> Result<Identified, IdError> {
                     .ok_or_else(|| IdError::Missing(format!("{place}: json /{name}")))
             };
             let (name, id, operation) = (field("name")?, field("id")?, field("operation")?);
-            let event_id = crate::valid_id(
+            let event_id = crate::identity::valid_id(
                 &place,
                 format!("{realm}:{name}:{id}:{operation}:{}", field("lastUpdated")?),
             )?;

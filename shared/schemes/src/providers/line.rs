@@ -7,7 +7,8 @@
 use crate::families::{Family, Hmac, Signature};
 use crate::providers::{Batch, Identify, Preset};
 use crate::request::{Answer, Credentials, Request};
-use crate::{Algorithm, Encoding};
+use crate::encoding::Encoding;
+use crate::mac::Algorithm;
 
 pub(super) fn preset() -> Preset {
     let family = Family::Hmac(Hmac::of_body(

@@ -10,7 +10,10 @@ use crate::families::{At, Family, Hmac, SecretEncoding, Signature, Template, Tim
 use crate::json::{at_pointers, Leaf};
 use crate::providers::{Example, Identify, Preset};
 use crate::request::{Identified, Request};
-use crate::{id_from_header, Algorithm, Encoding, IdError, Identity};
+use crate::encoding::Encoding;
+use crate::errors::IdError;
+use crate::identity::{id_from_header, Identity};
+use crate::mac::Algorithm;
 
 const DELIVERY: HeaderName = HeaderName::from_static("linear-delivery");
 

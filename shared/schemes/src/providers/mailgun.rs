@@ -12,7 +12,11 @@ use sha2::{Digest, Sha256};
 use crate::families::{Custom, Family, Signer};
 use crate::providers::{Identify, Preset};
 use crate::request::{Credentials, Identified, Request, Signed};
-use crate::{decode, mac, verify_mac, Algorithm, Clock, Encoding, IdError, Identity, VerifyError};
+use crate::clock::Clock;
+use crate::encoding::{decode, Encoding};
+use crate::errors::{IdError, VerifyError};
+use crate::identity::Identity;
+use crate::mac::{mac, verify_mac, Algorithm};
 
 pub(super) fn preset() -> Preset {
     let family = Family::Custom(Custom {
@@ -117,8 +121,8 @@ fn identify(req: &Request) -> Result<Identified, IdError> {
     };
     let id = text(0).ok_or_else(|| IdError::Missing("json /event-data/id".to_owned()))?;
     let event_id = match text(1) {
-        Some(ts) => crate::valid_id("json /event-data/id:/event-data/timestamp", format!("{id}:{ts}"))?,
-        None => crate::valid_id("json /event-data/id", id)?,
+        Some(ts) => crate::identity::valid_id("json /event-data/id:/event-data/timestamp", format!("{id}:{ts}"))?,
+        None => crate::identity::valid_id("json /event-data/id", id)?,
     };
     Ok(Identified::One(Identity { event_id, event_type: text(2) }))
 }

@@ -13,7 +13,12 @@ use sha2::{Digest, Sha256};
 use crate::families::{Family, Hmac, SecretEncoding, Signature, Template};
 use crate::providers::{Example, Identify, Preset, MAX_BATCH_ITEMS};
 use crate::request::{Answer, Credentials, Identified, Item, Request};
-use crate::{Algorithm, Clock, Encoding, IdError, Identity, Key};
+use crate::clock::Clock;
+use crate::encoding::Encoding;
+use crate::errors::IdError;
+use crate::identity::Identity;
+use crate::key::Key;
+use crate::mac::Algorithm;
 
 const FIELD: &str = "mandrill_events";
 
@@ -47,7 +52,7 @@ pub(super) fn preset() -> Preset {
 }
 
 /// The checks Mandrill makes when a webhook is added: a HEAD, or an empty batch signed with `test-webhook`.
-fn webhook_check(req: &Request, creds: &Credentials) -> Option<Result<Answer, crate::VerifyError>> {
+fn webhook_check(req: &Request, creds: &Credentials) -> Option<Result<Answer, crate::errors::VerifyError>> {
     if req.method == Method::HEAD {
         return Some(Ok(Answer::empty(200)));
     }

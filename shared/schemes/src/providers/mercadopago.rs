@@ -11,7 +11,10 @@ use crate::families::{Custom, Family, Signer};
 use crate::json::Leaf;
 use crate::providers::{Identify, Preset};
 use crate::request::{Credentials, Identified, Request, Signed};
-use crate::{Algorithm, Clock, IdError, Identity, VerifyError};
+use crate::clock::Clock;
+use crate::errors::{IdError, VerifyError};
+use crate::identity::Identity;
+use crate::mac::Algorithm;
 
 const SIGNATURE: HeaderName = HeaderName::from_static("x-signature");
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
@@ -47,7 +50,7 @@ fn manifest(req: &Request, ts: &str) -> String {
 }
 
 fn verify(creds: &Credentials, req: &Request, clock: Clock) -> Result<(), VerifyError> {
-    let value = crate::header_first(req.headers, &SIGNATURE)?;
+    let value = crate::headers::header_first(req.headers, &SIGNATURE)?;
     let mut ts = None;
     let mut candidates = Vec::new();
     for part in value.split(',') {
@@ -56,18 +59,18 @@ fn verify(creds: &Credentials, req: &Request, clock: Clock) -> Result<(), Verify
         };
         match key.trim().to_ascii_lowercase().as_str() {
             "ts" if ts.is_none() => ts = Some(v.trim()),
-            "v1" => candidates.extend(crate::decode(crate::Encoding::Hex, v.trim())),
+            "v1" => candidates.extend(crate::encoding::decode(crate::encoding::Encoding::Hex, v.trim())),
             _ => {}
         }
     }
-    let ts = ts.ok_or_else(|| crate::malformed(&SIGNATURE, "no ts"))?;
+    let ts = ts.ok_or_else(|| crate::headers::malformed(&SIGNATURE, "no ts"))?;
     if ts.is_empty() || !ts.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(crate::malformed(&SIGNATURE, "ts is not unix seconds"));
+        return Err(crate::headers::malformed(&SIGNATURE, "ts is not unix seconds"));
     }
     // The timestamp first: a stale delivery is refused as stale, whatever its signature.
     clock.check_unix(ts.parse::<i64>().unwrap_or(i64::MAX))?;
     let signed = manifest(req, ts);
-    crate::verify_mac(
+    crate::mac::verify_mac(
         Algorithm::Sha256,
         &creds.secrets,
         &[signed.as_bytes()],
@@ -99,7 +102,7 @@ fn sign(signer: &Signer, _: &Credentials, req: &Request, _: &Identity, now_unix:
         return Signed::default();
     };
     let ts = now_unix.to_string();
-    let tag = crate::mac(Algorithm::Sha256, key, &[manifest(req, &ts).as_bytes()]);
+    let tag = crate::mac::mac(Algorithm::Sha256, key, &[manifest(req, &ts).as_bytes()]);
     Signed {
         headers: vec![(SIGNATURE, format!("ts={ts},v1={}", hex::encode(tag)))],
         body: None,
@@ -114,7 +117,7 @@ fn identify(req: &Request) -> Result<Identified, IdError> {
         _ => None,
     };
     let event_id = match text(0) {
-        Some(id) => crate::valid_id("json /id", id)?,
+        Some(id) => crate::identity::valid_id("json /id", id)?,
         None => hex::encode(<sha2::Sha256 as sha2::Digest>::digest(req.body)),
     };
     Ok(Identified::One(Identity {

@@ -14,7 +14,10 @@ use subtle::ConstantTimeEq;
 use crate::families::{Family, Hmac, SecretEncoding, Signature, Template};
 use crate::providers::{raw_at, Example, Identify, Preset, MAX_BATCH_ITEMS};
 use crate::request::{Answer, Credentials, Identified, Item, Request};
-use crate::{valid_id, Algorithm, Encoding, IdError, Identity, VerifyError};
+use crate::encoding::Encoding;
+use crate::errors::{IdError, VerifyError};
+use crate::identity::{valid_id, Identity};
+use crate::mac::Algorithm;
 
 /// The longest `hub.challenge` echoed (Meta's are short integers).
 const MAX_CHALLENGE: usize = 256;

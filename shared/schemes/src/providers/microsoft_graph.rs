@@ -14,7 +14,9 @@ use subtle::{Choice, ConstantTimeEq};
 use crate::families::{Custom, Family, Signer};
 use crate::providers::{Example, Identify, Preset, MAX_BATCH_ITEMS};
 use crate::request::{Answer, Credentials, Identified, Item, Request, Signed};
-use crate::{valid_id, Clock, IdError, Identity, VerifyError};
+use crate::clock::Clock;
+use crate::errors::{IdError, VerifyError};
+use crate::identity::{valid_id, Identity};
 
 /// A validation token longer than this is not Graph's (its tokens are a sentence and a request id).
 const MAX_TOKEN_LEN: usize = 1024;

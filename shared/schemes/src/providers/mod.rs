@@ -5,9 +5,11 @@
 use http::HeaderName;
 use serde_json::value::RawValue;
 
+use crate::errors::{IdError, VerifyError};
 use crate::families::Family;
+use crate::identity::Identity;
+use crate::locator::Locator;
 use crate::request::{Answer, Credentials, Identified, Item, Request};
-use crate::{IdError, Identity, Locator, VerifyError};
 
 /// An unsigned handshake's hook: `None` if the request is not one, else its answer or why it is refused.
 pub type Unsigned = fn(&Request, &Credentials) -> Option<Result<Answer, VerifyError>>;
@@ -115,9 +117,9 @@ impl Preset {
             ),
         };
         let family = Family::Hmac(Hmac {
-            signature: Signature::list(signature, ' ', "v1,", crate::Encoding::Base64),
+            signature: Signature::list(signature, ' ', "v1,", crate::encoding::Encoding::Base64),
             signed: Template::of(signed),
-            algorithm: crate::Algorithm::Sha256,
+            algorithm: crate::mac::Algorithm::Sha256,
             timestamp: Some(Timestamp::header(timestamp)),
             secret,
         });
@@ -215,7 +217,7 @@ impl Batch {
             // An item without its id is still a verified event: its id is the hash of its bytes (what the
             // provider signed of it), rather than the whole delivery refused, retried and in the end dropped.
             let event_id = match text_at(self.id) {
-                Some(id) => crate::valid_id(&place, id)?,
+                Some(id) => crate::identity::valid_id(&place, id)?,
                 None => {
                     use sha2::Digest as _;
                     hex::encode(sha2::Sha256::digest(event.get().as_bytes()))

@@ -10,7 +10,7 @@ use http::Method;
 use crate::families::{Family, Token};
 use crate::providers::{Batch, Identify, Preset};
 use crate::request::{Answer, Credentials, Request};
-use crate::VerifyError;
+use crate::errors::VerifyError;
 
 /// Okta sends the `authScheme` key as the header name; `Authorization` is what its docs and console use.
 fn token() -> Token {

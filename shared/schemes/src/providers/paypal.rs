@@ -14,7 +14,9 @@ use crate::families::{Asymmetric, At, Family, Rsa, RsaAlgorithm, RsaKey, Signatu
 use crate::providers::{Identify, Preset};
 use crate::request::{Credentials, HttpsUrl, KeyRequest, Request};
 use crate::time::unix_of_rfc3339;
-use crate::{Clock, Encoding, VerifyError};
+use crate::clock::Clock;
+use crate::encoding::Encoding;
+use crate::errors::VerifyError;
 
 const ID: &str = "paypal-transmission-id";
 const TIME: &str = "paypal-transmission-time";
@@ -85,18 +87,18 @@ const NAMES: &[&str] = &[
 ];
 
 fn header<'r>(req: &Request<'r>, name: &'static str) -> Result<&'r str, VerifyError> {
-    crate::header_first(req.headers, &HeaderName::from_static(name))
+    crate::headers::header_first(req.headers, &HeaderName::from_static(name))
 }
 
 fn message(req: &Request, creds: &Credentials, clock: Clock) -> Result<RsaMessage, VerifyError> {
     match req.header("paypal-auth-algo") {
         None | Some("SHA256withRSA") => {}
-        Some(_) => return Err(crate::malformed(&HeaderName::from_static("paypal-auth-algo"), "not SHA256withRSA")),
+        Some(_) => return Err(crate::headers::malformed(&HeaderName::from_static("paypal-auth-algo"), "not SHA256withRSA")),
     }
     let id = header(req, ID)?;
     let time = header(req, TIME)?;
     let unix = unix_of_rfc3339(time)
-        .ok_or_else(|| crate::malformed(&HeaderName::from_static(TIME), "not an RFC 3339 time"))?;
+        .ok_or_else(|| crate::headers::malformed(&HeaderName::from_static(TIME), "not an RFC 3339 time"))?;
     clock.check_unix(unix)?;
     let signature = header(req, SIG)?;
     let crc = crc32(req.body);
@@ -112,7 +114,7 @@ fn message(req: &Request, creds: &Credentials, clock: Clock) -> Result<RsaMessag
         .collect();
     Ok(RsaMessage {
         messages,
-        signatures: crate::decode(Encoding::Base64, signature).into_iter().collect(),
+        signatures: crate::encoding::decode(Encoding::Base64, signature).into_iter().collect(),
         algorithm: RsaAlgorithm::Pkcs1Sha256,
     })
 }

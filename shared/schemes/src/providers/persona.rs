@@ -9,7 +9,11 @@ use http::HeaderName;
 use crate::families::{Custom, Family, Signer};
 use crate::providers::{Identify, Preset};
 use crate::request::{Credentials, Request, Signed};
-use crate::{Algorithm, Clock, Encoding, Identity, VerifyError};
+use crate::clock::Clock;
+use crate::encoding::Encoding;
+use crate::errors::VerifyError;
+use crate::identity::Identity;
+use crate::mac::Algorithm;
 
 const SIGNATURE: HeaderName = HeaderName::from_static("persona-signature");
 
@@ -36,7 +40,7 @@ fn sets(value: &str) -> Vec<(&str, Vec<Vec<u8>>)> {
             for pair in set.split(',') {
                 match pair.split_once('=') {
                     Some(("t", v)) => t = Some(v),
-                    Some(("v1", v)) => signatures.extend(crate::decode(Encoding::Hex, v)),
+                    Some(("v1", v)) => signatures.extend(crate::encoding::decode(Encoding::Hex, v)),
                     _ => {}
                 }
             }
@@ -46,22 +50,22 @@ fn sets(value: &str) -> Vec<(&str, Vec<Vec<u8>>)> {
 }
 
 fn verify(creds: &Credentials, req: &Request, clock: Clock) -> Result<(), VerifyError> {
-    let values = crate::header_values(req.headers, &SIGNATURE)?;
+    let values = crate::headers::header_values(req.headers, &SIGNATURE)?;
     let sets: Vec<_> = values.iter().flat_map(|v| sets(v)).collect();
     if sets.is_empty() {
-        return Err(crate::malformed(&SIGNATURE, "no t=..,v1=.. set"));
+        return Err(crate::headers::malformed(&SIGNATURE, "no t=..,v1=.. set"));
     }
     // Every timestamp first: a stale delivery is refused as stale, whatever its signatures.
     for (t, _) in &sets {
         if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(crate::malformed(&SIGNATURE, "t is not unix seconds"));
+            return Err(crate::headers::malformed(&SIGNATURE, "t is not unix seconds"));
         }
         clock.check_unix(t.parse::<i64>().unwrap_or(i64::MAX))?;
     }
     let mut outcome = Err(VerifyError::Mismatch);
     for (t, signatures) in sets.iter().filter(|(_, s)| !s.is_empty()) {
         let parts: [&[u8]; 3] = [t.as_bytes(), b".", req.body];
-        if crate::verify_mac(Algorithm::Sha256, &creds.secrets, &parts, signatures, &SIGNATURE).is_ok() {
+        if crate::mac::verify_mac(Algorithm::Sha256, &creds.secrets, &parts, signatures, &SIGNATURE).is_ok() {
             outcome = Ok(());
         }
     }
@@ -73,7 +77,7 @@ fn sign(signer: &Signer, _: &Credentials, req: &Request, _: &Identity, now_unix:
         return Signed::default();
     };
     let t = now_unix.to_string();
-    let tag = crate::mac(Algorithm::Sha256, key, &[t.as_bytes(), b".", req.body]);
+    let tag = crate::mac::mac(Algorithm::Sha256, key, &[t.as_bytes(), b".", req.body]);
     Signed {
         headers: vec![(SIGNATURE, format!("t={t},v1={}", hex::encode(tag)))],
         body: None,

@@ -15,7 +15,8 @@ use crate::families::jwt::{BodyHash, Jwt, JwtKey};
 use crate::families::Family;
 use crate::providers::{Identify, Preset};
 use crate::request::{Identified, Request};
-use crate::{IdError, Identity};
+use crate::errors::IdError;
+use crate::identity::Identity;
 
 /// Plaid's documented limit on `iat`.
 const MAX_AGE_SECS: u64 = 5 * 60;

@@ -10,10 +10,12 @@ use http::HeaderName;
 use crate::families::{Custom, Family, Signer};
 use crate::providers::{Identify, Preset};
 use crate::request::{Credentials, Identified, Request, Signed};
-use crate::{
-    decode, encode, header_first, mac, malformed, verify_mac, Algorithm, Clock, Encoding, IdError, Identity,
-    VerifyError,
-};
+use crate::clock::Clock;
+use crate::encoding::{decode, encode, Encoding};
+use crate::errors::{IdError, VerifyError};
+use crate::headers::{header_first, malformed};
+use crate::identity::Identity;
+use crate::mac::{mac, verify_mac, Algorithm};
 
 static SIGNATURE: HeaderName = HeaderName::from_static("recurly-signature");
 

@@ -8,7 +8,7 @@ use http::HeaderName;
 
 use crate::families::{Asymmetric, Family, Signature, Template, Timestamp};
 use crate::providers::{Batch, Identify, Preset};
-use crate::Encoding;
+use crate::encoding::Encoding;
 
 pub(super) fn preset() -> Preset {
     let family = Family::Ecdsa(Asymmetric {

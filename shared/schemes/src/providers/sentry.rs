@@ -12,7 +12,10 @@ use crate::providers::{Example, Identify, Preset};
 use crate::request::{Identified, Request};
 use sha2::Digest as _;
 
-use crate::{type_from_header, Algorithm, Encoding, IdError, Identity};
+use crate::encoding::Encoding;
+use crate::errors::IdError;
+use crate::identity::{type_from_header, Identity};
+use crate::mac::Algorithm;
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("request-id");
 const RESOURCE: HeaderName = HeaderName::from_static("sentry-hook-resource");

@@ -8,7 +8,8 @@ use http::HeaderName;
 
 use crate::families::{Family, Hmac, SecretEncoding, Signature, Template};
 use crate::providers::{Identify, Preset};
-use crate::{Algorithm, Encoding};
+use crate::encoding::Encoding;
+use crate::mac::Algorithm;
 
 pub(super) fn preset() -> Preset {
     let family = Family::Hmac(Hmac {

@@ -6,7 +6,8 @@
 use crate::families::{Family, Token};
 use crate::providers::{Example, Identify, Preset};
 use crate::request::{Identified, Request};
-use crate::{IdError, Identity};
+use crate::errors::IdError;
+use crate::identity::Identity;
 
 pub(super) fn preset() -> Preset {
     Preset {
@@ -30,7 +31,7 @@ fn identify(req: &Request) -> Result<Identified, IdError> {
     let update: serde_json::Map<String, serde_json::Value> =
         serde_json::from_slice(req.body).map_err(|_| IdError::MalformedBody)?;
     let event_id = match update.get("update_id") {
-        Some(serde_json::Value::Number(n)) => crate::valid_id("json /update_id", n.to_string())?,
+        Some(serde_json::Value::Number(n)) => crate::identity::valid_id("json /update_id", n.to_string())?,
         _ => return Err(IdError::Missing("json /update_id".to_owned())),
     };
     let event_type = update.keys().find(|k| *k != "update_id").cloned();

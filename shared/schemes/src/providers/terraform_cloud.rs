@@ -9,7 +9,8 @@ use crate::families::{Family, Hmac, Signature};
 use crate::json::{at_pointers, Leaf};
 use crate::providers::{Identify, Preset};
 use crate::request::{Answer, Credentials, Request};
-use crate::{Algorithm, Encoding};
+use crate::encoding::Encoding;
+use crate::mac::Algorithm;
 
 const TRIGGER: &str = "/notifications/0/trigger";
 

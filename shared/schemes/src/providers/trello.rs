@@ -9,7 +9,11 @@ use http::{HeaderName, Method};
 use crate::families::{Custom, Family, Signer};
 use crate::providers::{Identify, Preset};
 use crate::request::{Answer, Credentials, Request, Signed};
-use crate::{Algorithm, Clock, Encoding, Identity, VerifyError};
+use crate::clock::Clock;
+use crate::encoding::Encoding;
+use crate::errors::VerifyError;
+use crate::identity::Identity;
+use crate::mac::Algorithm;
 
 const SIGNATURE: HeaderName = HeaderName::from_static("x-trello-webhook");
 
@@ -44,16 +48,16 @@ fn binary(bytes: &[u8]) -> Vec<u8> {
 }
 
 fn verify(creds: &Credentials, req: &Request, _: Clock) -> Result<(), VerifyError> {
-    let candidates: Vec<Vec<u8>> = crate::header_values(req.headers, &SIGNATURE)?
+    let candidates: Vec<Vec<u8>> = crate::headers::header_values(req.headers, &SIGNATURE)?
         .into_iter()
-        .filter_map(|value| crate::decode(Encoding::Base64, value))
+        .filter_map(|value| crate::encoding::decode(Encoding::Base64, value))
         .collect();
     let url = creds
         .url
         .as_deref()
         .ok_or_else(|| VerifyError::MalformedHeader("url (not configured)".to_owned()))?;
     let (body, url) = (binary(req.body), binary(url.as_bytes()));
-    crate::verify_mac(Algorithm::Sha1, &creds.secrets, &[&body, &url], &candidates, &SIGNATURE)
+    crate::mac::verify_mac(Algorithm::Sha1, &creds.secrets, &[&body, &url], &candidates, &SIGNATURE)
 }
 
 /// Signs for the configured `url` (else the request's own absolute URL); without either there is nothing to sign.
@@ -66,13 +70,13 @@ fn sign(signer: &Signer, creds: &Credentials, req: &Request, _: &Identity, _: i6
         (None, Some(_)) => req.uri.to_string(),
         (None, None) => return Signed::default(),
     };
-    let tag = crate::mac(
+    let tag = crate::mac::mac(
         Algorithm::Sha1,
         key,
         &[&binary(req.body), &binary(url.as_bytes())],
     );
     Signed {
-        headers: vec![(SIGNATURE, crate::encode(Encoding::Base64, &tag))],
+        headers: vec![(SIGNATURE, crate::encoding::encode(Encoding::Base64, &tag))],
         body: None,
     }
 }

@@ -14,7 +14,11 @@ use subtle::ConstantTimeEq;
 use crate::families::{Custom, Family, Signer};
 use crate::providers::{Example, Identify, Preset};
 use crate::request::{Answer, Credentials, Request, Signed};
-use crate::{decode, encode, mac, verify_mac, Algorithm, Clock, Encoding, Identity, VerifyError};
+use crate::clock::Clock;
+use crate::encoding::{decode, encode, Encoding};
+use crate::errors::VerifyError;
+use crate::identity::Identity;
+use crate::mac::{mac, verify_mac, Algorithm};
 
 const SIGNATURE: &str = "x-twilio-signature";
 const SETTINGS: &str = "x-twilio-webhooks-signature-settings";
@@ -56,17 +60,17 @@ fn empty_twiml(_: &Request) -> Answer {
 
 fn verify(creds: &Credentials, req: &Request, _: Clock) -> Result<(), VerifyError> {
     let header = HeaderName::from_static(SIGNATURE);
-    let signature = crate::header_first(req.headers, &header)?;
+    let signature = crate::headers::header_first(req.headers, &header)?;
     let candidates: Vec<Vec<u8>> = decode(Encoding::Base64, signature).into_iter().collect();
     if candidates.is_empty() {
-        return Err(crate::malformed(&header, "not base64"));
+        return Err(crate::headers::malformed(&header, "not base64"));
     }
     let algorithm = match req.header(SETTINGS) {
         None => Algorithm::Sha1,
         Some(settings) => match setting(settings, "algorithm") {
             None | Some("HMAC_SHA1") => Algorithm::Sha1,
             Some("HMAC_SHA256") => Algorithm::Sha256,
-            Some(_) => return Err(crate::malformed(&HeaderName::from_static(SETTINGS), "unknown algorithm")),
+            Some(_) => return Err(crate::headers::malformed(&HeaderName::from_static(SETTINGS), "unknown algorithm")),
         },
     };
     let url = creds

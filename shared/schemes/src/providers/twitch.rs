@@ -14,10 +14,12 @@ use crate::families::{Custom, Family, Signer};
 use crate::time::unix_of_rfc3339;
 use crate::providers::{raw_at, Identify, Preset, MAX_BATCH_ITEMS};
 use crate::request::{Answer, Credentials, Identified, Item, Request, Signed};
-use crate::{
-    decode, header_first, header_values, mac, valid_id, verify_mac, Algorithm, Clock, Encoding, IdError,
-    Identity, VerifyError,
-};
+use crate::clock::Clock;
+use crate::encoding::{decode, Encoding};
+use crate::errors::{IdError, VerifyError};
+use crate::headers::{header_first, header_values};
+use crate::identity::{valid_id, Identity};
+use crate::mac::{mac, verify_mac, Algorithm};
 
 const ID: &str = "twitch-eventsub-message-id";
 const TIMESTAMP: &str = "twitch-eventsub-message-timestamp";
@@ -43,7 +45,7 @@ fn verify(creds: &Credentials, req: &Request, clock: Clock) -> Result<(), Verify
     let timestamp = header_first(req.headers, &timestamp_header)?;
     // Stale first: a replayed message is refused as stale, whatever its signature.
     let unix = unix_of_rfc3339(timestamp.trim())
-        .ok_or_else(|| crate::malformed(&timestamp_header, "not an RFC 3339 time"))?;
+        .ok_or_else(|| crate::headers::malformed(&timestamp_header, "not an RFC 3339 time"))?;
     clock.check_unix(unix)?;
     verify_mac(
         Algorithm::Sha256,

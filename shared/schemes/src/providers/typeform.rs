@@ -5,7 +5,8 @@
 
 use crate::families::{Family, Hmac, Signature};
 use crate::providers::{Identify, Preset};
-use crate::{Algorithm, Encoding};
+use crate::encoding::Encoding;
+use crate::mac::Algorithm;
 
 pub(super) fn preset() -> Preset {
     let family = Family::Hmac(Hmac::of_body(

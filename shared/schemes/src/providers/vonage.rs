@@ -9,7 +9,8 @@ use crate::families::jwt::{BodyHash, Jwt, JwtKey};
 use crate::families::Family;
 use crate::providers::{Identify, Preset};
 use crate::request::{Answer, Credentials, Identified, Request};
-use crate::{IdError, Identity, VerifyError};
+use crate::errors::{IdError, VerifyError};
+use crate::identity::Identity;
 
 /// How old `iat` may be (and how far ahead): 300 s, the receiver's default, as Vonage names none.
 const MAX_AGE_SECS: u64 = 300;

@@ -8,7 +8,7 @@ use http::HeaderName;
 
 use crate::families::{Asymmetric, Family, Rsa, RsaAlgorithm, RsaKey, Signature, Template};
 use crate::providers::{Identify, Preset};
-use crate::Encoding;
+use crate::encoding::Encoding;
 
 pub(super) fn preset() -> Preset {
     let family = Family::Rsa(Rsa {

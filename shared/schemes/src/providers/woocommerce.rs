@@ -9,7 +9,10 @@ use http::HeaderName;
 use crate::families::{Family, Hmac, Signature};
 use crate::providers::{Example, Identify, Preset};
 use crate::request::{Answer, Credentials, Identified, Request};
-use crate::{Algorithm, Encoding, IdError, Identity, VerifyError};
+use crate::encoding::Encoding;
+use crate::errors::{IdError, VerifyError};
+use crate::identity::Identity;
+use crate::mac::Algorithm;
 
 const SIGNATURE: &str = "x-wc-webhook-signature";
 
@@ -58,8 +61,8 @@ fn ping(req: &Request, _: &Credentials) -> Option<Result<Answer, VerifyError>> {
 /// nothing needs it to stay the same across attempts). The type is the topic.
 fn identify(req: &Request) -> Result<Identified, IdError> {
     use sha2::Digest as _;
-    let delivery = crate::id_from_header(req.headers, &HeaderName::from_static("x-wc-webhook-delivery-id"))?;
-    let event_type = crate::type_from_header(req.headers, &HeaderName::from_static("x-wc-webhook-topic"))?;
+    let delivery = crate::identity::id_from_header(req.headers, &HeaderName::from_static("x-wc-webhook-delivery-id"))?;
+    let event_type = crate::identity::type_from_header(req.headers, &HeaderName::from_static("x-wc-webhook-topic"))?;
     let event_id = format!("{delivery}:{}", hex::encode(sha2::Sha256::digest(req.body)));
     Ok(Identified::One(Identity { event_id, event_type }))
 }

@@ -12,7 +12,10 @@ use http::Method;
 use crate::families::{Family, Hmac, SecretEncoding, Signature, Template};
 use crate::providers::{Identify, Preset};
 use crate::request::{Answer, Credentials, Identified, Request};
-use crate::{mac, Algorithm, Encoding, IdError, Identity, VerifyError};
+use crate::encoding::Encoding;
+use crate::errors::{IdError, VerifyError};
+use crate::identity::Identity;
+use crate::mac::{mac, Algorithm};
 
 /// The longest `crc_token` answered; X's are UUID-sized.
 const MAX_CRC_TOKEN: usize = 256;

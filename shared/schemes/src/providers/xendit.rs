@@ -10,7 +10,8 @@ use crate::families::{Family, Token};
 use crate::json::Leaf;
 use crate::providers::{Identify, Preset};
 use crate::request::{Identified, Request};
-use crate::{IdError, Identity};
+use crate::errors::IdError;
+use crate::identity::Identity;
 
 const WEBHOOK_ID: HeaderName = HeaderName::from_static("webhook-id");
 
@@ -29,7 +30,7 @@ pub(super) fn preset() -> Preset {
 
 fn identify(req: &Request) -> Result<Identified, IdError> {
     let event_id = match req.headers.get(&WEBHOOK_ID) {
-        Some(value) => crate::valid_id(
+        Some(value) => crate::identity::valid_id(
             "header webhook-id",
             std::str::from_utf8(value.as_bytes())
                 .map_err(|_| IdError::Invalid("header webhook-id is not UTF-8".to_owned()))?

@@ -10,7 +10,9 @@ use serde_json::value::RawValue;
 use crate::families::{Family, Hmac, Signature};
 use crate::providers::{Example, Identify, Preset, elements, hashed_items};
 use crate::request::{Answer, Credentials, Identified, Request};
-use crate::{Algorithm, Encoding, IdError};
+use crate::encoding::Encoding;
+use crate::errors::IdError;
+use crate::mac::Algorithm;
 
 pub(super) fn preset() -> Preset {
     let family = Family::Hmac(Hmac::of_body(

@@ -11,8 +11,12 @@ use crate::time::{rfc3339_utc, unix_of_rfc3339};
 use crate::families::{Custom, Family, Signer};
 use crate::providers::{Identify, Preset};
 use crate::request::{Credentials, Request, Signed};
-use crate::{decode, encode, header_first, mac, malformed, verify_mac, Algorithm, Clock, Encoding, Identity};
-use crate::VerifyError;
+use crate::clock::Clock;
+use crate::encoding::{decode, encode, Encoding};
+use crate::headers::{header_first, malformed};
+use crate::identity::Identity;
+use crate::mac::{mac, verify_mac, Algorithm};
+use crate::errors::VerifyError;
 
 static SIGNATURE: HeaderName = HeaderName::from_static("x-zendesk-webhook-signature");
 static TIMESTAMP: HeaderName = HeaderName::from_static("x-zendesk-webhook-signature-timestamp");

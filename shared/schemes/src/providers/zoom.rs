@@ -10,7 +10,9 @@ use subtle::ConstantTimeEq;
 use crate::families::{Family, Hmac, SecretEncoding, Signature, Template, Timestamp};
 use crate::providers::{Identify, Preset};
 use crate::request::{Answer, Credentials, Request};
-use crate::{mac, Algorithm, Encoding, Key};
+use crate::encoding::Encoding;
+use crate::key::Key;
+use crate::mac::{mac, Algorithm};
 
 const TIMESTAMP: &str = "x-zm-request-timestamp";
 

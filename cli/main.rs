@@ -11,14 +11,14 @@ use anyhow::{bail, Result};
 use clap::{Args, Parser, Subcommand};
 use std::sync::Arc;
 
-use inbox_core::aws::dynamodb::DynamoLedger;
 use inbox_core::aws::s3::S3Payloads;
 use inbox_core::aws::sqs::SqsQueue;
 use inbox_core::aws::Resources;
 use inbox_core::config::Config;
-use inbox_core::embedded::sqlite::SqliteLedger;
 use inbox_core::model::{SourceName, Status};
 use inbox_core::ports::Queue;
+use inbox_core::stores::dynamodb::DynamoLedger;
+use inbox_core::stores::sqlite::SqliteLedger;
 
 /// mimalloc instead of the system allocator: on the receiver's hot path glibc's malloc spent a large share of the
 /// server's CPU consolidating free chunks and giving pages back (madvise, with a TLB shootdown on every core).

@@ -43,7 +43,7 @@ async fn main() -> anyhow::Result<()> {
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
     };
-    inbox_core::embedded::serve(
+    inbox_core::serve::serve(
         config,
         handlers,
         |addr| println!("listening on http://{addr}"),

@@ -9,13 +9,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use inbox_core::config::Config;
-use inbox_core::embedded::sqlite::SqliteLedger;
-use inbox_core::embedded::InProcessQueue;
 use inbox_core::model::{EventId, EventKey, NewEvent, SourceName};
 use inbox_core::ports::Ledger;
 use inbox_core::reconcile::stripe::Stripe;
 use inbox_core::reconcile::{Reconciler, RunOptions};
 use inbox_core::secrets::LocalSecrets;
+use inbox_core::serve::InProcessQueue;
+use inbox_core::stores::sqlite::SqliteLedger;
 use testkit::providers::{
     all_fakes, events_over, source_config, stripe_events_over, FakeStripe, LOOKBACK, SETTLE,
 };
@@ -90,19 +90,21 @@ async fn measure(
     for id in ids {
         let body = bytes::Bytes::from(format!("{{\"id\":\"{id}\"}}"));
         ledger
-            .create(NewEvent {
-                key: EventKey::new(
-                    reconciler.source().clone(),
-                    EventId::parse(id).context("event id")?,
-                ),
-                event_type: Some("delivered".into()),
-                payload_sha256: format!("{:x}", body.len()),
-                payload: body,
-                headers: Vec::new(),
-                origin: Default::default(),
-                resent_bodies: Default::default(),
-                announced: false,
-            })
+            .create(
+                NewEvent {
+                    key: EventKey::new(
+                        reconciler.source().clone(),
+                        EventId::parse(id).context("event id")?,
+                    ),
+                    event_type: Some("delivered".into()),
+                    payload_sha256: format!("{:x}", body.len()),
+                    payload: body,
+                    headers: Vec::new(),
+                    origin: Default::default(),
+                    resent_bodies: Default::default(),
+                },
+                None,
+            )
             .await?;
     }
     let (queue, _deliveries) = InProcessQueue::new(ids.len() * 2);

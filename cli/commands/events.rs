@@ -2,7 +2,7 @@
 
 use anyhow::{bail, Result};
 
-use inbox_core::model::{Event, EventId, EventKey, SourceName, Status};
+use inbox_core::model::{Event, EventId, EventKey, Record, SourceName, Status};
 use inbox_core::ports::ListFilter;
 use inbox_core::time::rfc3339;
 
@@ -17,16 +17,19 @@ pub async fn list(
 ) -> Result<()> {
     let ledger = store.open().await?.ledger;
     let events = ledger
-        .list(&ListFilter {
-            status,
-            source,
-            limit,
-            ..Default::default()
-        })
+        .list(
+            &ListFilter {
+                status,
+                source,
+                limit,
+                ..Default::default()
+            },
+            None,
+        )
         .await?;
     if json {
         for e in &events {
-            println!("{}", event_json(e, false));
+            println!("{}", event_json(e, None));
         }
     } else {
         print_table(&events);
@@ -43,18 +46,19 @@ pub async fn show(
 ) -> Result<()> {
     let ledger = store.open().await?.ledger;
     let key = EventKey::new(source, EventId::parse(&event_id)?);
-    let Some(event) = ledger.get(&key).await? else {
+    let Some(event) = ledger.get(&key, None).await? else {
         bail!("no event {key}");
     };
     if json {
-        println!("{}", event_json(&event, payload));
+        println!("{}", event_json(&event, payload.then_some(&event.payload[..])));
     } else {
         print_event(&event, payload);
     }
     Ok(())
 }
 
-fn event_json(e: &Event, payload: bool) -> serde_json::Value {
+/// A record as JSON; with its kept headers and `payload` where that is given (`--payload`).
+fn event_json(e: &Record, payload: Option<&[u8]>) -> serde_json::Value {
     let time = |t: Option<i64>| t.map(rfc3339);
     let mut v = serde_json::json!({
         "source": e.source,
@@ -74,14 +78,14 @@ fn event_json(e: &Event, payload: bool) -> serde_json::Value {
         "replayed_at": time(e.replayed_at),
         "resent_of": e.resent_of,
     });
-    if payload {
+    if let Some(payload) = payload {
         v["headers"] = serde_json::json!(e.headers);
-        v["payload"] = serde_json::json!(String::from_utf8_lossy(&e.payload));
+        v["payload"] = serde_json::json!(String::from_utf8_lossy(payload));
     }
     v
 }
 
-fn print_table(events: &[Event]) {
+fn print_table(events: &[Record]) {
     println!(
         "{:<24}  {:<12}  {:<36}  {:<24}  {:<10}  {:>8}",
         "RECEIVED_AT", "SOURCE", "EVENT_ID", "TYPE", "STATUS", "ATTEMPTS"

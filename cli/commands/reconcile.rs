@@ -1,6 +1,5 @@
 //! `inbox reconcile`: ask the provider's API which events exist and ingest those the ledger lacks.
 
-use std::collections::HashSet;
 use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,11 +7,8 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 
 use inbox_core::config::Config;
-use inbox_core::model::{Event, EventId, EventKey, NewEvent, SourceName, Status};
-use inbox_core::ports::{
-    Browse, Checkpoint, Checkpoints, Claim, Created, Ledger, ListFilter, MarkDead, Queue, Replay, Settled,
-    Settlement, StoreError, Summary, SweepIndex,
-};
+use inbox_core::model::{EventKey, SourceName};
+use inbox_core::ports::{Queue, QueueDepth, QueueError};
 use inbox_core::reconcile::{Progress, Reconciler, RunOptions};
 use inbox_core::secrets::LocalSecrets;
 use inbox_core::time::rfc3339;
@@ -25,8 +21,14 @@ struct LedgerIsTheQueue;
 
 #[async_trait::async_trait]
 impl Queue for LedgerIsTheQueue {
-    async fn enqueue(&self, _key: &EventKey, _delay: Duration) -> Result<(), inbox_core::ports::QueueError> {
+    async fn enqueue(&self, _key: &EventKey, _delay: Duration) -> Result<(), QueueError> {
         Ok(())
+    }
+    async fn announce(&self, _key: &EventKey, _until: i64) -> Result<(), QueueError> {
+        Ok(())
+    }
+    async fn depth(&self) -> Result<Option<QueueDepth>, QueueError> {
+        Ok(None)
     }
 }
 
@@ -144,85 +146,12 @@ async fn open(store: &StoreArgs, dry_run: bool) -> Result<Store> {
     if dir.join("inbox.db").exists() || !dry_run {
         return store.open_sqlite(&dir);
     }
+    // No ledger yet, and a dry run creates none: an empty reference store answers what an empty ledger would
+    // (nothing stored), and what it is told it keeps to itself.
     Ok(Store {
-        ledger: Arc::new(EmptyLedger),
+        ledger: Arc::new(inbox_core::stores::memory::MemoryStore::new(store.grace()?)),
         queue: None,
     })
-}
-
-/// The ledger of a data directory that holds none yet, for a dry run: every read finds nothing, and nothing can
-/// be written (a dry run writes nothing anyway).
-struct EmptyLedger;
-
-fn nothing_written() -> StoreError {
-    StoreError::Unavailable("no ledger yet in this data directory, and a dry run creates none".to_owned())
-}
-
-#[async_trait::async_trait]
-impl Ledger for EmptyLedger {
-    async fn create(&self, _: NewEvent) -> Result<Created, StoreError> {
-        Err(nothing_written())
-    }
-    async fn create_batch(&self, _: Vec<NewEvent>) -> Result<Vec<Created>, StoreError> {
-        Err(nothing_written())
-    }
-    async fn claim(&self, _: &EventKey, _: &str, _: Duration) -> Result<Claim, StoreError> {
-        Ok(Claim::Missing)
-    }
-    async fn settle(&self, _: &EventKey, _: &str, _: Settlement) -> Result<Settled, StoreError> {
-        Ok(Settled::LeaseLost)
-    }
-    async fn release(&self, _: &EventKey, _: &str) -> Result<Settled, StoreError> {
-        Ok(Settled::LeaseLost)
-    }
-    async fn mark_dead(&self, _: &EventKey, _: &str) -> Result<MarkDead, StoreError> {
-        Ok(MarkDead::Missing)
-    }
-    async fn mark_notified(&self, _: &EventKey) -> Result<(), StoreError> {
-        Err(nothing_written())
-    }
-    async fn replay(&self, _: &EventKey, _: bool) -> Result<Replay, StoreError> {
-        Ok(Replay::Missing)
-    }
-    async fn get(&self, _: &EventKey) -> Result<Option<Event>, StoreError> {
-        Ok(None)
-    }
-}
-
-#[async_trait::async_trait]
-impl SweepIndex for EmptyLedger {
-    async fn due(&self, _: i64, _: usize) -> Result<Vec<Event>, StoreError> {
-        Ok(Vec::new())
-    }
-    async fn resent(&self, _: &EventKey, _: Status, _: i64) -> Result<(), StoreError> {
-        Err(nothing_written())
-    }
-    async fn defer_alarm(&self, _: &EventKey, _: i64) -> Result<(), StoreError> {
-        Err(nothing_written())
-    }
-}
-
-#[async_trait::async_trait]
-impl Checkpoints for EmptyLedger {
-    async fn present(&self, _: &SourceName, _: &[EventId]) -> Result<HashSet<EventId>, StoreError> {
-        Ok(HashSet::new())
-    }
-    async fn checkpoint(&self, _: &SourceName) -> Result<Option<Checkpoint>, StoreError> {
-        Ok(None)
-    }
-    async fn save_checkpoint(&self, _: &SourceName, _: &Checkpoint) -> Result<(), StoreError> {
-        Err(nothing_written())
-    }
-}
-
-#[async_trait::async_trait]
-impl Browse for EmptyLedger {
-    async fn list(&self, _: &ListFilter) -> Result<Vec<Event>, StoreError> {
-        Ok(Vec::new())
-    }
-    async fn summary(&self) -> Result<Summary, StoreError> {
-        Ok(Summary::default())
-    }
 }
 
 /// `--since` reaches back at most `retention_days`: past retention a completed event's record is gone, and the run

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 
-use inbox_core::model::{Event, EventId, EventKey, SourceName, Status};
+use inbox_core::model::{EventId, EventKey, Record, SourceName, Status};
 use inbox_core::ports::{ListFilter, Replay};
 
 use crate::Store;
@@ -28,15 +28,18 @@ pub async fn run(
     let keys: Vec<EventKey> = match (&source, event_id) {
         (Some(source), Some(id)) => vec![EventKey::new(source.clone(), EventId::parse(&id)?)],
         _ => ledger
-            .list(&ListFilter {
-                status: Some(status),
-                source,
-                limit: usize::MAX,
-                ..Default::default()
-            })
+            .list(
+                &ListFilter {
+                    status: Some(status),
+                    source,
+                    limit: usize::MAX,
+                    ..Default::default()
+                },
+                None,
+            )
             .await?
             .iter()
-            .map(Event::key)
+            .map(Record::key)
             .collect(),
     };
     if dry_run {
@@ -52,7 +55,7 @@ pub async fn run(
     }
     let (mut replayed, mut skipped) = (0usize, 0usize);
     for key in &keys {
-        match ledger.replay(key, force).await? {
+        match ledger.replay(key, force, None).await? {
             Replay::Replayed => {
                 replayed += 1;
                 if let Some(queue) = &store.queue {

@@ -21,6 +21,6 @@ pub async fn run(
         config.server.data_dir = dir;
     }
     let on_listen = |addr| println!("inbox: listening on http://{addr}");
-    inbox_core::embedded::serve(config, Registry::new(http_client()), on_listen, shutdown_signal()).await?;
+    inbox_core::serve::serve(config, Registry::new(http_client()), on_listen, shutdown_signal()).await?;
     Ok(())
 }

@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use crate::clock::World;
 use crate::model::{EventId, EventKey, SourceName};
-use crate::time::now_ms;
 
 /// The thresholds of docs/DESIGN.md, by default.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -108,6 +108,8 @@ pub struct DeliveryHealth {
     sources: Vec<SourceHealth>,
     thresholds: Thresholds,
     alarm: Arc<dyn HealthAlarm>,
+    /// The clock its windows are counted on.
+    world: World,
 }
 
 /// Sums of one source's window.
@@ -119,7 +121,12 @@ pub struct Window {
 }
 
 impl DeliveryHealth {
-    pub fn new(sources: &[SourceName], thresholds: Thresholds, alarm: Arc<dyn HealthAlarm>) -> Self {
+    pub fn new(
+        sources: &[SourceName],
+        thresholds: Thresholds,
+        alarm: Arc<dyn HealthAlarm>,
+        world: World,
+    ) -> Self {
         let minutes = (thresholds.window.as_millis() as i64 / BUCKET_MS).max(1) as usize;
         Self {
             sources: sources
@@ -136,12 +143,13 @@ impl DeliveryHealth {
                 .collect(),
             thresholds,
             alarm,
+            world,
         }
     }
 
     /// Counts one delivery of source `index` (its position in the sources' names) and raises what it tips over.
     pub fn seen(&self, index: usize, seen: Seen<'_>) {
-        self.seen_at(index, seen, now_ms());
+        self.seen_at(index, seen, self.world.now_ms());
     }
 
     /// [`DeliveryHealth::seen`] at a given time (tests).
@@ -223,7 +231,7 @@ impl DeliveryHealth {
     pub fn window(&self, index: usize) -> Window {
         self.sources
             .get(index)
-            .map(|s| s.window(now_ms().div_euclid(BUCKET_MS)))
+            .map(|s| s.window(self.world.now_ms().div_euclid(BUCKET_MS)))
             .unwrap_or_default()
     }
 
@@ -313,7 +321,12 @@ mod tests {
         let raised = Arc::new(Raised::default());
         let names = [SourceName::parse("gh").unwrap(), SourceName::parse("st").unwrap()];
         (
-            DeliveryHealth::new(&names, Thresholds::default(), raised.clone()),
+            DeliveryHealth::new(
+                &names,
+                Thresholds::default(),
+                raised.clone(),
+                crate::clock::World::system(),
+            ),
             raised,
         )
     }

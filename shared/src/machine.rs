@@ -7,18 +7,18 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use rand::Rng;
 use tokio::sync::{mpsc, Semaphore};
 
+use crate::clock::{Random, World};
 use crate::config::RetryPolicy;
 use crate::handlers::HandlerError;
 use crate::metrics::Metrics;
-use crate::model::{Event, EventKey, Status};
-use crate::ports::{Claim, MarkDead, Queue, Settled, Settlement, Store, StoreError};
+use crate::model::{Event, EventKey, Record, Status};
+use crate::ports::{Claim, Ledger, MarkDead, Queue, Settled, Settlement, StoreError, SweepIndex};
 use crate::rules::bounded_error;
 use crate::source::Sources;
 use crate::sync::lock;
-use crate::time::{ms, now_ms, rfc3339};
+use crate::time::{ms, rfc3339};
 
 /// Time kept back from a lease so that the settle lands before the lease ends.
 pub const LEASE_MARGIN: Duration = Duration::from_secs(2);
@@ -27,7 +27,7 @@ pub const LEASE_MARGIN: Duration = Duration::from_secs(2);
 /// and the notice: at least once).
 #[async_trait]
 pub trait Notifier: Send + Sync + 'static {
-    async fn dead(&self, event: &Event) -> Result<(), NotifyError>;
+    async fn dead(&self, event: &Record) -> Result<(), NotifyError>;
 }
 
 /// Why a notice did not go out: where it was to go and what answered (never the event's payload). The notice is
@@ -37,7 +37,7 @@ pub trait Notifier: Send + Sync + 'static {
 pub struct NotifyError(pub String);
 
 /// The summary an alarm carries for a dead event: what an operator needs to act, never the payload.
-pub fn dead_summary(event: &Event) -> serde_json::Value {
+pub fn dead_summary(event: &Record) -> serde_json::Value {
     serde_json::json!({
         "alarm": "event_dead",
         "source": event.source,
@@ -98,7 +98,12 @@ impl SweepReport {
 }
 
 pub struct Machine {
-    ledger: Arc<dyn Store>,
+    ledger: Arc<dyn Ledger>,
+    /// The sweeper's index, for the restart scan and the alarms' bookkeeping.
+    index: Arc<dyn SweepIndex>,
+    /// The clock and randomness of its decisions: the due times it reads, the budget's age, backoff jitter, lease
+    /// tokens.
+    world: World,
     sources: Sources,
     metrics: Arc<Metrics>,
     alarm: Arc<dyn Notifier>,
@@ -123,7 +128,7 @@ const ALARMS_AT_ONCE: usize = 8;
 
 /// The hand-off to the alarm task: dead events waiting to be announced, and which are in hand already.
 struct AlarmQueue {
-    tx: mpsc::Sender<Event>,
+    tx: mpsc::Sender<Record>,
     pending: Arc<Mutex<HashSet<EventKey>>>,
 }
 
@@ -136,9 +141,9 @@ pub fn longest_backoff(policy: &RetryPolicy, attempt: u32) -> Duration {
 }
 
 /// `random(0, min(cap, base·2^(attempt-1)))`: full jitter, so that a burst of failures does not retry in step.
-pub fn backoff(policy: &RetryPolicy, attempt: u32) -> Duration {
+pub fn backoff(policy: &RetryPolicy, attempt: u32, random: &dyn Random) -> Duration {
     let top = u64::try_from(longest_backoff(policy, attempt).as_millis()).unwrap_or(u64::MAX);
-    Duration::from_millis(rand::rng().random_range(0..=top))
+    Duration::from_millis(random.up_to(top))
 }
 
 /// Whether an event that has had `attempts` attempts may have another. `since` is where its age budget counts
@@ -148,8 +153,11 @@ pub fn budget_spent(policy: &RetryPolicy, attempts: u32, since: i64, now: i64) -
 }
 
 impl Machine {
+    /// A machine over the store's `ledger` and sweep `index` (one store, seen through the two ports it uses), on the
+    /// system's clock and randomness ([`Machine::with_world`] for another's).
     pub fn new(
-        ledger: Arc<dyn Store>,
+        ledger: Arc<dyn Ledger>,
+        index: Arc<dyn SweepIndex>,
         sources: Sources,
         metrics: Arc<Metrics>,
         alarm: Arc<dyn Notifier>,
@@ -158,6 +166,8 @@ impl Machine {
     ) -> Self {
         Self {
             ledger,
+            index,
+            world: World::system(),
             sources,
             metrics,
             alarm,
@@ -165,6 +175,13 @@ impl Machine {
             retention,
             owner: owner.into(),
         }
+    }
+
+    /// Decides on `world`'s clock and randomness. Set before [`Machine::with_background_alarms`], whose task takes
+    /// the world it is given.
+    pub fn with_world(mut self, world: World) -> Self {
+        self.world = world;
+        self
     }
 
     /// Sends alarms on a task of their own, beside the work: a slow or dead alarm endpoint then never holds up
@@ -176,6 +193,8 @@ impl Machine {
         tokio::spawn(send_alarms(
             rx,
             self.ledger.clone(),
+            self.index.clone(),
+            self.world.clone(),
             self.alarm.clone(),
             pending.clone(),
         ));
@@ -183,8 +202,13 @@ impl Machine {
         self
     }
 
-    pub fn ledger(&self) -> &Arc<dyn Store> {
+    pub fn ledger(&self) -> &Arc<dyn Ledger> {
         &self.ledger
+    }
+
+    /// The clock and randomness its decisions use.
+    pub fn world(&self) -> &World {
+        &self.world
     }
 
     /// The lease a worker takes for an event of this source: its handler's timeout plus a margin.
@@ -203,7 +227,7 @@ impl Machine {
     /// A fresh lease owner for one claim: this worker's name and a random part, so that two claims of one worker
     /// never take each other's lease.
     pub fn lease_owner(&self) -> String {
-        format!("{}:{:016x}", self.owner, rand::random::<u64>())
+        format!("{}:{:016x}", self.owner, self.world.random.next_u64())
     }
 
     /// [`Machine::process`], calling `handler_done` once the handler has returned, before its outcome is
@@ -222,17 +246,17 @@ impl Machine {
             }
         }
         let token = self.lease_owner();
-        let event = match self.ledger.claim(key, &token, lease).await? {
+        let event = match self.ledger.claim(key, &token, lease, None).await? {
             Claim::Claimed(event) => *event,
             Claim::Done(_) => return Ok(Outcome::Dropped(Dropped::Done)),
             Claim::OwnedElsewhere => return Ok(Outcome::Dropped(Dropped::OwnedElsewhere)),
             Claim::Missing => return Ok(Outcome::Dropped(Dropped::Missing)),
             Claim::NotDue(at) => {
-                let wait = u64::try_from(at.saturating_sub(now_ms())).unwrap_or(0);
+                let wait = u64::try_from(at.saturating_sub(self.world.now_ms())).unwrap_or(0);
                 return Ok(Outcome::NotDue(Duration::from_millis(wait)));
             }
             // Never run with an empty body: the record is corrupt, and an operator must look at it.
-            Claim::Corrupt(event, why) => return self.settle_dead(*event, &token, why).await,
+            Claim::Corrupt(record, why) => return self.settle_dead(*record, &token, why).await,
         };
         self.run_claimed(event, &token, lease, handler_done).await
     }
@@ -253,7 +277,7 @@ impl Machine {
                 Some(handler) => Some((source.clone(), handler.clone())),
                 // Nothing runs here: the lease is given back at once, for a worker that has the handler.
                 None => {
-                    self.ledger.release(key, token).await?;
+                    self.ledger.release(key, token, None).await?;
                     return Ok(Outcome::Dropped(Dropped::NoHandler));
                 }
             },
@@ -261,14 +285,14 @@ impl Machine {
         };
         let Some((source, handler)) = runnable else {
             let error = "the source is no longer configured".to_owned();
-            return self.settle_dead(event, token, error).await;
+            return self.settle_dead(event.record, token, error).await;
         };
         // A claim that finds the budget spent (crashes or a sweep after max_age) ends it without running.
         if budget_spent(
             &source.retry,
             event.attempts.saturating_sub(1),
             event.budget_start(),
-            now_ms(),
+            self.world.now_ms(),
         ) {
             let error = format!(
                 "retry budget spent after {} attempts: {}",
@@ -278,7 +302,7 @@ impl Machine {
                     .as_deref()
                     .unwrap_or("no error recorded (the worker crashed or timed out)")
             );
-            return self.settle_dead(event, token, error).await;
+            return self.settle_dead(event.record, token, error).await;
         }
 
         let run_for = source.handler_timeout.min(lease.saturating_sub(LEASE_MARGIN));
@@ -303,39 +327,47 @@ impl Machine {
                     let completed = Settlement::Completed {
                         retention: self.retention,
                     };
-                    if self.ledger.settle(key, token, completed).await? == Settled::LeaseLost {
+                    if self.ledger.settle(key, token, completed, None).await? == Settled::LeaseLost {
                         return Ok(self.lease_lost(&event));
                     }
                 }
                 crate::failpoint!("after_settle");
                 // What the body kept apart is owed from the settle on is in the ledger already (on AWS, the
                 // claim's `body#` entry), so a failure or a crash here leaves it to the sweeper, not forever.
-                if let Err(e) = self.ledger.completed_body(&event).await {
+                if let Err(e) = self.ledger.completed(key, token).await {
                     tracing::warn!(source = %key.source, event_id = %key.event_id, error = %e,
                         "the body kept apart did not start its retention yet; the sweeper will start it");
                 }
-                self.metrics
-                    .completed(source.index, took, now_ms().saturating_sub(event.received_at));
+                self.metrics.completed(
+                    source.index,
+                    took,
+                    self.world.now_ms().saturating_sub(event.received_at),
+                );
                 tracing::debug!(source = %key.source, event_id = %key.event_id, "completed");
                 Ok(Outcome::Completed)
             }
             Err(HandlerError::Permanent(error)) => {
                 tracing::warn!(source = %key.source, event_id = %key.event_id, %error, "permanent failure");
-                self.settle_dead(event, token, error).await
+                self.settle_dead(event.record, token, error).await
             }
             Err(HandlerError::Retryable(error)) => {
-                if budget_spent(&source.retry, event.attempts, event.budget_start(), now_ms()) {
+                if budget_spent(
+                    &source.retry,
+                    event.attempts,
+                    event.budget_start(),
+                    self.world.now_ms(),
+                ) {
                     let error = format!("retry budget spent after {} attempts: {error}", event.attempts);
-                    return self.settle_dead(event, token, error).await;
+                    return self.settle_dead(event.record, token, error).await;
                 }
-                let delay = backoff(&source.retry, event.attempts);
+                let delay = backoff(&source.retry, event.attempts, self.world.random.as_ref());
                 tracing::info!(
                     source = %key.source, event_id = %key.event_id, attempt = event.attempts,
                     delay_ms = delay.as_millis() as u64, %error, "failed, will retry"
                 );
                 let settled = self
                     .ledger
-                    .settle(key, token, Settlement::Failed { error, delay })
+                    .settle(key, token, Settlement::Failed { error, delay }, None)
                     .await?;
                 if settled == Settled::LeaseLost {
                     return Ok(self.lease_lost(&event));
@@ -346,7 +378,7 @@ impl Machine {
         }
     }
 
-    fn lease_lost(&self, event: &Event) -> Outcome {
+    fn lease_lost(&self, event: &Record) -> Outcome {
         tracing::error!(
             source = %event.source, event_id = %event.event_id, attempt = event.attempts,
             "the handler ran but the lease was lost before the settle: another worker may run it again \
@@ -355,19 +387,24 @@ impl Machine {
         Outcome::Dropped(Dropped::LeaseLost)
     }
 
-    async fn settle_dead(&self, mut event: Event, token: &str, error: String) -> Result<Outcome, StoreError> {
+    async fn settle_dead(
+        &self,
+        mut event: Record,
+        token: &str,
+        error: String,
+    ) -> Result<Outcome, StoreError> {
         // The budget's message wraps the last error: bounded again as a whole.
         let error = bounded_error(&error);
         let key = event.key();
         let settled = self
             .ledger
-            .settle(&key, token, Settlement::Dead { error: error.clone() })
+            .settle(&key, token, Settlement::Dead { error: error.clone() }, None)
             .await?;
         if settled == Settled::LeaseLost {
             return Ok(self.lease_lost(&event));
         }
         event.status = Status::Dead;
-        event.updated_at = now_ms();
+        event.updated_at = self.world.now_ms();
         event.last_error = Some(error);
         event.lease_owner = None;
         event.lease_until = None;
@@ -376,7 +413,7 @@ impl Machine {
     }
 
     /// Error log, metric and alarm for an event that just died; the alarm is marked sent once it went out.
-    async fn announce_dead(&self, event: &Event) {
+    async fn announce_dead(&self, event: &Record) {
         let slot = self
             .sources
             .get(event.source.as_str())
@@ -390,7 +427,7 @@ impl Machine {
     }
 
     /// Sends the alarm for a dead event, or hands it to the alarm task; true once sent or handed over.
-    async fn notify(&self, event: &Event) -> bool {
+    async fn notify(&self, event: &Record) -> bool {
         if let Some(queue) = &self.background {
             let key = event.key();
             let fresh = lock(&queue.pending).insert(key.clone());
@@ -407,7 +444,7 @@ impl Machine {
         }
         match self.alarm.dead(event).await {
             Ok(()) => {
-                if let Err(e) = self.ledger.mark_notified(&event.key()).await {
+                if let Err(e) = self.ledger.mark_notified(&event.key(), None).await {
                     tracing::warn!(source = %event.source, event_id = %event.event_id, error = %e,
                         "alarm sent but not recorded; it may be sent again");
                 }
@@ -423,7 +460,7 @@ impl Machine {
 
     /// The dead-letter path (AWS: a message redriven into the DLQ): DEAD unless COMPLETED, one alarm per event.
     pub async fn mark_dead(&self, key: &EventKey, reason: &str) -> Result<MarkDead, StoreError> {
-        let outcome = self.ledger.mark_dead(key, reason).await?;
+        let outcome = self.ledger.mark_dead(key, reason, None).await?;
         match &outcome {
             MarkDead::NewlyDead(event) => self.announce_dead(event).await,
             // Its alarm is still owed: the refused write returned the record, so nothing is read again.
@@ -438,7 +475,7 @@ impl Machine {
     /// The restart scan: re-sends what lost its message (RECEIVED or FAILED past the grace, PROCESSING with an
     /// expired lease) and the alarms that did not go out. Budgets are enforced by the claim that follows.
     pub async fn sweep(&self, queue: &dyn Queue, limit: usize) -> Result<SweepReport, StoreError> {
-        self.sweep_due_before(queue, now_ms(), limit).await
+        self.sweep_due_before(queue, self.world.now_ms(), limit).await
     }
 
     /// The sweep, for everything due before `due_before`: at start-up, when the process that held the in-memory
@@ -451,7 +488,7 @@ impl Machine {
         limit: usize,
     ) -> Result<SweepReport, StoreError> {
         let mut report = SweepReport::default();
-        for event in self.ledger.due(due_before, limit).await? {
+        for event in self.index.due(due_before, limit).await? {
             let found = match event.status {
                 Status::Received => &mut report.received,
                 Status::Processing => &mut report.expired_leases,
@@ -472,7 +509,11 @@ impl Machine {
                 continue;
             }
             // Sent again: not due again at the next sweep, or a long backlog would be sent again every sweep.
-            if let Err(e) = self.ledger.resent(&key, event.status, event.updated_at).await {
+            if let Err(e) = self
+                .index
+                .sent_again(&key, event.status, event.updated_at, None)
+                .await
+            {
                 tracing::warn!(source = %key.source, event_id = %key.event_id, error = %e,
                     "the re-send was not recorded; the next sweep may send the event again");
             }
@@ -486,8 +527,10 @@ impl Machine {
 
 /// The alarm task: sends each dead event's alarm, a few at a time, each with its own backoff on failure.
 async fn send_alarms(
-    mut rx: mpsc::Receiver<Event>,
-    ledger: Arc<dyn Store>,
+    mut rx: mpsc::Receiver<Record>,
+    ledger: Arc<dyn Ledger>,
+    index: Arc<dyn SweepIndex>,
+    world: World,
     alarm: Arc<dyn Notifier>,
     pending: Arc<Mutex<HashSet<EventKey>>>,
 ) {
@@ -497,14 +540,20 @@ async fn send_alarms(
         let Ok(slot) = slots.clone().acquire_owned().await else {
             return;
         };
-        let (ledger, alarm, pending, failures) =
-            (ledger.clone(), alarm.clone(), pending.clone(), failures.clone());
+        let (ledger, index, world, alarm, pending, failures) = (
+            ledger.clone(),
+            index.clone(),
+            world.clone(),
+            alarm.clone(),
+            pending.clone(),
+            failures.clone(),
+        );
         tokio::spawn(async move {
             let key = event.key();
             let recorded = match alarm.dead(&event).await {
                 Ok(()) => {
                     lock(&failures).remove(&key);
-                    ledger.mark_notified(&key).await
+                    ledger.mark_notified(&key, None).await
                 }
                 Err(e) => {
                     let n = {
@@ -513,10 +562,12 @@ async fn send_alarms(
                         *n += 1;
                         *n
                     };
-                    let wait = backoff(&ALARM_RETRY, n).max(ALARM_RETRY.base);
+                    let wait = backoff(&ALARM_RETRY, n, world.random.as_ref()).max(ALARM_RETRY.base);
                     tracing::warn!(source = %key.source, event_id = %key.event_id, error = %bounded_error(&e.to_string()),
                         retry_in_ms = wait.as_millis() as u64, "alarm not sent; it will be tried again");
-                    ledger.defer_alarm(&key, now_ms().saturating_add(ms(wait))).await
+                    index
+                        .defer_alarm(&key, world.now_ms().saturating_add(ms(wait)))
+                        .await
                 }
             };
             if let Err(e) = recorded {
@@ -544,11 +595,16 @@ mod tests {
         for attempt in 1..=40 {
             let top = Duration::from_millis(100 * 2u64.pow((attempt - 1).min(20))).min(p.cap);
             for _ in 0..50 {
-                assert!(backoff(&p, attempt) <= top, "attempt {attempt}");
+                assert!(
+                    backoff(&p, attempt, &crate::clock::SystemRandom) <= top,
+                    "attempt {attempt}"
+                );
             }
         }
         // Full jitter spreads: 200 draws at attempt 4 (top 800 ms) are not all in one half.
-        let draws: Vec<_> = (0..200).map(|_| backoff(&p, 4)).collect();
+        let draws: Vec<_> = (0..200)
+            .map(|_| backoff(&p, 4, &crate::clock::SystemRandom))
+            .collect();
         assert!(draws.iter().any(|d| *d < Duration::from_millis(400)));
         assert!(draws.iter().any(|d| *d > Duration::from_millis(400)));
     }

@@ -226,7 +226,7 @@ pub type KeptHeaders = Vec<(String, String)>;
 /// How a source's creates treat a body already stored under another id of the same source and type, within
 /// `within` (the retention): where the scheme signs the body but not the id, a captured delivery can come back under
 /// fresh ids, and distinct events also carry identical bytes (docs/DESIGN.md "Receiving").
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum ResentBodies {
     /// Not looked for: the scheme signs the id (or a timestamp) with the body.
     #[default]
@@ -248,7 +248,7 @@ impl ResentBodies {
 }
 
 /// What the receiver writes: the first payload of an event, verified.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct NewEvent {
     pub key: EventKey,
     pub event_type: Option<String>,
@@ -260,21 +260,16 @@ pub struct NewEvent {
     /// What the create does with a body already stored under another id of the source and type (docs/DESIGN.md
     /// "Receiving"): nothing, mark it (`resent_of`), or refuse it as a duplicate of that event.
     pub resent_bodies: ResentBodies,
-    /// Its message went out before this create (the AWS intake, `receiver::Intake::AnnounceThenWrite`): the queue vouches for
-    /// it, so the record takes no sparse-index entry. False for every create that enqueues after writing.
-    pub announced: bool,
 }
 
-/// One ledger record. Times are UTC milliseconds since the epoch, on the store writer's clock. Its `Debug` leaves
-/// the payload and the kept headers out (their sizes only): payloads are personal data that no log carries.
-#[derive(Clone, PartialEq, Eq, Serialize)]
-pub struct Event {
+/// One ledger record without its body: what listings, the sweeper and alarms read. Times are UTC milliseconds since
+/// the epoch, on the store's clock. Its `Debug` leaves the kept headers out (their count only).
+#[derive(Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct Record {
     pub source: SourceName,
     pub event_id: EventId,
     pub event_type: Option<String>,
     pub status: Status,
-    #[serde(skip)]
-    pub payload: bytes::Bytes,
     pub payload_sha256: String,
     pub headers: KeptHeaders,
     pub received_at: i64,
@@ -296,20 +291,15 @@ pub struct Event {
     /// Its body was already stored under this other id of the source and type when it was created: stored and
     /// run as its own event all the same (docs/DESIGN.md "Receiving"), and marked so an operator can tell.
     pub resent_of: Option<EventId>,
-    /// Where the body is kept apart from the record, if it is (on AWS, the S3 object key its record names): what
-    /// its retention acts on. Set by the store when it reads the record; `None` for a body in the record.
-    #[serde(skip)]
-    pub body_object: Option<String>,
 }
 
-impl std::fmt::Debug for Event {
+impl std::fmt::Debug for Record {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Event")
+        f.debug_struct("Record")
             .field("source", &self.source)
             .field("event_id", &self.event_id)
             .field("event_type", &self.event_type)
             .field("status", &self.status)
-            .field("payload_bytes", &self.payload.len())
             .field("payload_sha256", &self.payload_sha256)
             .field("kept_headers", &self.headers.len())
             .field("received_at", &self.received_at)
@@ -330,7 +320,7 @@ impl std::fmt::Debug for Event {
     }
 }
 
-impl Event {
+impl Record {
     pub fn key(&self) -> EventKey {
         EventKey::new(self.source.clone(), self.event_id.clone())
     }
@@ -342,6 +332,50 @@ impl Event {
     pub fn is_expired(&self, now_ms: i64) -> bool {
         self.status == Status::Completed && self.expires_at.is_some_and(|t| t <= now_ms)
     }
+    /// This record with its body.
+    pub fn with_payload(self, payload: bytes::Bytes) -> Event {
+        Event {
+            record: self,
+            payload,
+        }
+    }
+}
+
+/// A record with its body: what a claim hands the handler, and what `get` reads. Its fields are the record's
+/// ([`Record`], through `Deref`) and the payload. Its `Debug` leaves the payload out (its size only): payloads
+/// are personal data that no log carries.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Event {
+    pub record: Record,
+    pub payload: bytes::Bytes,
+}
+
+impl std::ops::Deref for Event {
+    type Target = Record;
+    fn deref(&self) -> &Record {
+        &self.record
+    }
+}
+
+impl std::ops::DerefMut for Event {
+    fn deref_mut(&mut self) -> &mut Record {
+        &mut self.record
+    }
+}
+
+impl std::fmt::Debug for Event {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Event")
+            .field("record", &self.record)
+            .field("payload_bytes", &self.payload.len())
+            .finish()
+    }
+}
+
+impl From<Event> for Record {
+    fn from(event: Event) -> Record {
+        event.record
+    }
 }
 
 #[cfg(test)]
@@ -350,12 +384,11 @@ mod tests {
 
     #[test]
     fn an_event_s_debug_holds_neither_its_payload_nor_its_headers() {
-        let event = Event {
+        let record = Record {
             source: SourceName::parse("src").unwrap(),
             event_id: EventId::parse("e1").unwrap(),
             event_type: None,
             status: Status::Received,
-            payload: bytes::Bytes::from_static(b"{\"card\":\"4242-secret\"}"),
             payload_sha256: "0".repeat(64),
             headers: vec![("x-customer".into(), "jane@example.com".into())],
             received_at: 1,
@@ -372,8 +405,8 @@ mod tests {
             replayed_at: None,
             origin: Origin::Webhook,
             resent_of: None,
-            body_object: None,
         };
+        let event = record.with_payload(bytes::Bytes::from_static(b"{\"card\":\"4242-secret\"}"));
         let shown = format!("{event:?}");
         assert!(!shown.contains("4242") && !shown.contains("jane"), "{shown}");
         assert!(shown.contains("payload_bytes: 22"), "{shown}");

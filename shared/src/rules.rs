@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::model::{Event, EventId, Status};
+use crate::model::{EventId, Record, Status};
 use crate::ports::{Claim, Created, MarkDead, Replay};
 use crate::time::ms;
 
@@ -73,7 +73,7 @@ pub fn failed_claimable_by(now: i64) -> i64 {
 }
 
 /// A refused claim, from the record as it stands (`None`: there is none).
-pub fn refused_claim(current: Option<&Event>, now: i64) -> Claim {
+pub fn refused_claim(current: Option<&Record>, now: i64) -> Claim {
     match current {
         // Past retention the record is gone in all but deletion, and its id may be taken by a new event whose
         // create has not landed yet (its message went first): that work is not the old record's to drop.
@@ -88,15 +88,11 @@ pub fn refused_claim(current: Option<&Event>, now: i64) -> Claim {
 }
 
 /// A refused dead-letter, from the record as it stands.
-pub fn refused_mark_dead(current: Option<&Event>, now: i64) -> MarkDead {
+pub fn refused_mark_dead(current: Option<&Record>, now: i64) -> MarkDead {
     match current {
         None => MarkDead::Missing,
         Some(e) => match e.status {
-            Status::Dead => {
-                let mut record = e.clone();
-                record.payload = bytes::Bytes::new();
-                MarkDead::AlreadyDead(Box::new(record))
-            }
+            Status::Dead => MarkDead::AlreadyDead(Box::new(e.clone())),
             Status::Completed => MarkDead::Completed,
             // Refused while open: a live lease (or one that changed hands just now): ask again after it.
             Status::Processing | Status::Received | Status::Failed => {
@@ -107,7 +103,7 @@ pub fn refused_mark_dead(current: Option<&Event>, now: i64) -> MarkDead {
 }
 
 /// A refused replay, from the record as it stands.
-pub fn refused_replay(current: Option<&Event>) -> Replay {
+pub fn refused_replay(current: Option<&Record>) -> Replay {
     match current {
         None => Replay::Missing,
         Some(e) => Replay::NotEligible(e.status),
@@ -123,7 +119,7 @@ pub fn created(resent_of: Option<EventId>) -> Created {
     }
 }
 
-pub fn duplicate_of(existing: &Event) -> Created {
+pub fn duplicate_of(existing: &Record) -> Created {
     Created::Duplicate {
         event_id: existing.event_id.clone(),
         status: existing.status,
@@ -134,7 +130,7 @@ pub fn duplicate_of(existing: &Event) -> Created {
 }
 
 /// Why a claimed record cannot run: its body is gone.
-pub fn missing_body(event: &Event) -> String {
+pub fn missing_body(event: &Record) -> String {
     format!(
         "the stored body of {} is missing: the record is corrupt and was not run",
         event.key()

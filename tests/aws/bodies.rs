@@ -15,12 +15,12 @@ use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use inbox_core::aws::dynamodb::DynamoLedger;
 use inbox_core::aws::functions;
 use inbox_core::aws::init::{create_stack, QueueSettings};
 use inbox_core::aws::s3::S3Payloads;
 use inbox_core::model::{NewEvent, Status};
 use inbox_core::ports::{Claim, Created, Ledger, Queue, Replay, Settled, Settlement, StoreError};
+use inbox_core::stores::dynamodb::DynamoLedger;
 use inbox_core::time::now_ms;
 use sha2::Digest;
 use testkit::calls::CallCounter;
@@ -51,7 +51,6 @@ fn created(id: &str, body: &str) -> NewEvent {
         headers: vec![],
         origin: Default::default(),
         resent_bodies: Default::default(),
-        announced: true,
     }
 }
 
@@ -205,14 +204,17 @@ async fn a_refused_create_leaves_a_body_that_expires_and_rewrites_no_live_one() 
     )
     .await;
     let open = big("evt_refused_open");
-    let new = ledger.create(created("evt_refused_open", &open)).await.unwrap();
+    let new = ledger
+        .create(created("evt_refused_open", &open), None)
+        .await
+        .unwrap();
     assert_eq!(new, Created::New);
     check(&sdk, &stack, "given").await;
 
     // WHEN each is delivered again past the receiver's read, with its own body and with another
     for (id, body) in [("evt_refused_done", &done), ("evt_refused_open", &open)] {
         for again in [body.clone(), big(id)] {
-            let answer = ledger.create(created(id, &again)).await.unwrap();
+            let answer = ledger.create(created(id, &again), None).await.unwrap();
             assert!(matches!(answer, Created::Duplicate { .. }), "{answer:?}");
         }
     }
@@ -223,7 +225,7 @@ async fn a_refused_create_leaves_a_body_that_expires_and_rewrites_no_live_one() 
         assert_eq!(under(&objects, id).len(), 3, "{id}: {objects:?}");
     }
     assert_eq!(record(&records, "evt_refused_done").status, "COMPLETED");
-    let read = ledger.get(&key("evt_refused_done")).await.unwrap().unwrap();
+    let read = ledger.get(&key("evt_refused_done"), None).await.unwrap().unwrap();
     assert_eq!(read.payload.as_ref(), done.as_bytes(), "the first body stands");
 }
 
@@ -235,8 +237,8 @@ async fn a_lost_duplicate_race_leaves_its_body_to_expire() {
     let ledger = &stack.rt.ledger;
     let (a, b) = (big("evt_race_body"), big("evt_race_body"));
     let (first, second) = tokio::join!(
-        ledger.create(created("evt_race_body", &a)),
-        ledger.create(created("evt_race_body", &b))
+        ledger.create(created("evt_race_body", &a), None),
+        ledger.create(created("evt_race_body", &b), None)
     );
     let outcomes = [first.unwrap(), second.unwrap()];
     assert_eq!(
@@ -278,7 +280,7 @@ async fn a_create_that_fails_after_its_put_leaves_a_body_that_expires() {
         Duration::ZERO,
     );
     let failed = broken
-        .create(created("evt_put_then_503", &big("evt_put_then_503")))
+        .create(created("evt_put_then_503", &big("evt_put_then_503")), None)
         .await;
     assert!(matches!(failed, Err(StoreError::Unavailable(_))), "{failed:?}");
     let (objects, records) = check(&sdk, &stack, "after the failed create").await;
@@ -300,7 +302,7 @@ async fn a_crash_between_the_settle_and_the_countdown_is_finished_by_the_sweeper
     assert_eq!(deliver(&stack, &big(id)).await.0, 200);
     // GIVEN the state such a worker leaves: claimed (its lease over), settled COMPLETED, no countdown
     let Claim::Claimed(_) = ledger
-        .claim(&key(id), "dead-worker", Duration::from_millis(1))
+        .claim(&key(id), "dead-worker", Duration::from_millis(1), None)
         .await
         .unwrap()
     else {
@@ -308,7 +310,10 @@ async fn a_crash_between_the_settle_and_the_countdown_is_finished_by_the_sweeper
     };
     let completed = Settlement::Completed { retention: RETENTION };
     assert_eq!(
-        ledger.settle(&key(id), "dead-worker", completed).await.unwrap(),
+        ledger
+            .settle(&key(id), "dead-worker", completed, None)
+            .await
+            .unwrap(),
         Settled::Done
     );
     let records = records(&stack).await;
@@ -342,30 +347,39 @@ async fn a_forced_replay_racing_a_late_countdown_keeps_the_reopened_events_body(
     assert_eq!(deliver(&stack, &body).await.0, 200);
     // GIVEN a worker that settled COMPLETED and has not started the countdown yet
     let Claim::Claimed(claimed) = ledger
-        .claim(&key(id), "slow-worker", Duration::from_secs(60))
+        .claim(&key(id), "slow-worker", Duration::from_secs(60), None)
         .await
         .unwrap()
     else {
         panic!("not claimed")
     };
+    // The body the claim read, as its record named it.
+    let claimed_body = record(&records(&stack).await, id).body.clone();
+    assert!(claimed_body.is_some(), "{claimed:?}: its body is not in S3");
     let completed = Settlement::Completed { retention: RETENTION };
     assert_eq!(
-        ledger.settle(&key(id), "slow-worker", completed).await.unwrap(),
+        ledger
+            .settle(&key(id), "slow-worker", completed, None)
+            .await
+            .unwrap(),
         Settled::Done
     );
     // WHEN an operator force-replays it, and then the worker's countdown lands
-    assert_eq!(ledger.replay(&key(id), true).await.unwrap(), Replay::Replayed);
-    ledger.completed_body(&claimed).await.unwrap();
+    assert_eq!(
+        ledger.replay(&key(id), true, None).await.unwrap(),
+        Replay::Replayed
+    );
+    ledger.completed(&key(id), "slow-worker").await.unwrap();
 
     // THEN the reopened event's body does not count down; the old one, which nothing points at, does
     let (objects, records) = check(&sdk, &stack, "after the replay and the late countdown").await;
     assert_eq!(under(&objects, id).len(), 2, "{objects:?}");
-    assert_ne!(record(&records, id).body, claimed.body_object);
+    assert_ne!(record(&records, id).body, claimed_body);
 
     // AND the reopened event runs to completion on its copy (its first message is still queued)
     poll_until(&stack, id, Status::Completed, Duration::from_secs(30)).await;
     check(&sdk, &stack, "after the replayed event completed").await;
-    let read = ledger.get(&key(id)).await.unwrap().unwrap();
+    let read = ledger.get(&key(id), None).await.unwrap().unwrap();
     assert_eq!(read.payload.as_ref(), body.as_bytes());
 }
 
@@ -387,9 +401,12 @@ async fn a_dead_events_body_stays() {
 
     // AND one completed, force-replayed before its worker's late countdown, then failing for good
     let replayed = "evt_dead_after_replay";
-    ledger.create(created(replayed, &big(replayed))).await.unwrap();
-    let Claim::Claimed(claimed) = ledger
-        .claim(&key(replayed), "slow-worker", Duration::from_secs(60))
+    ledger
+        .create(created(replayed, &big(replayed)), None)
+        .await
+        .unwrap();
+    let Claim::Claimed(_claimed) = ledger
+        .claim(&key(replayed), "slow-worker", Duration::from_secs(60), None)
         .await
         .unwrap()
     else {
@@ -397,14 +414,14 @@ async fn a_dead_events_body_stays() {
     };
     let completed = Settlement::Completed { retention: RETENTION };
     ledger
-        .settle(&key(replayed), "slow-worker", completed)
+        .settle(&key(replayed), "slow-worker", completed, None)
         .await
         .unwrap();
     assert_eq!(
-        ledger.replay(&key(replayed), true).await.unwrap(),
+        ledger.replay(&key(replayed), true, None).await.unwrap(),
         Replay::Replayed
     );
-    ledger.completed_body(&claimed).await.unwrap();
+    ledger.completed(&key(replayed), "slow-worker").await.unwrap();
     stack
         .switch
         .failing
@@ -424,7 +441,7 @@ async fn a_dead_events_body_stays() {
     for id in [redriven, replayed] {
         let r = record(&records, id);
         assert_eq!(r.status, "DEAD", "{r:?}");
-        let event = ledger.get(&key(id)).await.unwrap().unwrap();
+        let event = ledger.get(&key(id), None).await.unwrap().unwrap();
         assert!(event.notified_at.is_some(), "{id}: alarm not recorded");
         let (_, tags, _) = objects
             .iter()
@@ -498,9 +515,12 @@ async fn the_countdown_acts_on_the_object_the_record_names() {
         Duration::ZERO,
     );
     let inline = serde_json::json!({"id": "evt_inline", "pad": "ab".repeat(150 * 1024)}).to_string();
-    counted.create(created("evt_inline", &inline)).await.unwrap();
+    counted
+        .create(created("evt_inline", &inline), None)
+        .await
+        .unwrap();
     let Claim::Claimed(claimed) = counted
-        .claim(&key("evt_inline"), "w", Duration::from_secs(60))
+        .claim(&key("evt_inline"), "w", Duration::from_secs(60), None)
         .await
         .unwrap()
     else {
@@ -508,9 +528,12 @@ async fn the_countdown_acts_on_the_object_the_record_names() {
     };
     assert_eq!(claimed.payload.len(), inline.len());
     let completed = Settlement::Completed { retention: RETENTION };
-    counted.settle(&key("evt_inline"), "w", completed).await.unwrap();
+    counted
+        .settle(&key("evt_inline"), "w", completed, None)
+        .await
+        .unwrap();
     // WHEN its body's retention starts THEN S3 is not asked anything
-    counted.completed_body(&claimed).await.unwrap();
+    counted.completed(&key("evt_inline"), "w").await.unwrap();
     let calls = counter.take();
     assert!(
         calls.keys().all(|c| !c.starts_with("s3.")),

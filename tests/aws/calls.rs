@@ -220,7 +220,7 @@ async fn each_function_calls_exactly_what_its_role_grants() {
         EventId::parse(&format!("evt_{p}_fail")).unwrap(),
     );
     let until = Instant::now() + Duration::from_secs(30);
-    while test_side.ledger.get(&fail).await.unwrap().map(|e| e.status) != Some(Status::Dead) {
+    while test_side.ledger.get(&fail, None).await.unwrap().map(|e| e.status) != Some(Status::Dead) {
         assert!(Instant::now() < until, "not DEAD");
         process(take_messages().await).await;
     }
@@ -241,22 +241,25 @@ async fn each_function_calls_exactly_what_its_role_grants() {
     // and a completed one whose worker died before its body's countdown.
     test_side
         .ledger
-        .create(record(&format!("evt_{p}_lost"), false))
+        .create(record(&format!("evt_{p}_lost")), None)
         .await
         .unwrap();
     let crashed = key(&format!("evt_{p}_crashed"));
     test_side
         .ledger
-        .create(inbox_core::model::NewEvent {
-            key: crashed.clone(),
-            payload: bytes::Bytes::from(big_body(format!("evt_{p}_crashed"))),
-            ..record(&format!("evt_{p}_crashed"), true)
-        })
+        .create_announced(
+            inbox_core::model::NewEvent {
+                key: crashed.clone(),
+                payload: bytes::Bytes::from(big_body(format!("evt_{p}_crashed"))),
+                ..record(&format!("evt_{p}_crashed"))
+            },
+            None,
+        )
         .await
         .unwrap();
     let claimed = test_side
         .ledger
-        .claim(&crashed, "died", Duration::from_millis(1))
+        .claim(&crashed, "died", Duration::from_millis(1), None)
         .await
         .unwrap();
     assert!(matches!(claimed, Claim::Claimed(_)), "{claimed:?}");
@@ -265,7 +268,7 @@ async fn each_function_calls_exactly_what_its_role_grants() {
     };
     test_side
         .ledger
-        .settle(&crashed, "died", completed)
+        .settle(&crashed, "died", completed, None)
         .await
         .unwrap();
     let unannounced = big_body(format!("evt_{p}_unannounced"));
@@ -277,7 +280,7 @@ async fn each_function_calls_exactly_what_its_role_grants() {
     );
     test_side
         .ledger
-        .mark_dead(&unannounced, "for the sweeper's alarm")
+        .mark_dead(&unannounced, "for the sweeper's alarm", None)
         .await
         .unwrap();
     let report = functions::sweeper(&sweeper).await.unwrap();

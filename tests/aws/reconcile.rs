@@ -184,10 +184,13 @@ async fn the_reconciler_function_recovers_the_window_with_one_write_per_missing_
     let events_now = stack
         .rt
         .ledger
-        .list(&ListFilter {
-            limit: 10_000,
-            ..Default::default()
-        })
+        .list(
+            &ListFilter {
+                limit: 10_000,
+                ..Default::default()
+            },
+            None,
+        )
         .await
         .unwrap();
     let stored: BTreeSet<String> = events_now.iter().map(|e| e.event_id.to_string()).collect();
@@ -415,10 +418,13 @@ async fn the_reconciler_function_recovers_a_lossy_delivery_for_three_providers()
     let events_now = stack
         .rt
         .ledger
-        .list(&ListFilter {
-            limit: 10_000,
-            ..Default::default()
-        })
+        .list(
+            &ListFilter {
+                limit: 10_000,
+                ..Default::default()
+            },
+            None,
+        )
         .await
         .unwrap();
     for run in &report.sources {
@@ -428,7 +434,7 @@ async fn the_reconciler_function_recovers_a_lossy_delivery_for_three_providers()
         let name = source.as_str();
         let lost_here = lost.get(name).cloned().unwrap_or_default();
         assert_eq!(summary.recovered as usize, lost_here.len(), "{name}: {summary:?}");
-        let stored: Vec<&inbox_core::model::Event> =
+        let stored: Vec<&inbox_core::model::Record> =
             events_now.iter().filter(|e| e.source.as_str() == name).collect();
         let ids: BTreeSet<String> = stored.iter().map(|e| e.event_id.to_string()).collect();
         assert_eq!(stored.len(), ids.len(), "{name}: an id stored twice");

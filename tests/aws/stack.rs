@@ -16,7 +16,7 @@ use inbox_core::aws::init::{create_stack, QueueSettings};
 use inbox_core::aws::{Clients, Resources, Runtime};
 use inbox_core::config::Config;
 use inbox_core::handlers::{http_client, Handler, HandlerError, Registry};
-use inbox_core::model::{Event, EventId, EventKey, SourceName, Status};
+use inbox_core::model::{Event, EventId, EventKey, Record, SourceName, Status};
 use inbox_core::ports::Browse;
 use inbox_core::ports::{Ledger, ListFilter};
 use inbox_core::receiver::Receiver;
@@ -204,9 +204,9 @@ pub fn key(id: &str) -> EventKey {
     EventKey::new(SourceName::parse("stripe").unwrap(), EventId::parse(id).unwrap())
 }
 
-/// A Stripe event `id` as a create writes it straight into the ledger, its message sent first (`announced`) or
-/// not (a failed enqueue, a reconciled or replayed event).
-pub fn record(id: &str, announced: bool) -> inbox_core::model::NewEvent {
+/// A Stripe event `id` as a create writes it straight into the ledger: with `create_announced` where its message
+/// went first, with `create` where not (a failed enqueue, a reconciled or replayed event).
+pub fn record(id: &str) -> inbox_core::model::NewEvent {
     inbox_core::model::NewEvent {
         key: key(id),
         event_type: None,
@@ -215,7 +215,6 @@ pub fn record(id: &str, announced: bool) -> inbox_core::model::NewEvent {
         headers: vec![],
         origin: Default::default(),
         resent_bodies: Default::default(),
-        announced,
     }
 }
 
@@ -298,7 +297,7 @@ pub async fn status_of(stack: &Stack, id: &str) -> Option<(Status, u32)> {
     stack
         .rt
         .ledger
-        .get(&key(id))
+        .get(&key(id), None)
         .await
         .unwrap()
         .map(|e| (e.status, e.attempts))
@@ -349,14 +348,14 @@ pub async fn bodies_in_s3(sdk: &aws_config::SdkConfig, stack: &Stack) -> Vec<Sto
 }
 
 /// Every event record in the ledger (a consistent scan).
-pub async fn all_events(stack: &Stack) -> Vec<Event> {
+pub async fn all_events(stack: &Stack) -> Vec<Record> {
     let filter = ListFilter {
         status: None,
         source: None,
         limit: 10_000,
         ..Default::default()
     };
-    stack.rt.ledger.list(&filter).await.unwrap()
+    stack.rt.ledger.list(&filter, None).await.unwrap()
 }
 
 /// The functions' clients, their DynamoDB and SQS calls counted by `counter`.

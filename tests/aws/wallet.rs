@@ -40,10 +40,10 @@ use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
 use aws_sdk_dynamodb::Client;
 use sha2::{Digest, Sha256};
 
-use inbox_core::aws::dynamodb::completed_update;
 use inbox_core::handlers::{Handler, HandlerError};
 use inbox_core::model::Event;
 use inbox_core::ports::StoreError;
+use inbox_core::stores::dynamodb::completed_update;
 use inbox_core::time::now_ms;
 
 /// The event types this handler knows.

@@ -16,7 +16,7 @@ use super::{emf, ReconciledSource, ReconcilerRuntime, Runtime};
 use crate::aws::sqs::{announced_until, parse_pointer};
 use crate::machine::{Dropped, Outcome, SweepReport, LEASE_MARGIN};
 use crate::metrics::Metrics;
-use crate::ports::{Checkpoint, Checkpoints, MarkDead, StoreError};
+use crate::ports::{Checkpoint, Checkpoints, MarkDead, StoreError, Upkeep};
 use crate::reconcile::{Budget, Progress, Reconciler, RunOptions, Summary};
 use crate::time::{ms, now_ms, rfc3339};
 
@@ -228,9 +228,7 @@ async fn mark_dead_record(rt: &Runtime, record: &SqsMessage) -> bool {
 }
 
 /// The sweeper (every minute): the restart scan through the sparse index, then the bodies in S3 whose countdown a
-/// crash between a COMPLETED settle and the processor's tagging left owed ([`DynamoLedger::finish_bodies`]).
-///
-/// [`DynamoLedger::finish_bodies`]: crate::aws::dynamodb::DynamoLedger::finish_bodies
+/// crash between a COMPLETED settle and the processor's tagging left owed ([`Upkeep::finish_bodies`]).
 pub async fn sweeper(rt: &Runtime) -> Result<SweepReport, StoreError> {
     let report = rt.machine.sweep(rt.queue.as_ref(), 1000).await?;
     let bodies = rt.ledger.finish_bodies(1000).await?;

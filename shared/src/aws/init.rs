@@ -6,8 +6,8 @@ use aws_config::SdkConfig;
 use aws_sdk_sqs::types::QueueAttributeName;
 
 use super::Resources;
-use crate::aws::dynamodb::create_table;
 use crate::aws::s3::S3Payloads;
+use crate::stores::dynamodb::create_table;
 
 /// The template's `RetentionDays` default: the days after its completion that the bucket expires a completed
 /// event's body (its `completed-bodies` rule), as the config's default `retention_days`.

@@ -1,11 +1,11 @@
-//! The serverless runtime: the DynamoDB ledger ([`dynamodb`]), the SQS queue ([`sqs`]), bodies in S3 ([`s3`]),
+//! The serverless runtime: the DynamoDB ledger (in [`crate::stores::dynamodb`]), the SQS queue ([`sqs`]), bodies in
+//! S3 ([`s3`]),
 //! alarms on SNS ([`sns`]), metrics as EMF lines ([`emf`]), secrets from Secrets Manager and SSM, how the Lambda
 //! functions find their resources and configuration, and the handler each function runs ([`functions`]). The
 //! functions' `main`s only call into here.
 
 #[cfg(feature = "cloudwatch")]
 pub mod charts;
-pub mod dynamodb;
 pub mod emf;
 pub mod functions;
 #[cfg(feature = "operator")]
@@ -25,19 +25,21 @@ use aws_config::SdkConfig;
 
 pub use secrets::AwsSecrets;
 
-use crate::aws::dynamodb::DynamoLedger;
 use crate::aws::s3::S3Payloads;
 use crate::aws::sqs::SqsQueue;
+use crate::clock::World;
 use crate::config::{Config, ConfigError, ReconcileConfig, RetryPolicy};
 use crate::handlers::Registry;
+use crate::intake::{Intake, Order};
 use crate::machine::Machine;
 use crate::metrics::Metrics;
 use crate::model::SourceName;
 use crate::ports::Store;
-use crate::receiver::{Intake, Receiver};
+use crate::receiver::Receiver;
 use crate::reconcile::Reconciler;
 use crate::secrets::SecretResolver;
 use crate::source::Sources;
+use crate::stores::dynamodb::DynamoLedger;
 
 /// The resources a function works on, from the environment the template sets.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -243,6 +245,8 @@ pub struct Runtime {
     pub sources: Sources,
     /// The keys requests point at, for the receiver this runtime builds.
     pub keys: Arc<dyn crate::keys::KeySource>,
+    /// The clock and randomness of its decisions: the system's.
+    pub world: World,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -285,6 +289,7 @@ pub async fn receiver_from_env() -> Result<Arc<Receiver>, RuntimeError> {
         metrics,
         config.sweeper.grace,
         keys,
+        World::system(),
     ))
 }
 
@@ -407,6 +412,7 @@ fn receiver(
     metrics: Arc<Metrics>,
     resend_grace: Duration,
     keys: Arc<dyn crate::keys::KeySource>,
+    world: World,
 ) -> Arc<Receiver> {
     // A container sees a sliver of the traffic: the alarms that count are CloudWatch's, on the EMF metrics; here
     // the episodes are only logged.
@@ -414,25 +420,32 @@ fn receiver(
         sources.names(),
         crate::delivery_health::Thresholds::default(),
         Arc::new(crate::delivery_health::LogAlarm),
+        world.clone(),
     ));
     Arc::new(Receiver {
         sources,
-        ledger,
-        queue,
+        intake: Intake {
+            ledger,
+            queue,
+            metrics: metrics.clone(),
+            health: health.clone(),
+            resend_grace,
+            // The work queue vouches for a record from the moment its message is sent (DynamoDB with SQS).
+            order: Order::AnnounceThenWrite {
+                window: crate::aws::functions::configured_timeout() + ANNOUNCE_MARGIN,
+            },
+            // The processor function runs the handlers, from the queue.
+            runner: None,
+            world: world.clone(),
+        },
         metrics,
         read_timeout: Duration::from_secs(25),
         // One request per invocation, its body already read by the runtime: the bound is one largest body.
         inflight: crate::receiver::InflightBytes::new(crate::config::MAX_BODY_BYTES_LIMIT),
         health,
         rejections: Default::default(),
-        resend_grace,
-        // The work queue vouches for a record from the moment its message is sent (DynamoDB with SQS).
-        intake: Intake::AnnounceThenWrite {
-            window: crate::aws::functions::configured_timeout() + ANNOUNCE_MARGIN,
-        },
         keys,
-        // The processor function runs the handlers, from the queue.
-        runner: None,
+        world,
     })
 }
 
@@ -468,17 +481,22 @@ impl Runtime {
             clients.sns.clone(),
             resources.topic_arn.clone(),
         ));
+        let world = World::system();
         // A worker name per container; each claim adds its own random token.
-        let owner = format!("lambda:{:08x}", rand::random::<u32>());
+        let owner = format!("lambda:{:08x}", world.random.next_u64() as u32);
         let shared: Arc<dyn Store> = ledger.clone();
-        let machine = Arc::new(Machine::new(
-            shared,
-            sources.clone(),
-            metrics.clone(),
-            alarm,
-            config.retention,
-            owner,
-        ));
+        let machine = Arc::new(
+            Machine::new(
+                shared.clone(),
+                shared,
+                sources.clone(),
+                metrics.clone(),
+                alarm,
+                config.retention,
+                owner,
+            )
+            .with_world(world.clone()),
+        );
         Ok(Self {
             config,
             resources,
@@ -490,6 +508,7 @@ impl Runtime {
             emf: emf::Sink::Stdout,
             sources,
             keys,
+            world,
         })
     }
 
@@ -502,6 +521,7 @@ impl Runtime {
             self.metrics.clone(),
             self.config.sweeper.grace,
             self.keys.clone(),
+            self.world.clone(),
         )
     }
 }

@@ -5,7 +5,7 @@ use std::sync::OnceLock;
 use async_trait::async_trait;
 
 use crate::machine::{dead_summary, Notifier, NotifyError};
-use crate::model::Event;
+use crate::model::Record;
 
 pub struct SnsNotifier {
     config: aws_sdk_sns::Config,
@@ -32,7 +32,7 @@ impl SnsNotifier {
 
 #[async_trait]
 impl Notifier for SnsNotifier {
-    async fn dead(&self, event: &Event) -> Result<(), NotifyError> {
+    async fn dead(&self, event: &Record) -> Result<(), NotifyError> {
         let Some(topic) = &self.topic_arn else {
             return Ok(());
         };

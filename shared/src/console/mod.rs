@@ -37,7 +37,7 @@ use subtle::ConstantTimeEq;
 
 use crate::config::Config;
 use crate::model::{EventId, EventKey, SourceName, Status};
-use crate::ports::{Cursor, ListFilter, Queue, Replay, Store, StoreError, Summary, Timeline};
+use crate::ports::{Cursor, ListFilter, Queue, QueueDepth, Replay, Store, StoreError, Summary, Timeline};
 use sessions::Sessions;
 
 /// Where `inbox console` listens unless told otherwise.
@@ -115,6 +115,11 @@ struct Taken {
     /// When, in UTC ms, for the page.
     when: i64,
     summary: Arc<Summary>,
+    /// The work queue's counts, where the console has a queue that can say them (AWS).
+    queue: Option<QueueDepth>,
+    /// How the chart counts, for its legend: by the hour events arrived (the store's own counts), or as the
+    /// [`Timeline`] says (by the hour each count was made).
+    timeline_note: &'static str,
 }
 
 impl Taken {
@@ -124,19 +129,21 @@ impl Taken {
         queue: Option<&dyn Queue>,
     ) -> Result<Self, StoreError> {
         let when = crate::time::now_ms();
-        let mut summary = ledger.summary().await?;
+        let mut summary = ledger.summary(None).await?;
+        let mut depth = None;
         if let Some(queue) = queue {
             match queue.depth().await {
-                Ok(depth) => summary.queue = depth,
+                Ok(d) => depth = d,
                 Err(e) => tracing::warn!(error = %e, "the work queue's counts could not be read"),
             }
         }
+        let mut timeline_note = "by the hour they arrived";
         if let (true, Some(timeline)) = (summary.timeline.is_empty(), timeline) {
             // The chart is an aid: a page without it beats no page.
             match timeline.last_day(when).await {
                 Ok(hours) => {
                     summary.timeline = hours;
-                    summary.timeline_note = timeline.note();
+                    timeline_note = timeline.note();
                 }
                 Err(e) => tracing::warn!(error = %e, "the overview's chart could not be read"),
             }
@@ -146,6 +153,8 @@ impl Taken {
             at: std::time::Instant::now(),
             when,
             summary,
+            queue: depth,
+            timeline_note,
         })
     }
 }
@@ -650,11 +659,14 @@ async fn overview(State(console): State<Arc<Console>>) -> Result<Response, Conso
     let summary = counts.summary.as_ref();
     let dead = console
         .ledger
-        .list(&ListFilter {
-            status: Some(Status::Dead),
-            limit: 20,
-            ..Default::default()
-        })
+        .list(
+            &ListFilter {
+                status: Some(Status::Dead),
+                limit: 20,
+                ..Default::default()
+            },
+            None,
+        )
         .await?;
     // Every source the config says reconciles, run yet or not; without the config, those counted here that have
     // a checkpoint (on DynamoDB only the sources with failed or dead events are counted).
@@ -676,6 +688,8 @@ async fn overview(State(console): State<Arc<Console>>) -> Result<Response, Conso
     let page = pages::overview(&pages::Overview {
         store: &console.store_name,
         summary,
+        queue: counts.queue,
+        timeline_note: counts.timeline_note,
         counted_at: counts.when,
         dead: &dead,
         runs: &runs,
@@ -690,7 +704,7 @@ async fn events(
     Query(filters): Query<Filters>,
 ) -> Result<Response, ConsoleError> {
     let filter = filters.parse(PAGE_SIZE + 1)?;
-    let mut events = console.ledger.list(&filter).await?;
+    let mut events = console.ledger.list(&filter, None).await?;
     let next = (events.len() > PAGE_SIZE).then(|| {
         events.truncate(PAGE_SIZE);
         events.last().map(Cursor::after)
@@ -735,7 +749,7 @@ async fn event(
     Query(q): Query<KeyQuery>,
 ) -> Result<Response, ConsoleError> {
     let key = q.key()?;
-    let Some(event) = console.ledger.get(&key).await? else {
+    let Some(event) = console.ledger.get(&key, None).await? else {
         return Err(ConsoleError::NotFound);
     };
     Ok(pages::event(
@@ -753,7 +767,7 @@ async fn raw(
     Query(q): Query<KeyQuery>,
 ) -> Result<Response, ConsoleError> {
     let key = q.key()?;
-    let Some(event) = console.ledger.get(&key).await? else {
+    let Some(event) = console.ledger.get(&key, None).await? else {
         return Err(ConsoleError::NotFound);
     };
     let name: String = format!("{}-{}", key.source, key.event_id)
@@ -801,7 +815,7 @@ pub async fn replay_event(
     key: &EventKey,
     force: bool,
 ) -> Result<Replayed, StoreError> {
-    match ledger.replay(key, force).await? {
+    match ledger.replay(key, force, None).await? {
         Replay::Replayed => {
             if let Some(queue) = queue {
                 if let Err(e) = queue.enqueue(key, Duration::ZERO).await {
@@ -879,7 +893,7 @@ async fn confirm_replay(
     filters.before.clear();
     let filter = filters.parse(usize::MAX)?;
     let force = replayable(&filter)?;
-    let matching = console.ledger.list(&filter).await?;
+    let matching = console.ledger.list(&filter, None).await?;
     Ok(pages::confirm(&filters, matching.len(), force, &console.csrf(&session)).into_response())
 }
 
@@ -901,7 +915,7 @@ async fn replay_many(
     form.filters.before.clear();
     let filter = form.filters.parse(usize::MAX)?;
     let force = replayable(&filter)?;
-    let matching = console.ledger.list(&filter).await?;
+    let matching = console.ledger.list(&filter, None).await?;
     if form.expected != Some(matching.len()) {
         return Ok(
             pages::confirm(&form.filters, matching.len(), force, &console.csrf(&session)).into_response(),
@@ -1007,5 +1021,5 @@ async fn not_found() -> ConsoleError {
     ConsoleError::NotFound
 }
 
-#[cfg(all(test, feature = "embedded"))]
+#[cfg(all(test, feature = "sqlite"))]
 mod tests;

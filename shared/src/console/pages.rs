@@ -4,8 +4,8 @@
 use maud::{html, Markup, DOCTYPE};
 
 use super::{encode, event_link, logout_csrf, Filters};
-use crate::model::{Event, EventKey, SourceName, Status};
-use crate::ports::{Bucket, Checkpoint, Summary};
+use crate::model::{Event, EventKey, Record, SourceName, Status};
+use crate::ports::{Bucket, Checkpoint, QueueDepth, Summary};
 use crate::time::rfc3339;
 
 /// The most of a payload a page shows; the download has all of it.
@@ -96,9 +96,13 @@ pub(super) fn login(l: &Login<'_>) -> Page {
 pub(super) struct Overview<'a> {
     pub store: &'a str,
     pub summary: &'a Summary,
+    /// The work queue's counts, where the console has a queue that can say them (AWS).
+    pub queue: Option<QueueDepth>,
+    /// How the chart counts, for its legend.
+    pub timeline_note: &'static str,
     /// When the counts were taken (UTC ms): they are kept for a few seconds.
     pub counted_at: i64,
-    pub dead: &'a [Event],
+    pub dead: &'a [Record],
     /// The last reconciliation run per source; `None` for a source that has not run yet.
     pub runs: &'a [(SourceName, Option<Checkpoint>)],
     /// The sources come from the config (every one that reconciles), not from the counts.
@@ -147,7 +151,7 @@ pub(super) fn overview(o: &Overview<'_>) -> Page {
                 }
             }
             p.muted { "Counts as of " (rfc3339(o.counted_at)) " (" (age(o.now - o.counted_at)) " ago)." }
-            @if let Some(q) = s.queue {
+            @if let Some(q) = o.queue {
                 p {
                     "Work queue: " strong { (q.waiting) } " waiting, " strong { (q.in_flight) } " in flight, "
                     (q.delayed) " delayed (SQS's approximate counts)."
@@ -185,7 +189,7 @@ pub(super) fn overview(o: &Overview<'_>) -> Page {
                     (chart(&s.timeline))
                     p.legend {
                         span.k-accepted { "accepted" } " " span.k-completed { "completed" } " " span.k-dead { "dead" }
-                        " (" (s.timeline_note) ")"
+                        " (" (o.timeline_note) ")"
                     }
                 }
             }
@@ -286,7 +290,7 @@ fn chart(buckets: &[Bucket]) -> Markup {
     }
 }
 
-fn event_table(events: &[Event]) -> Markup {
+fn event_table(events: &[Record]) -> Markup {
     html! {
         div.scroll {
             table.events {
@@ -310,7 +314,7 @@ fn event_table(events: &[Event]) -> Markup {
 
 pub(super) struct EventsPage<'a> {
     pub filters: &'a Filters,
-    pub events: &'a [Event],
+    pub events: &'a [Record],
     pub next: Option<&'a str>,
     pub scans: bool,
 }

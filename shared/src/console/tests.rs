@@ -8,9 +8,9 @@ use std::time::Duration;
 use secrecy::SecretString;
 
 use super::*;
-use crate::embedded::sqlite::SqliteLedger;
 use crate::model::NewEvent;
 use crate::ports::{Checkpoint, Checkpoints, Ledger, RunRecord, Settlement, Store};
+use crate::stores::sqlite::SqliteLedger;
 
 const HOSTILE: &str = r#"{"note":"<script>alert(1)</script>","x":"\"><img src=x onerror=alert(1)>","y":"</textarea><b>bold</b>"}"#;
 
@@ -27,31 +27,39 @@ fn key(source: &str, id: &str) -> EventKey {
 
 async fn put(ledger: &SqliteLedger, source: &str, id: &str, body: &[u8], end: Option<Status>) {
     ledger
-        .create(NewEvent {
-            key: key(source, id),
-            event_type: Some("charge.<b>failed</b>".into()),
-            payload: bytes::Bytes::copy_from_slice(body),
-            payload_sha256: "00".into(),
-            headers: vec![
-                ("content-type".into(), "application/json".into()),
-                ("x-note".into(), "<script>alert('h')</script>".into()),
-                ("stripe-signature".into(), "t=1,v1=secretish".into()),
-            ],
-            origin: Default::default(),
-            resent_bodies: Default::default(),
-            announced: false,
-        })
+        .create(
+            NewEvent {
+                key: key(source, id),
+                event_type: Some("charge.<b>failed</b>".into()),
+                payload: bytes::Bytes::copy_from_slice(body),
+                payload_sha256: "00".into(),
+                headers: vec![
+                    ("content-type".into(), "application/json".into()),
+                    ("x-note".into(), "<script>alert('h')</script>".into()),
+                    ("stripe-signature".into(), "t=1,v1=secretish".into()),
+                ],
+                origin: Default::default(),
+                resent_bodies: Default::default(),
+            },
+            None,
+        )
         .await
         .unwrap();
     let k = key(source, id);
-    let settle = |s| async { ledger.settle(&k, "w", s).await.unwrap() };
+    let settle = |s| async { ledger.settle(&k, "w", s, None).await.unwrap() };
     match end {
         None | Some(Status::Received) => {}
         Some(Status::Dead) => {
-            ledger.mark_dead(&k, "handler said 500 <i>x</i>").await.unwrap();
+            ledger
+                .mark_dead(&k, "handler said 500 <i>x</i>", None)
+                .await
+                .unwrap();
         }
         Some(st) => {
-            ledger.claim(&k, "w", Duration::from_secs(60)).await.unwrap();
+            ledger
+                .claim(&k, "w", Duration::from_secs(60), None)
+                .await
+                .unwrap();
             match st {
                 Status::Completed => {
                     settle(Settlement::Completed {
@@ -135,7 +143,12 @@ impl App {
         req.send().await.unwrap()
     }
     async fn status_of(&self, source: &str, id: &str) -> Status {
-        self.ledger.get(&key(source, id)).await.unwrap().unwrap().status
+        self.ledger
+            .get(&key(source, id), None)
+            .await
+            .unwrap()
+            .unwrap()
+            .status
     }
 }
 
@@ -320,10 +333,9 @@ async fn the_event_page_links_a_resent_body_to_the_event_that_held_it_first() {
         resent_bodies: crate::model::ResentBodies::Marked {
             within: Duration::from_secs(3600),
         },
-        announced: false,
     };
-    app.ledger.create(marked("first")).await.unwrap();
-    app.ledger.create(marked("again")).await.unwrap();
+    app.ledger.create(marked("first"), None).await.unwrap();
+    app.ledger.create(marked("again"), None).await.unwrap();
     let page = app.page("/event?source=stripe&id=again").await;
     assert!(
         page.contains("<dt>resent of</dt><dd class=\"id\"><a href=\"/event?source=stripe&amp;id=first\" id=\"resent-of\">first</a></dd>"),

@@ -37,11 +37,12 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 
+use crate::clock::World;
 use crate::config::{ConfigError, ReconcileConfig};
 use crate::model::{EventId, EventKey, KeptHeaders, NewEvent, Origin, SourceName};
 use crate::ports::{Created, FailedEvent, Queue, RunRecord, Store, StoreError};
 use crate::secrets::SecretResolver;
-use crate::time::{ms, now_ms, rfc3339};
+use crate::time::{ms, rfc3339};
 
 /// Creation times in UTC milliseconds, `[from_ms, to_ms)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -243,11 +244,16 @@ pub enum RunErrorKind {
 pub async fn reconcilers(
     config: &crate::config::Config,
     secrets: &dyn SecretResolver,
+    world: &World,
 ) -> Result<Vec<Reconciler>, ConfigError> {
     let mut all = Vec::new();
     for (name, source) in &config.sources {
         if let Some(reconcile) = &source.reconcile {
-            all.push(Reconciler::from_config(name, reconcile, secrets).await?);
+            all.push(
+                Reconciler::from_config(name, reconcile, secrets)
+                    .await?
+                    .with_world(world.clone()),
+            );
         }
     }
     Ok(all)
@@ -265,6 +271,8 @@ pub struct Reconciler {
     listing_lag: Duration,
     interval: Duration,
     budget: Budget,
+    /// The clock its windows and checkpoints are measured on.
+    world: World,
 }
 
 impl Reconciler {
@@ -286,6 +294,7 @@ impl Reconciler {
             listing_lag: config.provider.listing_lag(),
             interval: config.interval,
             budget: Budget::default(),
+            world: World::system(),
         })
     }
 
@@ -306,7 +315,14 @@ impl Reconciler {
             listing_lag: Duration::ZERO,
             interval: crate::config::DEFAULT_RECONCILE_INTERVAL,
             budget: Budget::default(),
+            world: World::system(),
         }
+    }
+
+    /// Measures its windows and checkpoints on `world`'s clock (the system's by default).
+    pub fn with_world(mut self, world: World) -> Reconciler {
+        self.world = world;
+        self
     }
 
     /// Sets the budget (the AWS function passes its remaining time, less a margin to record the run).
@@ -342,7 +358,7 @@ impl Reconciler {
         options: RunOptions,
         progress: &mut (dyn FnMut(&Progress) + Send),
     ) -> Result<Summary, RunError> {
-        let started_at = now_ms();
+        let started_at = self.world.now_ms();
         let fail = |kind: RunErrorKind, summary: Summary| RunError {
             source_name: self.source.clone(),
             kind,
@@ -411,7 +427,7 @@ impl Reconciler {
         summary.kept = next.failed.len() as u64;
         next.last_run = Some(RunRecord {
             started_at,
-            finished_at: now_ms(),
+            finished_at: self.world.now_ms(),
             listed: summary.listed,
             present: summary.present,
             recovered: summary.recovered,
@@ -649,9 +665,8 @@ impl Reconciler {
             origin: Origin::Reconciled,
             // The id comes from the provider's API, not from a signed body that could be replayed under fresh ids.
             resent_bodies: Default::default(),
-            announced: false,
         };
-        Ok(match pass.ledger.create(event).await {
+        Ok(match pass.ledger.create(event, None).await {
             // Resent only where a create looks for resent bodies, which a reconciled one does not: stored all the same.
             Ok(Created::New | Created::Resent { .. }) => Ok(Stored::New(key, event_type)),
             Ok(Created::Duplicate { .. }) => Ok(Stored::Present),

@@ -12,13 +12,13 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
-use inbox_core::aws::dynamodb::DynamoLedger;
 use inbox_core::aws::init::{create_stack, QueueSettings};
 use inbox_core::aws::sqs::SqsQueue;
 use inbox_core::console::Console;
 use inbox_core::model::{EventId, EventKey, NewEvent, SourceName, Status};
 use inbox_core::ports::Checkpoints;
 use inbox_core::ports::{Checkpoint, Ledger, RunRecord, Settlement};
+use inbox_core::stores::dynamodb::DynamoLedger;
 
 fn key(id: &str) -> EventKey {
     EventKey::new(SourceName::parse("stripe").unwrap(), EventId::parse(id).unwrap())
@@ -33,7 +33,6 @@ fn new_event(id: &str, body: &str) -> NewEvent {
         headers: vec![("content-type".into(), "application/json".into())],
         origin: Default::default(),
         resent_bodies: Default::default(),
-        announced: false,
     }
 }
 
@@ -81,20 +80,23 @@ async fn the_aws_console_shows_dead_events_and_replays_one_into_the_queue() {
 
     // GIVEN a dead event (with a hostile body), an open one and a completed one.
     ledger
-        .create(new_event("evt_dead", r#"{"x":"<script>alert(1)</script>"}"#))
+        .create(
+            new_event("evt_dead", r#"{"x":"<script>alert(1)</script>"}"#),
+            None,
+        )
         .await
         .unwrap();
-    ledger.mark_dead(&key("evt_dead"), "gave up").await.unwrap();
-    ledger.create(new_event("evt_open", "{}")).await.unwrap();
-    ledger.create(new_event("evt_done", "{}")).await.unwrap();
+    ledger.mark_dead(&key("evt_dead"), "gave up", None).await.unwrap();
+    ledger.create(new_event("evt_open", "{}"), None).await.unwrap();
+    ledger.create(new_event("evt_done", "{}"), None).await.unwrap();
     ledger
-        .claim(&key("evt_done"), "w", Duration::from_secs(60))
+        .claim(&key("evt_done"), "w", Duration::from_secs(60), None)
         .await
         .unwrap();
     let done = Settlement::Completed {
         retention: Duration::from_secs(3600),
     };
-    ledger.settle(&key("evt_done"), "w", done).await.unwrap();
+    ledger.settle(&key("evt_done"), "w", done, None).await.unwrap();
 
     let console = Console::new(
         ledger.clone(),
@@ -155,7 +157,7 @@ async fn the_aws_console_shows_dead_events_and_replays_one_into_the_queue() {
         .to_str()
         .unwrap()
         .ends_with("flash=skipped"));
-    let e = ledger.get(&key("evt_dead")).await.unwrap().unwrap();
+    let e = ledger.get(&key("evt_dead"), None).await.unwrap().unwrap();
     assert_eq!((e.status, e.replays), (Status::Received, 1));
     // AND the overview counts its message in the work queue (received events are not in DynamoDB's index)
     let overview = page("/").await;
@@ -321,15 +323,15 @@ handler = { kind = "log" }
 "#,
     )
     .unwrap();
-    ledger.create(new_event("evt_done", "{}")).await.unwrap();
+    ledger.create(new_event("evt_done", "{}"), None).await.unwrap();
     ledger
-        .claim(&key("evt_done"), "w", Duration::from_secs(60))
+        .claim(&key("evt_done"), "w", Duration::from_secs(60), None)
         .await
         .unwrap();
     let done = Settlement::Completed {
         retention: Duration::from_secs(3600),
     };
-    ledger.settle(&key("evt_done"), "w", done).await.unwrap();
+    ledger.settle(&key("evt_done"), "w", done, None).await.unwrap();
     let at = inbox_core::time::now_ms() - 60_000;
     let checkpoint = Checkpoint {
         scanned_to: at - 300_000,

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use inbox_core::console::Console;
-use inbox_core::embedded::sqlite::SqliteLedger;
+use inbox_core::stores::sqlite::SqliteLedger;
 
 const ROUNDS: usize = 200;
 

@@ -1,6 +1,6 @@
 //! The operator console in a real browser: Debian's `chromium` driven through `chromedriver` over
 //! WebDriver, against a console running in this process over a real SQLite store that an in-process
-//! `inbox_core::embedded::serve` is processing, with a `forward` handler to a sink in this test. The console has a
+//! `inbox_core::serve::serve` is processing, with a `forward` handler to a sink in this test. The console has a
 //! token, so the operator logs in through the form first (its `Secure` cookie kept by Chromium over plain HTTP to
 //! loopback) and logs out through the button last.
 //!
@@ -20,9 +20,9 @@ use fantoccini::elements::Element;
 use fantoccini::error::CmdError;
 use fantoccini::{Client, ClientBuilder, Locator};
 use inbox_core::console::Console;
-use inbox_core::embedded::sqlite::SqliteLedger;
 use inbox_core::model::{EventId, EventKey, NewEvent, SourceName, Status};
 use inbox_core::ports::{Ledger, Settlement};
+use inbox_core::stores::sqlite::SqliteLedger;
 
 /// The console's token, as `INBOX_CONSOLE_TOKEN` would give it.
 const TOKEN: &str = "browser-test-console-token";
@@ -68,7 +68,6 @@ fn new_event(id: &str, body: &str, event_type: &str) -> NewEvent {
         headers: vec![("content-type".into(), "application/json".into())],
         origin: Default::default(),
         resent_bodies: Default::default(),
-        announced: false,
     }
 }
 
@@ -104,39 +103,54 @@ async fn seed(dir: &Path) {
     for i in 0..6 {
         let id = format!("evt_done_{i}");
         ledger
-            .create(new_event(&id, r#"{"ok":true}"#, "order.paid"))
+            .create(new_event(&id, r#"{"ok":true}"#, "order.paid"), None)
             .await
             .unwrap();
-        ledger.claim(&key(&id), "seed", long).await.unwrap();
+        ledger.claim(&key(&id), "seed", long, None).await.unwrap();
         let done = Settlement::Completed {
             retention: Duration::from_secs(86_400),
         };
-        ledger.settle(&key(&id), "seed", done).await.unwrap();
+        ledger.settle(&key(&id), "seed", done, None).await.unwrap();
     }
     ledger
-        .create(new_event("evt_failing", "{}", "order.paid"))
+        .create(new_event("evt_failing", "{}", "order.paid"), None)
         .await
         .unwrap();
-    ledger.claim(&key("evt_failing"), "seed", long).await.unwrap();
+    ledger
+        .claim(&key("evt_failing"), "seed", long, None)
+        .await
+        .unwrap();
     let failed = Settlement::Failed {
         error: "downstream said 503".into(),
         delay: Duration::from_secs(3_600),
     };
-    ledger.settle(&key("evt_failing"), "seed", failed).await.unwrap();
     ledger
-        .create(new_event("evt_dead_1", HOSTILE, "order.<b>refunded</b>"))
+        .settle(&key("evt_failing"), "seed", failed, None)
         .await
         .unwrap();
-    ledger.claim(&key("evt_dead_1"), "seed", long).await.unwrap();
+    ledger
+        .create(new_event("evt_dead_1", HOSTILE, "order.<b>refunded</b>"), None)
+        .await
+        .unwrap();
+    ledger
+        .claim(&key("evt_dead_1"), "seed", long, None)
+        .await
+        .unwrap();
     let dead = Settlement::Dead {
         error: "downstream said 410 <script>alert(3)</script>".into(),
     };
-    ledger.settle(&key("evt_dead_1"), "seed", dead).await.unwrap();
     ledger
-        .create(new_event("evt_dead_2", "not json", "order.paid"))
+        .settle(&key("evt_dead_1"), "seed", dead, None)
         .await
         .unwrap();
-    ledger.mark_dead(&key("evt_dead_2"), "gave up").await.unwrap();
+    ledger
+        .create(new_event("evt_dead_2", "not json", "order.paid"), None)
+        .await
+        .unwrap();
+    ledger
+        .mark_dead(&key("evt_dead_2"), "gave up", None)
+        .await
+        .unwrap();
 }
 
 async fn wait_for_http(url: &str, deadline: Duration) -> bool {
@@ -203,7 +217,7 @@ handler = {{ kind = "forward", url = "http://{sink_addr}/hook", timeout = "5s" }
     let (up_tx, up_rx) = tokio::sync::oneshot::channel::<SocketAddr>();
     let serve = tokio::spawn(async move {
         let registry = inbox_core::handlers::Registry::new(inbox_core::handlers::http_client());
-        inbox_core::embedded::serve(
+        inbox_core::serve::serve(
             config,
             registry,
             move |addr| {
@@ -392,7 +406,11 @@ handler = {{ kind = "forward", url = "http://{sink_addr}/hook", timeout = "5s" }
     let seen = deliveries.lock().unwrap().clone();
     assert_eq!(seen.get("shop:evt_dead_1"), Some(&1), "{seen:?}");
     assert_eq!(seen.get("shop:evt_dead_2"), None, "{seen:?}");
-    let e = console_ledger.get(&key("evt_dead_2")).await.unwrap().unwrap();
+    let e = console_ledger
+        .get(&key("evt_dead_2"), None)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(e.status, Status::Dead);
 
     let _ = stop_tx.send(());

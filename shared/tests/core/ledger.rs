@@ -24,11 +24,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use inbox_core::embedded::sqlite::{Options, SqliteLedger};
 use inbox_core::failpoint::IoFaults;
-use inbox_core::model::{Event, EventId, EventKey, NewEvent, Origin, ResentBodies, SourceName, Status};
-use inbox_core::ports::{Browse, Ledger, StoreError, SweepIndex};
+use inbox_core::model::{EventId, EventKey, NewEvent, Origin, Record, ResentBodies, SourceName, Status};
+use inbox_core::ports::{Browse, GoneOwners, Ledger, StoreError, SweepIndex, Upkeep};
 use inbox_core::ports::{Claim, Created, ListFilter, MarkDead, Replay, Settled, Settlement, Store};
+use inbox_core::stores::sqlite::{Options, SqliteLedger};
 use inbox_core::time::now_ms as now;
 
 fn key(id: &str) -> EventKey {
@@ -44,7 +44,6 @@ fn new_event(id: &str, body: &str) -> NewEvent {
         headers: vec![("content-type".into(), "application/json".into())],
         origin: Default::default(),
         resent_bodies: Default::default(),
-        announced: false,
     }
 }
 
@@ -73,7 +72,7 @@ fn of_status(status: Status) -> ListFilter {
     }
 }
 
-fn ids(events: &[Event]) -> Vec<String> {
+fn ids(events: &[Record]) -> Vec<String> {
     events.iter().map(|e| e.event_id.to_string()).collect()
 }
 
@@ -196,10 +195,10 @@ ledger_tests!(
 
 async fn create_is_conditional_and_durable(store: &dyn Backend) {
     let l = store.open(LONG).await;
-    assert_eq!(l.create(new_event("e1", "{}")).await.unwrap(), Created::New);
-    let since = l.get(&key("e1")).await.unwrap().unwrap().updated_at;
+    assert_eq!(l.create(new_event("e1", "{}"), None).await.unwrap(), Created::New);
+    let since = l.get(&key("e1"), None).await.unwrap().unwrap().updated_at;
     assert_eq!(
-        l.create(new_event("e1", "{\"other\":1}")).await.unwrap(),
+        l.create(new_event("e1", "{\"other\":1}"), None).await.unwrap(),
         Created::Duplicate {
             event_id: key("e1").event_id,
             status: Status::Received,
@@ -212,7 +211,7 @@ async fn create_is_conditional_and_durable(store: &dyn Backend) {
     drop(l);
     // GIVEN a fresh handle on the same store WHEN reading THEN the first payload is there.
     let l = store.open(LONG).await;
-    let e = l.get(&key("e1")).await.unwrap().unwrap();
+    let e = l.get(&key("e1"), None).await.unwrap().unwrap();
     assert_eq!(e.payload.as_ref(), b"{}");
     assert_eq!(e.status, Status::Received);
     assert_eq!(e.event_type.as_deref(), Some("t.created"));
@@ -221,7 +220,7 @@ async fn create_is_conditional_and_durable(store: &dyn Backend) {
         vec![("content-type".to_owned(), "application/json".to_owned())]
     );
     assert_eq!(e.attempts, 0);
-    assert!(l.get(&key("absent")).await.unwrap().is_none());
+    assert!(l.get(&key("absent"), None).await.unwrap().is_none());
 }
 
 async fn concurrent_creates_of_one_event_make_one_record(store: &dyn Backend) {
@@ -229,7 +228,7 @@ async fn concurrent_creates_of_one_event_make_one_record(store: &dyn Backend) {
     let tasks: Vec<_> = (0..50)
         .map(|_| {
             let l = l.clone();
-            tokio::spawn(async move { l.create(new_event("same", "{}")).await.unwrap() })
+            tokio::spawn(async move { l.create(new_event("same", "{}"), None).await.unwrap() })
         })
         .collect();
     let mut created = 0;
@@ -239,13 +238,13 @@ async fn concurrent_creates_of_one_event_make_one_record(store: &dyn Backend) {
         }
     }
     assert_eq!(created, 1, "{ATOMICITY}");
-    assert_eq!(l.list(&all(100)).await.unwrap().len(), 1);
+    assert_eq!(l.list(&all(100), None).await.unwrap().len(), 1);
 }
 
 async fn claim_then_settle_only_by_the_lease_owner(store: &dyn Backend) {
     let l = store.open(LONG).await;
-    l.create(new_event("e1", "body")).await.unwrap();
-    let Claim::Claimed(e) = l.claim(&key("e1"), "w1", LONG).await.unwrap() else {
+    l.create(new_event("e1", "body"), None).await.unwrap();
+    let Claim::Claimed(e) = l.claim(&key("e1"), "w1", LONG, None).await.unwrap() else {
         panic!("not claimed")
     };
     assert_eq!(
@@ -254,36 +253,42 @@ async fn claim_then_settle_only_by_the_lease_owner(store: &dyn Backend) {
     );
     assert_eq!(e.lease_owner.as_deref(), Some("w1"));
     assert_eq!(
-        l.claim(&key("e1"), "w2", LONG).await.unwrap(),
+        l.claim(&key("e1"), "w2", LONG, None).await.unwrap(),
         Claim::OwnedElsewhere
     );
     assert_eq!(
-        l.settle(&key("e1"), "w2", RETAIN).await.unwrap(),
+        l.settle(&key("e1"), "w2", RETAIN, None).await.unwrap(),
         Settled::LeaseLost
     );
-    assert_eq!(l.settle(&key("e1"), "w1", RETAIN).await.unwrap(), Settled::Done);
     assert_eq!(
-        l.claim(&key("e1"), "w3", LONG).await.unwrap(),
+        l.settle(&key("e1"), "w1", RETAIN, None).await.unwrap(),
+        Settled::Done
+    );
+    assert_eq!(
+        l.claim(&key("e1"), "w3", LONG, None).await.unwrap(),
         Claim::Done(Status::Completed)
     );
-    let e = l.get(&key("e1")).await.unwrap().unwrap();
+    let e = l.get(&key("e1"), None).await.unwrap().unwrap();
     assert_eq!(e.status, Status::Completed);
     assert!(e.completed_at.is_some() && e.expires_at > e.completed_at);
-    assert_eq!((e.lease_owner, e.lease_until), (None, None));
-    assert_eq!(l.claim(&key("nope"), "w1", LONG).await.unwrap(), Claim::Missing);
+    assert_eq!((e.lease_owner.clone(), e.lease_until), (None, None));
     assert_eq!(
-        l.settle(&key("nope"), "w1", RETAIN).await.unwrap(),
+        l.claim(&key("nope"), "w1", LONG, None).await.unwrap(),
+        Claim::Missing
+    );
+    assert_eq!(
+        l.settle(&key("nope"), "w1", RETAIN, None).await.unwrap(),
         Settled::LeaseLost
     );
 }
 
 async fn concurrent_claims_have_one_winner(store: &dyn Backend) {
     let l = store.open(LONG).await;
-    l.create(new_event("e1", "b")).await.unwrap();
+    l.create(new_event("e1", "b"), None).await.unwrap();
     let tasks: Vec<_> = (0..20)
         .map(|i| {
             let l = l.clone();
-            tokio::spawn(async move { l.claim(&key("e1"), &format!("w{i}"), LONG).await.unwrap() })
+            tokio::spawn(async move { l.claim(&key("e1"), &format!("w{i}"), LONG, None).await.unwrap() })
         })
         .collect();
     let mut winners = 0;
@@ -295,34 +300,40 @@ async fn concurrent_claims_have_one_winner(store: &dyn Backend) {
         }
     }
     assert_eq!(winners, 1, "{ATOMICITY}");
-    assert_eq!(l.get(&key("e1")).await.unwrap().unwrap().attempts, 1);
+    assert_eq!(l.get(&key("e1"), None).await.unwrap().unwrap().attempts, 1);
 }
 
 async fn an_expired_lease_is_taken_over_and_the_old_owner_cannot_settle(store: &dyn Backend) {
     let l = store.open(LONG).await;
-    l.create(new_event("e1", "b")).await.unwrap();
+    l.create(new_event("e1", "b"), None).await.unwrap();
     assert!(matches!(
-        l.claim(&key("e1"), "w1", Duration::ZERO).await.unwrap(),
+        l.claim(&key("e1"), "w1", Duration::ZERO, None).await.unwrap(),
         Claim::Claimed(_)
     ));
     tokio::time::sleep(Duration::from_millis(5)).await;
-    let Claim::Claimed(e) = l.claim(&key("e1"), "w2", LONG).await.unwrap() else {
+    let Claim::Claimed(e) = l.claim(&key("e1"), "w2", LONG, None).await.unwrap() else {
         panic!("not taken over")
     };
     assert_eq!(e.attempts, 2);
     assert_eq!(
-        l.settle(&key("e1"), "w1", RETAIN).await.unwrap(),
+        l.settle(&key("e1"), "w1", RETAIN, None).await.unwrap(),
         Settled::LeaseLost
     );
-    assert_eq!(l.settle(&key("e1"), "w2", RETAIN).await.unwrap(), Settled::Done);
+    assert_eq!(
+        l.settle(&key("e1"), "w2", RETAIN, None).await.unwrap(),
+        Settled::Done
+    );
 }
 
 async fn a_released_lease_is_taken_at_once(store: &dyn Backend) {
     let l = store.open(LONG).await;
-    l.create(new_event("e1", "b")).await.unwrap();
-    l.claim(&key("e1"), "w1", LONG).await.unwrap();
-    assert_eq!(l.release(&key("e1"), "w2").await.unwrap(), Settled::LeaseLost);
-    assert_eq!(l.release(&key("e1"), "w1").await.unwrap(), Settled::Done);
+    l.create(new_event("e1", "b"), None).await.unwrap();
+    l.claim(&key("e1"), "w1", LONG, None).await.unwrap();
+    assert_eq!(
+        l.release(&key("e1"), "w2", None).await.unwrap(),
+        Settled::LeaseLost
+    );
+    assert_eq!(l.release(&key("e1"), "w1", None).await.unwrap(), Settled::Done);
     // THEN the next claim takes it at once, and where the ledger is its own queue so does the sweeper. (Where the
     // message goes first, DynamoDB, that message is what brings a PROCESSING event back, not the sweeper.)
     if store.announces() {
@@ -331,41 +342,50 @@ async fn a_released_lease_is_taken_at_once(store: &dyn Backend) {
         let due = eventually(|| l.due(now(), 10), |d| d.as_ref().is_ok_and(|d| d.len() == 1)).await;
         assert_eq!(ids(&due.unwrap()), ["e1"]);
     }
-    let Claim::Claimed(e) = l.claim(&key("e1"), "w2", LONG).await.unwrap() else {
+    let Claim::Claimed(e) = l.claim(&key("e1"), "w2", LONG, None).await.unwrap() else {
         panic!("a released lease was not taken")
     };
     assert_eq!((e.attempts, e.lease_owner.as_deref()), (2, Some("w2")));
-    assert_eq!(l.release(&key("e1"), "w1").await.unwrap(), Settled::LeaseLost);
-    assert_eq!(l.release(&key("nope"), "w1").await.unwrap(), Settled::LeaseLost);
+    assert_eq!(
+        l.release(&key("e1"), "w1", None).await.unwrap(),
+        Settled::LeaseLost
+    );
+    assert_eq!(
+        l.release(&key("nope"), "w1", None).await.unwrap(),
+        Settled::LeaseLost
+    );
 }
 
 async fn failed_waits_for_its_backoff(store: &dyn Backend) {
     let l = store.open(LONG).await;
-    l.create(new_event("e1", "b")).await.unwrap();
-    l.claim(&key("e1"), "w1", LONG).await.unwrap();
+    l.create(new_event("e1", "b"), None).await.unwrap();
+    l.claim(&key("e1"), "w1", LONG, None).await.unwrap();
     let failed = Settlement::Failed {
         error: "HTTP 503".into(),
         delay: Duration::from_secs(30),
     };
-    assert_eq!(l.settle(&key("e1"), "w1", failed).await.unwrap(), Settled::Done);
-    let Claim::NotDue(at) = l.claim(&key("e1"), "w2", LONG).await.unwrap() else {
+    assert_eq!(
+        l.settle(&key("e1"), "w1", failed, None).await.unwrap(),
+        Settled::Done
+    );
+    let Claim::NotDue(at) = l.claim(&key("e1"), "w2", LONG, None).await.unwrap() else {
         panic!("claimed early")
     };
     assert!(at > now() + 25_000);
-    let e = l.get(&key("e1")).await.unwrap().unwrap();
+    let e = l.get(&key("e1"), None).await.unwrap().unwrap();
     assert_eq!(
         (e.status, e.last_error.as_deref(), e.next_attempt_at),
         (Status::Failed, Some("HTTP 503"), Some(at))
     );
 
-    l.create(new_event("e2", "b")).await.unwrap();
-    l.claim(&key("e2"), "w1", LONG).await.unwrap();
+    l.create(new_event("e2", "b"), None).await.unwrap();
+    l.claim(&key("e2"), "w1", LONG, None).await.unwrap();
     let soon = Settlement::Failed {
         error: "x".into(),
         delay: Duration::ZERO,
     };
-    l.settle(&key("e2"), "w1", soon).await.unwrap();
-    let Claim::Claimed(e) = l.claim(&key("e2"), "w2", LONG).await.unwrap() else {
+    l.settle(&key("e2"), "w1", soon, None).await.unwrap();
+    let Claim::Claimed(e) = l.claim(&key("e2"), "w2", LONG, None).await.unwrap() else {
         panic!("not due")
     };
     assert_eq!(e.attempts, 2);
@@ -373,47 +393,50 @@ async fn failed_waits_for_its_backoff(store: &dyn Backend) {
 
 async fn dead_never_overwrites_completed_and_alarms_once(store: &dyn Backend) {
     let l = store.open(LONG).await;
-    l.create(new_event("done", "b")).await.unwrap();
-    l.claim(&key("done"), "w", LONG).await.unwrap();
-    l.settle(&key("done"), "w", RETAIN).await.unwrap();
+    l.create(new_event("done", "b"), None).await.unwrap();
+    l.claim(&key("done"), "w", LONG, None).await.unwrap();
+    l.settle(&key("done"), "w", RETAIN, None).await.unwrap();
     assert_eq!(
-        l.mark_dead(&key("done"), "redriven").await.unwrap(),
+        l.mark_dead(&key("done"), "redriven", None).await.unwrap(),
         MarkDead::Completed
     );
 
-    l.create(new_event("e1", "b")).await.unwrap();
-    let MarkDead::NewlyDead(e) = l.mark_dead(&key("e1"), "redriven").await.unwrap() else {
+    l.create(new_event("e1", "b"), None).await.unwrap();
+    let MarkDead::NewlyDead(e) = l.mark_dead(&key("e1"), "redriven", None).await.unwrap() else {
         panic!()
     };
     assert_eq!(
         (e.status, e.last_error.as_deref()),
         (Status::Dead, Some("redriven"))
     );
-    let again = l.mark_dead(&key("e1"), "again").await.unwrap();
+    let again = l.mark_dead(&key("e1"), "again", None).await.unwrap();
     assert!(
         matches!(&again, MarkDead::AlreadyDead(e) if e.notified_at.is_none() && e.last_error.as_deref() == Some("redriven")),
         "{again:?}"
     );
-    l.mark_notified(&key("e1")).await.unwrap();
-    let again = l.mark_dead(&key("e1"), "again").await.unwrap();
+    l.mark_notified(&key("e1"), None).await.unwrap();
+    let again = l.mark_dead(&key("e1"), "again", None).await.unwrap();
     assert!(
         matches!(&again, MarkDead::AlreadyDead(e) if e.notified_at.is_some()),
         "{again:?}"
     );
-    let notified_at = l.get(&key("e1")).await.unwrap().unwrap().notified_at;
+    let notified_at = l.get(&key("e1"), None).await.unwrap().unwrap().notified_at;
     assert!(notified_at.is_some());
-    l.mark_notified(&key("e1")).await.unwrap();
+    l.mark_notified(&key("e1"), None).await.unwrap();
     assert_eq!(
-        l.get(&key("e1")).await.unwrap().unwrap().notified_at,
+        l.get(&key("e1"), None).await.unwrap().unwrap().notified_at,
         notified_at,
         "the alarm is recorded once"
     );
-    assert_eq!(l.mark_dead(&key("nope"), "x").await.unwrap(), MarkDead::Missing);
-    l.mark_notified(&key("nope")).await.unwrap();
+    assert_eq!(
+        l.mark_dead(&key("nope"), "x", None).await.unwrap(),
+        MarkDead::Missing
+    );
+    l.mark_notified(&key("nope"), None).await.unwrap();
     // A dead event whose alarm went out is still listed as dead.
     let dead_filter = of_status(Status::Dead);
     let dead = eventually(
-        || l.list(&dead_filter),
+        || l.list(&dead_filter, None),
         |d| d.as_ref().is_ok_and(|d| !d.is_empty()),
     )
     .await;
@@ -422,40 +445,41 @@ async fn dead_never_overwrites_completed_and_alarms_once(store: &dyn Backend) {
 
 async fn replay_is_a_conditional_transition_that_resets_the_budget(store: &dyn Backend) {
     let l = store.open(LONG).await;
-    l.create(new_event("e1", "b")).await.unwrap();
-    l.claim(&key("e1"), "w", LONG).await.unwrap();
+    l.create(new_event("e1", "b"), None).await.unwrap();
+    l.claim(&key("e1"), "w", LONG, None).await.unwrap();
     l.settle(
         &key("e1"),
         "w",
         Settlement::Dead {
             error: "HTTP 400".into(),
         },
+        None,
     )
     .await
     .unwrap();
-    assert_eq!(l.replay(&key("e1"), false).await.unwrap(), Replay::Replayed);
+    assert_eq!(l.replay(&key("e1"), false, None).await.unwrap(), Replay::Replayed);
     assert_eq!(
-        l.replay(&key("e1"), false).await.unwrap(),
+        l.replay(&key("e1"), false, None).await.unwrap(),
         Replay::NotEligible(Status::Received),
         "a second operator replaying at once enqueues nothing"
     );
-    let e = l.get(&key("e1")).await.unwrap().unwrap();
+    let e = l.get(&key("e1"), None).await.unwrap().unwrap();
     assert_eq!((e.status, e.attempts, e.replays), (Status::Received, 0, 1));
     assert_eq!(e.payload.as_ref(), b"b");
 
-    l.claim(&key("e1"), "w", LONG).await.unwrap();
-    l.settle(&key("e1"), "w", RETAIN).await.unwrap();
+    l.claim(&key("e1"), "w", LONG, None).await.unwrap();
+    l.settle(&key("e1"), "w", RETAIN, None).await.unwrap();
     assert_eq!(
-        l.replay(&key("e1"), false).await.unwrap(),
+        l.replay(&key("e1"), false, None).await.unwrap(),
         Replay::NotEligible(Status::Completed)
     );
-    assert_eq!(l.replay(&key("e1"), true).await.unwrap(), Replay::Replayed);
-    let e = l.get(&key("e1")).await.unwrap().unwrap();
+    assert_eq!(l.replay(&key("e1"), true, None).await.unwrap(), Replay::Replayed);
+    let e = l.get(&key("e1"), None).await.unwrap().unwrap();
     assert_eq!(
         (e.status, e.replays, e.completed_at, e.expires_at),
         (Status::Received, 2, None, None)
     );
-    assert_eq!(l.replay(&key("zzz"), true).await.unwrap(), Replay::Missing);
+    assert_eq!(l.replay(&key("zzz"), true, None).await.unwrap(), Replay::Missing);
 }
 
 async fn the_sparse_index_holds_only_what_the_sweeper_must_see(store: &dyn Backend) {
@@ -464,19 +488,20 @@ async fn the_sparse_index_holds_only_what_the_sweeper_must_see(store: &dyn Backe
     let l = store.open(Duration::from_millis(grace.unsigned_abs())).await;
     let before = now();
     for id in ["received", "processing", "completed", "dead"] {
-        l.create(new_event(id, "b")).await.unwrap();
+        l.create(new_event(id, "b"), None).await.unwrap();
     }
     l.claim(
         &key("processing"),
         "w",
         Duration::from_millis(lease.unsigned_abs()),
+        None,
     )
     .await
     .unwrap();
-    l.claim(&key("completed"), "w", LONG).await.unwrap();
-    l.settle(&key("completed"), "w", RETAIN).await.unwrap();
-    l.claim(&key("dead"), "w", LONG).await.unwrap();
-    l.settle(&key("dead"), "w", Settlement::Dead { error: "x".into() })
+    l.claim(&key("completed"), "w", LONG, None).await.unwrap();
+    l.settle(&key("completed"), "w", RETAIN, None).await.unwrap();
+    l.claim(&key("dead"), "w", LONG, None).await.unwrap();
+    l.settle(&key("dead"), "w", Settlement::Dead { error: "x".into() }, None)
         .await
         .unwrap();
     let after = now();
@@ -515,7 +540,7 @@ async fn the_sparse_index_holds_only_what_the_sweeper_must_see(store: &dyn Backe
         1,
         "at most the limit"
     );
-    l.mark_notified(&key("dead")).await.unwrap();
+    l.mark_notified(&key("dead"), None).await.unwrap();
     let due = eventually(
         || l.due(i64::MAX, 100),
         |d| d.as_ref().is_ok_and(|d| d.len() == expected.len() - 1),
@@ -533,18 +558,21 @@ async fn completed_events_past_retention_count_as_absent(store: &dyn Backend) {
     let instantly = || Settlement::Completed {
         retention: Duration::ZERO,
     };
-    l.create(new_event("e1", "first")).await.unwrap();
-    l.claim(&key("e1"), "w", LONG).await.unwrap();
-    l.settle(&key("e1"), "w", instantly()).await.unwrap();
+    l.create(new_event("e1", "first"), None).await.unwrap();
+    l.claim(&key("e1"), "w", LONG, None).await.unwrap();
+    l.settle(&key("e1"), "w", instantly(), None).await.unwrap();
     tokio::time::sleep(Duration::from_millis(5)).await;
-    assert!(l.get(&key("e1")).await.unwrap().is_none());
+    assert!(l.get(&key("e1"), None).await.unwrap().is_none());
     assert_eq!(
-        l.replay(&key("e1"), true).await.unwrap(),
+        l.replay(&key("e1"), true, None).await.unwrap(),
         Replay::NotEligible(Status::Completed)
     );
     // A message that reaches the expired record (one sent ahead of a new create of the id) finds no event to
     // drop as done: the new one's work is not the old record's.
-    assert_eq!(l.claim(&key("e1"), "w2", LONG).await.unwrap(), Claim::Missing);
+    assert_eq!(
+        l.claim(&key("e1"), "w2", LONG, None).await.unwrap(),
+        Claim::Missing
+    );
     // Reconciliation sees the record, and never re-creates it: past retention "done" looks like "never received".
     let source = SourceName::parse("src").unwrap();
     let e1 = EventId::parse("e1").unwrap();
@@ -558,41 +586,52 @@ async fn completed_events_past_retention_count_as_absent(store: &dyn Backend) {
         ..new_event("e1", "from the API")
     };
     assert!(matches!(
-        l.create(reconciled).await.unwrap(),
+        l.create(reconciled, None).await.unwrap(),
         Created::Duplicate { .. }
     ));
     // A webhook reusing the id is a new event.
-    assert_eq!(l.create(new_event("e1", "second")).await.unwrap(), Created::New);
-    let e = l.get(&key("e1")).await.unwrap().unwrap();
+    assert_eq!(
+        l.create(new_event("e1", "second"), None).await.unwrap(),
+        Created::New
+    );
+    let e = l.get(&key("e1"), None).await.unwrap().unwrap();
     assert_eq!(
         (e.payload.as_ref(), e.status, e.completed_at),
         (&b"second"[..], Status::Received, None)
     );
-    l.claim(&key("e1"), "w", LONG).await.unwrap();
-    l.settle(&key("e1"), "w", instantly()).await.unwrap();
+    l.claim(&key("e1"), "w", LONG, None).await.unwrap();
+    l.settle(&key("e1"), "w", instantly(), None).await.unwrap();
     tokio::time::sleep(Duration::from_millis(5)).await;
-    assert!(l.list(&all(10)).await.unwrap().is_empty());
-    assert!(l.list(&of_status(Status::Completed)).await.unwrap().is_empty());
+    assert!(l.list(&all(10), None).await.unwrap().is_empty());
+    assert!(l
+        .list(&of_status(Status::Completed), None)
+        .await
+        .unwrap()
+        .is_empty());
 }
 
 async fn list_filters_by_status_and_source(store: &dyn Backend) {
     let l = store.open(LONG).await;
     for i in 0..5 {
-        l.create(new_event(&format!("e{i}"), "b")).await.unwrap();
+        l.create(new_event(&format!("e{i}"), "b"), None).await.unwrap();
         // Distinct receive times, so "newest first" is one order.
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
-    l.claim(&key("e0"), "w", LONG).await.unwrap();
+    l.claim(&key("e0"), "w", LONG, None).await.unwrap();
     let (received, processing) = (of_status(Status::Received), of_status(Status::Processing));
-    let received = eventually(|| l.list(&received), |r| r.as_ref().is_ok_and(|r| r.len() == 4))
-        .await
-        .unwrap();
+    let received = eventually(
+        || l.list(&received, None),
+        |r| r.as_ref().is_ok_and(|r| r.len() == 4),
+    )
+    .await
+    .unwrap();
     assert_eq!(ids(&received), ["e4", "e3", "e2", "e1"], "newest first");
-    assert!(
-        received.iter().all(|e| e.payload.is_empty()),
-        "lists carry no payloads"
-    );
-    let processing = eventually(|| l.list(&processing), |r| r.as_ref().is_ok_and(|r| r.len() == 1)).await;
+    // Lists carry no payloads: a listing answers `Record`s, which have none.
+    let processing = eventually(
+        || l.list(&processing, None),
+        |r| r.as_ref().is_ok_and(|r| r.len() == 1),
+    )
+    .await;
     assert_eq!(ids(&processing.unwrap()), ["e0"]);
     let other = SourceName::parse("other").unwrap();
     for status in [None, Some(Status::Received), Some(Status::Dead)] {
@@ -602,7 +641,7 @@ async fn list_filters_by_status_and_source(store: &dyn Backend) {
             limit: 100,
             ..Default::default()
         };
-        assert!(l.list(&filter).await.unwrap().is_empty(), "{status:?}");
+        assert!(l.list(&filter, None).await.unwrap().is_empty(), "{status:?}");
     }
     let mine = ListFilter {
         status: Some(Status::Received),
@@ -610,9 +649,13 @@ async fn list_filters_by_status_and_source(store: &dyn Backend) {
         limit: 2,
         ..Default::default()
     };
-    assert_eq!(ids(&l.list(&mine).await.unwrap()), ["e4", "e3"]);
-    assert_eq!(ids(&l.list(&all(2)).await.unwrap()), ["e4", "e3"]);
-    assert!(l.list(&of_status(Status::Completed)).await.unwrap().is_empty());
+    assert_eq!(ids(&l.list(&mine, None).await.unwrap()), ["e4", "e3"]);
+    assert_eq!(ids(&l.list(&all(2), None).await.unwrap()), ["e4", "e3"]);
+    assert!(l
+        .list(&of_status(Status::Completed), None)
+        .await
+        .unwrap()
+        .is_empty());
 }
 
 /// The console's filters: type, id, a time range, and cursor pages that neither skip nor repeat.
@@ -622,48 +665,61 @@ async fn list_filters_by_type_id_time_and_pages_with_a_cursor(store: &dyn Backen
     for i in 0..7 {
         let mut e = new_event(&format!("e{i}"), &format!("b{i}"));
         e.event_type = Some(if i % 2 == 0 { "even" } else { "odd" }.into());
-        l.create(e).await.unwrap();
-        times.push(l.get(&key(&format!("e{i}"))).await.unwrap().unwrap().received_at);
+        l.create(e, None).await.unwrap();
+        times.push(
+            l.get(&key(&format!("e{i}")), None)
+                .await
+                .unwrap()
+                .unwrap()
+                .received_at,
+        );
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     // GIVEN two of them dead, so the dead listing comes from the sparse index on DynamoDB.
     for id in ["e1", "e4"] {
-        l.mark_dead(&key(id), "gone").await.unwrap();
+        l.mark_dead(&key(id), "gone", None).await.unwrap();
     }
     let filter = |f: ListFilter| ListFilter { limit: 100, ..f };
     let odd = filter(ListFilter {
         event_type: Some("odd".into()),
         ..Default::default()
     });
-    assert_eq!(ids(&l.list(&odd).await.unwrap()), ["e5", "e3", "e1"]);
+    assert_eq!(ids(&l.list(&odd, None).await.unwrap()), ["e5", "e3", "e1"]);
     let one = filter(ListFilter {
         event_id: Some(EventId::parse("e2").unwrap()),
         ..Default::default()
     });
-    assert_eq!(ids(&l.list(&one).await.unwrap()), ["e2"]);
+    assert_eq!(ids(&l.list(&one, None).await.unwrap()), ["e2"]);
     let window = filter(ListFilter {
         received_from: Some(times[2]),
         received_to: Some(times[5]),
         ..Default::default()
     });
-    assert_eq!(ids(&l.list(&window).await.unwrap()), ["e4", "e3", "e2"]);
+    assert_eq!(ids(&l.list(&window, None).await.unwrap()), ["e4", "e3", "e2"]);
     let dead_even = filter(ListFilter {
         status: Some(Status::Dead),
         event_type: Some("even".into()),
         ..Default::default()
     });
-    let dead_even = eventually(|| l.list(&dead_even), |r| r.as_ref().is_ok_and(|r| r.len() == 1)).await;
+    let dead_even = eventually(
+        || l.list(&dead_even, None),
+        |r| r.as_ref().is_ok_and(|r| r.len() == 1),
+    )
+    .await;
     assert_eq!(ids(&dead_even.unwrap()), ["e4"]);
     // WHEN paging by threes THEN every event comes once, newest first.
     let mut seen = Vec::new();
     let mut before = None;
     loop {
         let page = l
-            .list(&ListFilter {
-                limit: 3,
-                before: before.clone(),
-                ..Default::default()
-            })
+            .list(
+                &ListFilter {
+                    limit: 3,
+                    before: before.clone(),
+                    ..Default::default()
+                },
+                None,
+            )
             .await
             .unwrap();
         let Some(last) = page.last() else { break };
@@ -673,7 +729,7 @@ async fn list_filters_by_type_id_time_and_pages_with_a_cursor(store: &dyn Backen
     assert_eq!(seen, ["e6", "e5", "e4", "e3", "e2", "e1", "e0"]);
     // The overview's counts agree with the listings.
     let summary = eventually(
-        || l.summary(),
+        || l.summary(None),
         |s| {
             s.as_ref()
                 .is_ok_and(|s| s.by_status.contains(&(Status::Dead, Some(2))))
@@ -700,9 +756,9 @@ async fn list_filters_by_type_id_time_and_pages_with_a_cursor(store: &dyn Backen
     // An id filtered without its source is found under every source that has it.
     let mut elsewhere = new_event("e2", "b-elsewhere");
     elsewhere.key.source = SourceName::parse("other").unwrap();
-    l.create(elsewhere).await.unwrap();
+    l.create(elsewhere, None).await.unwrap();
     let mut sources: Vec<String> = l
-        .list(&one)
+        .list(&one, None)
         .await
         .unwrap()
         .iter()
@@ -718,19 +774,21 @@ async fn list_filters_by_type_id_time_and_pages_with_a_cursor(store: &dyn Backen
 async fn a_resent_event_is_due_again_later_unless_it_moved(store: &dyn Backend) {
     let l = store.open(Duration::ZERO).await;
     for id in ["waiting", "moved"] {
-        l.create(new_event(id, "b")).await.unwrap();
+        l.create(new_event(id, "b"), None).await.unwrap();
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
     let seen = eventually(|| l.due(now(), 100), |d| d.as_ref().is_ok_and(|d| d.len() == 2))
         .await
         .unwrap();
     // GIVEN "moved" claimed after the sweeper read it
-    l.claim(&key("moved"), "w", Duration::from_secs(30))
+    l.claim(&key("moved"), "w", Duration::from_secs(30), None)
         .await
         .unwrap();
     // WHEN the sweeper records both re-sends
     for e in &seen {
-        l.resent(&e.key(), e.status, e.updated_at).await.unwrap();
+        l.sent_again(&e.key(), e.status, e.updated_at, None)
+            .await
+            .unwrap();
     }
     let resent_at = now();
     // THEN "waiting" (300 ms old) is not due at the next sweep, but 300 ms or more later
@@ -752,31 +810,34 @@ async fn a_resent_event_is_due_again_later_unless_it_moved(store: &dyn Backend) 
 /// The DLQ path marked an event DEAD under a live lease, beside a running worker.
 async fn the_dead_letter_path_waits_for_a_live_lease(store: &dyn Backend) {
     let l = store.open(LONG).await;
-    l.create(new_event("e1", "b")).await.unwrap();
-    l.claim(&key("e1"), "w", LONG).await.unwrap();
-    let MarkDead::Leased(until) = l.mark_dead(&key("e1"), "redriven").await.unwrap() else {
+    l.create(new_event("e1", "b"), None).await.unwrap();
+    l.claim(&key("e1"), "w", LONG, None).await.unwrap();
+    let MarkDead::Leased(until) = l.mark_dead(&key("e1"), "redriven", None).await.unwrap() else {
         panic!("marked dead under a live lease")
     };
     assert!(until > now(), "{until}");
     // The running worker's settle wins.
-    assert_eq!(l.settle(&key("e1"), "w", RETAIN).await.unwrap(), Settled::Done);
     assert_eq!(
-        l.mark_dead(&key("e1"), "redriven").await.unwrap(),
+        l.settle(&key("e1"), "w", RETAIN, None).await.unwrap(),
+        Settled::Done
+    );
+    assert_eq!(
+        l.mark_dead(&key("e1"), "redriven", None).await.unwrap(),
         MarkDead::Completed
     );
 
     // A lease that ran out (its worker died) is buried.
-    l.create(new_event("e2", "b")).await.unwrap();
-    l.claim(&key("e2"), "w", Duration::from_millis(200))
+    l.create(new_event("e2", "b"), None).await.unwrap();
+    l.claim(&key("e2"), "w", Duration::from_millis(200), None)
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(matches!(
-        l.mark_dead(&key("e2"), "redriven").await.unwrap(),
+        l.mark_dead(&key("e2"), "redriven", None).await.unwrap(),
         MarkDead::NewlyDead(_)
     ));
     assert_eq!(
-        l.settle(&key("e2"), "w", RETAIN).await.unwrap(),
+        l.settle(&key("e2"), "w", RETAIN, None).await.unwrap(),
         Settled::LeaseLost
     );
 }
@@ -784,22 +845,22 @@ async fn the_dead_letter_path_waits_for_a_live_lease(store: &dyn Backend) {
 /// SQLite read a missing body as an empty one (and `forward` would have POSTed nothing).
 async fn a_missing_body_is_a_corrupt_claim_never_an_empty_one(store: &dyn Backend) {
     let l = store.open(LONG).await;
-    l.create(new_event("e1", "the body")).await.unwrap();
+    l.create(new_event("e1", "the body"), None).await.unwrap();
     store.lose_body("e1").await;
-    let Claim::Corrupt(event, why) = l.claim(&key("e1"), "w", LONG).await.unwrap() else {
+    let Claim::Corrupt(event, why) = l.claim(&key("e1"), "w", LONG, None).await.unwrap() else {
         panic!("a record without its body was claimed as runnable")
     };
     assert!(why.contains("missing"), "{why}");
     assert_eq!((event.status, event.attempts), (Status::Processing, 1));
     // The claim stands: its owner settles it DEAD.
     assert_eq!(
-        l.settle(&key("e1"), "w", Settlement::Dead { error: why })
+        l.settle(&key("e1"), "w", Settlement::Dead { error: why }, None)
             .await
             .unwrap(),
         Settled::Done
     );
     assert!(matches!(
-        l.get(&key("e1")).await,
+        l.get(&key("e1"), None).await,
         Err(inbox_core::ports::StoreError::Corrupt(_))
     ));
 }
@@ -814,24 +875,24 @@ async fn a_body_resent_under_a_fresh_id_is_stored_and_marked(store: &dyn Backend
         resent_bodies: ResentBodies::Marked { within: LONG },
         ..new_event(id, body)
     };
-    assert_eq!(l.create(marked("e1", "same")).await.unwrap(), Created::New);
+    assert_eq!(l.create(marked("e1", "same"), None).await.unwrap(), Created::New);
     assert_eq!(
-        l.create(marked("e2", "same")).await.unwrap(),
+        l.create(marked("e2", "same"), None).await.unwrap(),
         Created::Resent {
             of: EventId::parse("e1").unwrap()
         }
     );
     let e2 = l
-        .get(&key("e2"))
+        .get(&key("e2"), None)
         .await
         .unwrap()
         .expect("a resent body was dropped");
     assert_eq!((e2.payload.as_ref(), e2.status), (&b"same"[..], Status::Received));
     assert_eq!(e2.resent_of.as_ref().map(EventId::as_str), Some("e1"));
-    assert_eq!(l.get(&key("e1")).await.unwrap().unwrap().resent_of, None);
+    assert_eq!(l.get(&key("e1"), None).await.unwrap().unwrap().resent_of, None);
     // A third copy names the first holder too.
     assert_eq!(
-        l.create(marked("e2b", "same")).await.unwrap(),
+        l.create(marked("e2b", "same"), None).await.unwrap(),
         Created::Resent {
             of: EventId::parse("e1").unwrap()
         }
@@ -839,7 +900,7 @@ async fn a_body_resent_under_a_fresh_id_is_stored_and_marked(store: &dyn Backend
     // A retry of either is its own duplicate; the same body under another type is not a resend.
     for id in ["e1", "e2"] {
         assert!(matches!(
-            l.create(marked(id, "same")).await.unwrap(),
+            l.create(marked(id, "same"), None).await.unwrap(),
             Created::Duplicate { event_id, .. } if event_id.as_str() == id
         ));
     }
@@ -847,11 +908,14 @@ async fn a_body_resent_under_a_fresh_id_is_stored_and_marked(store: &dyn Backend
         event_type: Some("t.deleted".into()),
         ..marked("e3", "same")
     };
-    assert_eq!(l.create(other_type).await.unwrap(), Created::New);
+    assert_eq!(l.create(other_type, None).await.unwrap(), Created::New);
     // Sources that do not look for resent bodies store it unmarked.
-    assert_eq!(l.create(new_event("e4", "same")).await.unwrap(), Created::New);
-    assert_eq!(l.get(&key("e4")).await.unwrap().unwrap().resent_of, None);
-    assert_eq!(l.list(&all(10)).await.unwrap().len(), 5);
+    assert_eq!(
+        l.create(new_event("e4", "same"), None).await.unwrap(),
+        Created::New
+    );
+    assert_eq!(l.get(&key("e4"), None).await.unwrap().unwrap().resent_of, None);
+    assert_eq!(l.list(&all(10), None).await.unwrap().len(), 5);
 }
 
 /// A source that opts in refuses a resent body of the same type as a duplicate of the stored event.
@@ -861,14 +925,14 @@ async fn a_refusing_source_answers_a_resent_body_as_the_stored_event(store: &dyn
         resent_bodies: ResentBodies::Refused { within: LONG },
         ..new_event(id, body)
     };
-    assert_eq!(l.create(refused("e1", "same")).await.unwrap(), Created::New);
-    let Created::Duplicate { event_id, .. } = l.create(refused("e2", "same")).await.unwrap() else {
+    assert_eq!(l.create(refused("e1", "same"), None).await.unwrap(), Created::New);
+    let Created::Duplicate { event_id, .. } = l.create(refused("e2", "same"), None).await.unwrap() else {
         panic!("a resent body was stored under a fresh id")
     };
     assert_eq!(event_id.as_str(), "e1");
-    assert!(l.get(&key("e2")).await.unwrap().is_none());
+    assert!(l.get(&key("e2"), None).await.unwrap().is_none());
     assert!(matches!(
-        l.create(refused("e1", "same")).await.unwrap(),
+        l.create(refused("e1", "same"), None).await.unwrap(),
         Created::Duplicate { event_id, .. } if event_id.as_str() == "e1"
     ));
     // Keyed on the type too, and on the body.
@@ -876,8 +940,11 @@ async fn a_refusing_source_answers_a_resent_body_as_the_stored_event(store: &dyn
         event_type: Some("t.deleted".into()),
         ..refused("e3", "same")
     };
-    assert_eq!(l.create(other_type).await.unwrap(), Created::New);
-    assert_eq!(l.create(refused("e4", "other")).await.unwrap(), Created::New);
+    assert_eq!(l.create(other_type, None).await.unwrap(), Created::New);
+    assert_eq!(
+        l.create(refused("e4", "other"), None).await.unwrap(),
+        Created::New
+    );
 }
 
 /// Body markers and checkpoints share the store with the events: no listing, filter, index or count ever sees
@@ -895,9 +962,9 @@ async fn listings_and_indexes_hold_only_events(store: &dyn Backend) {
             resent_bodies: bodies,
             ..new_event(id, id)
         };
-        assert_eq!(l.create(event).await.unwrap(), Created::New);
+        assert_eq!(l.create(event, None).await.unwrap(), Created::New);
     }
-    let listed = l.list(&all(100)).await.unwrap();
+    let listed = l.list(&all(100), None).await.unwrap();
     assert_eq!(ids(&listed), ["e2", "e1"], "{listed:?}");
     for status in Status::ALL {
         let want: &[&str] = if status == Status::Received {
@@ -905,7 +972,7 @@ async fn listings_and_indexes_hold_only_events(store: &dyn Backend) {
         } else {
             &[]
         };
-        let listed = l.list(&of_status(status)).await.unwrap();
+        let listed = l.list(&of_status(status), None).await.unwrap();
         assert_eq!(ids(&listed), want, "{status}");
     }
     let by_source = ListFilter {
@@ -913,14 +980,14 @@ async fn listings_and_indexes_hold_only_events(store: &dyn Backend) {
         limit: 100,
         ..Default::default()
     };
-    assert_eq!(l.list(&by_source).await.unwrap().len(), 2);
+    assert_eq!(l.list(&by_source, None).await.unwrap().len(), 2);
     let due = eventually(
         || async { l.due(now() + 60_000, 100).await.unwrap() },
         |d| d.len() >= 2,
     )
     .await;
     assert_eq!(due.len(), 2, "{due:?}");
-    let summary = l.summary().await.unwrap();
+    let summary = l.summary(None).await.unwrap();
     let counted: u64 = summary.by_status.iter().filter_map(|(_, n)| *n).sum();
     assert!(counted <= 2, "{summary:?}");
 }
@@ -928,14 +995,14 @@ async fn listings_and_indexes_hold_only_events(store: &dyn Backend) {
 /// A replay must run even when it comes after `max_age`: the record says when it was replayed.
 async fn replay_restarts_the_age_budget(store: &dyn Backend) {
     let l = store.open(LONG).await;
-    l.create(new_event("e1", "b")).await.unwrap();
-    l.claim(&key("e1"), "w", LONG).await.unwrap();
-    l.settle(&key("e1"), "w", Settlement::Dead { error: "x".into() })
+    l.create(new_event("e1", "b"), None).await.unwrap();
+    l.claim(&key("e1"), "w", LONG, None).await.unwrap();
+    l.settle(&key("e1"), "w", Settlement::Dead { error: "x".into() }, None)
         .await
         .unwrap();
     let before = now();
-    assert_eq!(l.replay(&key("e1"), false).await.unwrap(), Replay::Replayed);
-    let e = l.get(&key("e1")).await.unwrap().unwrap();
+    assert_eq!(l.replay(&key("e1"), false, None).await.unwrap(), Replay::Replayed);
+    let e = l.get(&key("e1"), None).await.unwrap().unwrap();
     assert!(e.replayed_at.is_some_and(|t| t >= before), "{e:?}");
     assert!(e.budget_start() >= before && e.received_at <= before, "{e:?}");
 }
@@ -946,7 +1013,7 @@ async fn reconciliation_reads_presence_in_batches_and_keeps_checkpoints_apart(st
     use inbox_core::ports::{Checkpoint, RunRecord};
     let l = store.open(LONG).await;
     for i in (0..250).step_by(2) {
-        l.create(new_event(&format!("e{i}"), "b")).await.unwrap();
+        l.create(new_event(&format!("e{i}"), "b"), None).await.unwrap();
     }
     let asked: Vec<EventId> = (0..250)
         .map(|i| EventId::parse(&format!("e{i}")).unwrap())
@@ -981,7 +1048,7 @@ async fn reconciliation_reads_presence_in_batches_and_keeps_checkpoints_apart(st
     assert_eq!(l.checkpoint(&source).await.unwrap(), Some(later));
     assert_eq!(l.checkpoint(&other).await.unwrap(), None);
     assert_eq!(
-        l.list(&all(1000)).await.unwrap().len(),
+        l.list(&all(1000), None).await.unwrap().len(),
         125,
         "a checkpoint was listed as an event"
     );
@@ -999,7 +1066,7 @@ async fn sqlite_older_files_gain_the_console_indexes_and_lose_the_id_index() {
     for from in [2, 3, 4] {
         let dir = tempfile::tempdir().unwrap();
         let l = open_sqlite(&dir, LONG);
-        l.create(new_event("e1", "b")).await.unwrap();
+        l.create(new_event("e1", "b"), None).await.unwrap();
         drop(l);
         // GIVEN the file as version 2, 3 or 4 left it, a body remembered for e1.
         let c = rusqlite::Connection::open(dir.path().join("inbox.db")).unwrap();
@@ -1040,13 +1107,13 @@ async fn sqlite_older_files_gain_the_console_indexes_and_lose_the_id_index() {
         }
         assert!(!has("events_event_id"), "v{from}");
         assert!(has("bodies_expiry"), "v{from}");
-        assert_eq!(ids(&l.list(&all(10)).await.unwrap()), ["e1"]);
+        assert_eq!(ids(&l.list(&all(10), None).await.unwrap()), ["e1"]);
         let marked = NewEvent {
             resent_bodies: ResentBodies::Marked { within: LONG },
             ..new_event("e2", "b")
         };
         assert_eq!(
-            l.create(marked).await.unwrap(),
+            l.create(marked, None).await.unwrap(),
             Created::Resent {
                 of: EventId::parse("e1").unwrap()
             },
@@ -1063,11 +1130,11 @@ async fn a_create_claimed_is_processing_under_its_lease_where_the_store_claims_i
     let l = store.open(LONG).await;
     let body = r#"{"id":"c1","data":{"object":"charge","amount":2000}}"#;
     let (created, claimed) = l
-        .create_claimed(new_event("c1", body), "w:1", LONG)
+        .create_claimed(new_event("c1", body), "w:1", LONG, None)
         .await
         .unwrap();
     assert_eq!(created, Created::New);
-    let stored = l.get(&key("c1")).await.unwrap().unwrap();
+    let stored = l.get(&key("c1"), None).await.unwrap().unwrap();
     match claimed {
         Some(event) => {
             assert_eq!(event.status, Status::Processing);
@@ -1079,27 +1146,33 @@ async fn a_create_claimed_is_processing_under_its_lease_where_the_store_claims_i
             assert_eq!(event, stored);
             // Another worker cannot take it while the lease lives; its owner settles it.
             assert_eq!(
-                l.claim(&key("c1"), "w:2", LONG).await.unwrap(),
+                l.claim(&key("c1"), "w:2", LONG, None).await.unwrap(),
                 Claim::OwnedElsewhere
             );
             assert_eq!(
-                l.settle(&key("c1"), "w:2", RETAIN).await.unwrap(),
+                l.settle(&key("c1"), "w:2", RETAIN, None).await.unwrap(),
                 Settled::LeaseLost
             );
-            assert_eq!(l.settle(&key("c1"), "w:1", RETAIN).await.unwrap(), Settled::Done);
+            assert_eq!(
+                l.settle(&key("c1"), "w:1", RETAIN, None).await.unwrap(),
+                Settled::Done
+            );
         }
         None => {
             assert_eq!(stored.status, Status::Received);
             assert_eq!(stored.attempts, 0);
             assert!(matches!(
-                l.claim(&key("c1"), "w:2", LONG).await.unwrap(),
+                l.claim(&key("c1"), "w:2", LONG, None).await.unwrap(),
                 Claim::Claimed(_)
             ));
-            assert_eq!(l.settle(&key("c1"), "w:2", RETAIN).await.unwrap(), Settled::Done);
+            assert_eq!(
+                l.settle(&key("c1"), "w:2", RETAIN, None).await.unwrap(),
+                Settled::Done
+            );
         }
     }
     let (again, claimed) = l
-        .create_claimed(new_event("c1", body), "w:3", LONG)
+        .create_claimed(new_event("c1", body), "w:3", LONG, None)
         .await
         .unwrap();
     assert!(
@@ -1114,7 +1187,7 @@ async fn a_create_claimed_is_processing_under_its_lease_where_the_store_claims_i
     );
     assert_eq!(claimed, None);
     assert_eq!(
-        l.get(&key("c1")).await.unwrap().unwrap().status,
+        l.get(&key("c1"), None).await.unwrap().unwrap().status,
         Status::Completed
     );
 }
@@ -1123,7 +1196,7 @@ async fn a_create_claimed_is_processing_under_its_lease_where_the_store_claims_i
 /// a create stored but answered 503.
 #[tokio::test]
 async fn sqlite_a_failed_begin_runs_nothing_of_its_batch() {
-    use inbox_core::embedded::sqlite::Options;
+    use inbox_core::stores::sqlite::Options;
     let dir = tempfile::tempdir().unwrap();
     let options = Options {
         busy_timeout: Duration::from_millis(300),
@@ -1138,7 +1211,7 @@ async fn sqlite_a_failed_begin_runs_nothing_of_its_batch() {
         std::thread::sleep(Duration::from_millis(600));
         holder.execute_batch("COMMIT").unwrap();
     });
-    let answer = l.create(new_event("e1", "b")).await;
+    let answer = l.create(new_event("e1", "b"), None).await;
     assert!(
         matches!(answer, Err(inbox_core::ports::StoreError::Busy)),
         "{answer:?}"
@@ -1147,10 +1220,10 @@ async fn sqlite_a_failed_begin_runs_nothing_of_its_batch() {
     tokio::time::sleep(Duration::from_millis(400)).await;
     // THEN nothing of it was stored: the sender's retry is the first create.
     assert!(
-        l.get(&key("e1")).await.unwrap().is_none(),
+        l.get(&key("e1"), None).await.unwrap().is_none(),
         "stored but answered 503"
     );
-    assert_eq!(l.create(new_event("e1", "b")).await.unwrap(), Created::New);
+    assert_eq!(l.create(new_event("e1", "b"), None).await.unwrap(), Created::New);
 }
 
 /// Jobs of a batch share its transaction without a savepoint each: a job that fails half done (here a claim whose
@@ -1160,7 +1233,7 @@ async fn sqlite_a_failed_begin_runs_nothing_of_its_batch() {
 async fn sqlite_a_job_that_fails_half_done_leaves_nothing_and_its_batch_commits() {
     let dir = tempfile::tempdir().unwrap();
     let l = open_sqlite(&dir, LONG);
-    l.create(new_event("bad", "b")).await.unwrap();
+    l.create(new_event("bad", "b"), None).await.unwrap();
     let other = rusqlite::Connection::open(dir.path().join("inbox.db")).unwrap();
     other
         .execute("UPDATE events SET origin = 'bogus' WHERE event_id = 'bad'", [])
@@ -1169,7 +1242,7 @@ async fn sqlite_a_job_that_fails_half_done_leaves_nothing_and_its_batch_commits(
     other.execute_batch("BEGIN IMMEDIATE").unwrap();
     let first = tokio::spawn({
         let l = l.clone();
-        async move { l.create(new_event("e0", "b")).await }
+        async move { l.create(new_event("e0", "b"), None).await }
     });
     tokio::time::sleep(Duration::from_millis(100)).await;
     let jobs = tokio::spawn({
@@ -1177,9 +1250,9 @@ async fn sqlite_a_job_that_fails_half_done_leaves_nothing_and_its_batch_commits(
         async move {
             let bad = key("bad");
             tokio::join!(
-                l.create(new_event("e1", "b")),
-                l.claim(&bad, "w1", LONG),
-                l.create(new_event("e2", "b")),
+                l.create(new_event("e1", "b"), None),
+                l.claim(&bad, "w1", LONG, None),
+                l.create(new_event("e2", "b"), None),
             )
         }
     });
@@ -1192,7 +1265,7 @@ async fn sqlite_a_job_that_fails_half_done_leaves_nothing_and_its_batch_commits(
     // THEN the others are created and committed, and the failed claim changed nothing.
     assert_eq!((e1.unwrap(), e2.unwrap()), (Created::New, Created::New));
     for id in ["e0", "e1", "e2"] {
-        assert!(l.get(&key(id)).await.unwrap().is_some(), "{id} not stored");
+        assert!(l.get(&key(id), None).await.unwrap().is_some(), "{id} not stored");
     }
     let (status, attempts, owner): (String, i64, Option<String>) = other
         .query_row(
@@ -1210,12 +1283,15 @@ async fn sqlite_a_job_that_fails_half_done_leaves_nothing_and_its_batch_commits(
 async fn sqlite_reads_never_wait_for_the_write_lock() {
     let dir = tempfile::tempdir().unwrap();
     let l = open_sqlite(&dir, LONG);
-    l.create(new_event("e1", "b")).await.unwrap();
+    l.create(new_event("e1", "b"), None).await.unwrap();
     let holder = rusqlite::Connection::open(dir.path().join("inbox.db")).unwrap();
     holder.execute_batch("BEGIN IMMEDIATE").unwrap();
     let started = std::time::Instant::now();
-    assert_eq!(l.get(&key("e1")).await.unwrap().unwrap().payload.as_ref(), b"b");
-    assert_eq!(l.list(&all(10)).await.unwrap().len(), 1);
+    assert_eq!(
+        l.get(&key("e1"), None).await.unwrap().unwrap().payload.as_ref(),
+        b"b"
+    );
+    assert_eq!(l.list(&all(10), None).await.unwrap().len(), 1);
     assert_eq!(l.due(i64::MAX, 10).await.unwrap().len(), 1);
     assert_eq!(l.counts().await.unwrap(), vec![(Status::Received, 1)]);
     l.changed_elsewhere().await.unwrap();
@@ -1234,17 +1310,17 @@ async fn sqlite_purge_removes_events_with_their_bodies() {
     let l = open_sqlite(&dir, LONG);
     for i in 0..30 {
         let k = key(&format!("e{i}"));
-        l.create(new_event(&format!("e{i}"), "b")).await.unwrap();
-        l.claim(&k, "w", LONG).await.unwrap();
+        l.create(new_event(&format!("e{i}"), "b"), None).await.unwrap();
+        l.claim(&k, "w", LONG, None).await.unwrap();
         let retention = if i % 3 == 0 { LONG } else { Duration::ZERO };
-        l.settle(&k, "w", Settlement::Completed { retention })
+        l.settle(&k, "w", Settlement::Completed { retention }, None)
             .await
             .unwrap();
     }
     tokio::time::sleep(Duration::from_millis(5)).await;
     let mut purged = 0;
     loop {
-        let n = l.purge_expired(7).await.unwrap();
+        let n = l.purge(7, None).await.unwrap().events;
         if n == 0 {
             break;
         }
@@ -1272,7 +1348,7 @@ async fn sqlite_checkpoints_in_the_background() {
     let db = dir.path().join("inbox.db");
     let before = std::fs::metadata(&db).unwrap().len();
     for i in 0..100 {
-        l.create(new_event(&format!("e{i}"), &"x".repeat(2000)))
+        l.create(new_event(&format!("e{i}"), &"x".repeat(2000)), None)
             .await
             .unwrap();
     }
@@ -1282,7 +1358,7 @@ async fn sqlite_checkpoints_in_the_background() {
     )
     .await;
     assert!(grown > before + 100 * 2000, "{before} -> {grown}");
-    assert_eq!(l.list(&all(1000)).await.unwrap().len(), 100);
+    assert_eq!(l.list(&all(1000), None).await.unwrap().len(), 100);
 }
 
 /// A store over `dir` whose `point` (a sync or a checkpoint) fails with an I/O error on its `at`th pass, held
@@ -1305,19 +1381,22 @@ fn open_failing(dir: &tempfile::TempDir, point: &str, at: u64) -> SqliteLedger {
 async fn sqlite_a_failed_sync_of_the_log_answers_an_error_and_stops_every_later_write() {
     let dir = tempfile::tempdir().unwrap();
     let l = open_failing(&dir, "sqlite_wal_sync", 2);
-    assert_eq!(l.create(new_event("before", "{}")).await.unwrap(), Created::New);
+    assert_eq!(
+        l.create(new_event("before", "{}"), None).await.unwrap(),
+        Created::New
+    );
     assert!(l.check().is_ok());
 
-    let refused = l.create(new_event("during", "{}")).await;
+    let refused = l.create(new_event("during", "{}"), None).await;
     assert!(
         matches!(&refused, Err(StoreError::Unavailable(m)) if m.contains("could not be synced")),
         "{refused:?}"
     );
     assert!(l.check().is_err(), "the store still says it takes writes");
     for later in [
-        l.create(new_event("after", "{}")).await.map(|_| ()),
-        l.claim(&key("before"), "w", LONG).await.map(|_| ()),
-        l.settle(&key("before"), "w", RETAIN).await.map(|_| ()),
+        l.create(new_event("after", "{}"), None).await.map(|_| ()),
+        l.claim(&key("before"), "w", LONG, None).await.map(|_| ()),
+        l.settle(&key("before"), "w", RETAIN, None).await.map(|_| ()),
     ] {
         assert!(
             matches!(&later, Err(StoreError::Unavailable(_))),
@@ -1331,11 +1410,14 @@ async fn sqlite_a_failed_sync_of_the_log_answers_an_error_and_stops_every_later_
 /// of the failed round may be gone from the disk, and theirs come after that gap. So once one write is refused for
 /// the failure, no write sent after it is answered, and the store says why.
 async fn nothing_after_a_failure_is_answered(l: &SqliteLedger) {
-    assert_eq!(l.create(new_event("first", "{}")).await.unwrap(), Created::New);
+    assert_eq!(
+        l.create(new_event("first", "{}"), None).await.unwrap(),
+        Created::New
+    );
     let mut writes = tokio::task::JoinSet::new();
     for i in 0..80 {
         let l = l.clone();
-        writes.spawn(async move { (i, l.create(new_event(&format!("w{i}"), "{}")).await) });
+        writes.spawn(async move { (i, l.create(new_event(&format!("w{i}"), "{}"), None).await) });
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let mut answers = writes.join_all().await;
@@ -1360,7 +1442,7 @@ async fn nothing_after_a_failure_is_answered(l: &SqliteLedger) {
         );
     }
     assert!(l.failed().is_some(), "no failure recorded");
-    let after = l.create(new_event("after", "{}")).await;
+    let after = l.create(new_event("after", "{}"), None).await;
     assert!(matches!(&after, Err(StoreError::Unavailable(_))), "{after:?}");
     assert!(l.check().is_err());
 }
@@ -1407,7 +1489,7 @@ async fn sqlite_the_writers_inline_checkpoint_that_fails_stops_every_later_write
                         char::from(b'a' + (seed % 26) as u8)
                     })
                     .collect();
-                if let Err(e) = l.create(new_event(&format!("big{w}-{i}"), &body)).await {
+                if let Err(e) = l.create(new_event(&format!("big{w}-{i}"), &body), None).await {
                     return Some(e);
                 }
             }
@@ -1426,7 +1508,7 @@ async fn sqlite_the_writers_inline_checkpoint_that_fails_stops_every_later_write
         "{:?}",
         l.failed()
     );
-    let after = l.create(new_event("after", "{}")).await;
+    let after = l.create(new_event("after", "{}"), None).await;
     assert!(matches!(&after, Err(StoreError::Unavailable(_))), "{after:?}");
 }
 
@@ -1434,20 +1516,21 @@ async fn sqlite_the_writers_inline_checkpoint_that_fails_stops_every_later_write
 async fn sqlite_purges_completed_events_past_retention() {
     let dir = tempfile::tempdir().unwrap();
     let l = open_sqlite(&dir, LONG);
-    l.create(new_event("e1", "b")).await.unwrap();
-    l.claim(&key("e1"), "w", LONG).await.unwrap();
+    l.create(new_event("e1", "b"), None).await.unwrap();
+    l.claim(&key("e1"), "w", LONG, None).await.unwrap();
     l.settle(
         &key("e1"),
         "w",
         Settlement::Completed {
             retention: Duration::ZERO,
         },
+        None,
     )
     .await
     .unwrap();
     tokio::time::sleep(Duration::from_millis(5)).await;
-    assert_eq!(l.purge_expired(100).await.unwrap(), 1);
-    assert_eq!(l.purge_expired(100).await.unwrap(), 0);
+    assert_eq!(l.purge(100, None).await.unwrap().events, 1);
+    assert_eq!(l.purge(100, None).await.unwrap().events, 0);
 }
 
 /// An event of `new_event`'s shape whose body (its id) is remembered for `within`, as a source that marks resent
@@ -1474,19 +1557,19 @@ async fn sqlite_purges_expired_remembered_bodies_a_batch_at_a_time() {
     let dir = tempfile::tempdir().unwrap();
     let l = open_sqlite(&dir, LONG);
     for i in 0..25 {
-        l.create(marked(&format!("old{i}"), Duration::ZERO))
+        l.create(marked(&format!("old{i}"), Duration::ZERO), None)
             .await
             .unwrap();
     }
     for i in 0..3 {
-        l.create(marked(&format!("live{i}"), LONG)).await.unwrap();
+        l.create(marked(&format!("live{i}"), LONG), None).await.unwrap();
     }
     tokio::time::sleep(Duration::from_millis(5)).await;
     assert_eq!(rows(&dir, "bodies"), 28);
 
     let mut batches = vec![];
     loop {
-        let purged = l.purge(10).await.unwrap();
+        let purged = l.purge(10, None).await.unwrap();
         batches.push(purged);
         if !purged.full(10) {
             break;
@@ -1509,8 +1592,8 @@ async fn sqlite_purges_expired_remembered_bodies_a_batch_at_a_time() {
 async fn sqlite_a_remembered_body_is_told_apart_from_another_under_the_same_key() {
     let dir = tempfile::tempdir().unwrap();
     let l = open_sqlite(&dir, LONG);
-    assert_eq!(l.create(marked("a", LONG)).await.unwrap(), Created::New);
-    assert_eq!(l.create(marked("b", LONG)).await.unwrap(), Created::New);
+    assert_eq!(l.create(marked("a", LONG), None).await.unwrap(), Created::New);
+    assert_eq!(l.create(marked("b", LONG), None).await.unwrap(), Created::New);
     tokio::time::sleep(Duration::from_millis(5)).await;
     let c = rusqlite::Connection::open(dir.path().join("inbox.db")).unwrap();
     // The entry of body "a" now names "b", whose body is "b".
@@ -1529,13 +1612,13 @@ async fn sqlite_a_remembered_body_is_told_apart_from_another_under_the_same_key(
         resent_bodies: ResentBodies::Marked { within: LONG },
         ..new_event(id, "a")
     };
-    assert_eq!(l.create(body_a("a2")).await.unwrap(), Created::New);
-    let stored = l.get(&key("a2")).await.unwrap().unwrap();
+    assert_eq!(l.create(body_a("a2"), None).await.unwrap(), Created::New);
+    let stored = l.get(&key("a2"), None).await.unwrap().unwrap();
     assert_eq!(stored.resent_of, None);
 
     // The entry names "a2" now: a third event with body "a" is its resend.
     assert_eq!(
-        l.create(body_a("a3")).await.unwrap(),
+        l.create(body_a("a3"), None).await.unwrap(),
         Created::Resent {
             of: EventId::parse("a2").unwrap()
         }
@@ -1551,14 +1634,15 @@ async fn sqlite_purges_every_expired_event_however_many_batches_it_takes() {
     let l = open_sqlite(&dir, LONG);
     for i in 0..23 {
         let id = format!("done{i}");
-        l.create(marked(&id, LONG)).await.unwrap();
-        l.claim(&key(&id), "w", LONG).await.unwrap();
+        l.create(marked(&id, LONG), None).await.unwrap();
+        l.claim(&key(&id), "w", LONG, None).await.unwrap();
         l.settle(
             &key(&id),
             "w",
             Settlement::Completed {
                 retention: Duration::ZERO,
             },
+            None,
         )
         .await
         .unwrap();
@@ -1567,7 +1651,7 @@ async fn sqlite_purges_every_expired_event_however_many_batches_it_takes() {
 
     let mut events = vec![];
     loop {
-        let purged = l.purge(10).await.unwrap();
+        let purged = l.purge(10, None).await.unwrap();
         events.push(purged.events);
         if !purged.full(10) {
             break;
@@ -1585,20 +1669,29 @@ async fn sqlite_purges_every_expired_event_however_many_batches_it_takes() {
 async fn sqlite_leases_of_a_dead_process_expire_at_restart() {
     let dir = tempfile::tempdir().unwrap();
     let l = open_sqlite(&dir, LONG);
-    l.create(new_event("mine", "b")).await.unwrap();
-    l.create(new_event("theirs", "b")).await.unwrap();
-    l.claim(&key("mine"), "embedded:2:1:aa", LONG).await.unwrap();
-    l.claim(&key("theirs"), "embedded:1:1:bb", LONG).await.unwrap();
-    assert_eq!(l.expire_leases("embedded:2:1", false).await.unwrap(), 1);
+    l.create(new_event("mine", "b"), None).await.unwrap();
+    l.create(new_event("theirs", "b"), None).await.unwrap();
+    l.claim(&key("mine"), "embedded:2:1:aa", LONG, None)
+        .await
+        .unwrap();
+    l.claim(&key("theirs"), "embedded:1:1:bb", LONG, None)
+        .await
+        .unwrap();
+    let gone = GoneOwners::AllBut("embedded:2:1".into());
+    assert_eq!(l.end_leases(&gone, None).await.unwrap(), 1);
     assert!(matches!(
-        l.claim(&key("theirs"), "embedded:2:1:cc", LONG).await.unwrap(),
+        l.claim(&key("theirs"), "embedded:2:1:cc", LONG, None)
+            .await
+            .unwrap(),
         Claim::Claimed(_)
     ));
     assert_eq!(
-        l.claim(&key("mine"), "embedded:2:1:dd", LONG).await.unwrap(),
+        l.claim(&key("mine"), "embedded:2:1:dd", LONG, None)
+            .await
+            .unwrap(),
         Claim::OwnedElsewhere
     );
-    assert_eq!(l.expire_leases("embedded:2:1", true).await.unwrap(), 2);
+    assert_eq!(l.give_back("embedded:2:1", None).await.unwrap(), 2);
 }
 
 /// Bodies are stored compressed where that makes them smaller, and read back whole; a row written before version 7
@@ -1610,8 +1703,8 @@ async fn sqlite_bodies_are_stored_compressed_and_read_back_whole() {
     let json =
         r#"{"action":"opened","repository":{"full_name":"octo/hello"},"sender":{"login":"octo"}}"#.repeat(24);
     let tiny = "{}";
-    l.create(new_event("json", &json)).await.unwrap();
-    l.create(new_event("tiny", tiny)).await.unwrap();
+    l.create(new_event("json", &json), None).await.unwrap();
+    l.create(new_event("tiny", tiny), None).await.unwrap();
     let c = rusqlite::Connection::open(dir.path().join("inbox.db")).unwrap();
     c.busy_timeout(Duration::from_secs(5)).unwrap();
     let stored = |id: &str| -> (i64, i64) {
@@ -1631,14 +1724,14 @@ async fn sqlite_bodies_are_stored_compressed_and_read_back_whole() {
         "a body that does not shrink is kept as received"
     );
     assert_eq!(
-        l.get(&key("json")).await.unwrap().unwrap().payload.as_ref(),
+        l.get(&key("json"), None).await.unwrap().unwrap().payload.as_ref(),
         json.as_bytes()
     );
     assert_eq!(
-        l.get(&key("tiny")).await.unwrap().unwrap().payload.as_ref(),
+        l.get(&key("tiny"), None).await.unwrap().unwrap().payload.as_ref(),
         tiny.as_bytes()
     );
-    match l.claim(&key("json"), "w", LONG).await.unwrap() {
+    match l.claim(&key("json"), "w", LONG, None).await.unwrap() {
         Claim::Claimed(event) => assert_eq!(event.payload.as_ref(), json.as_bytes()),
         other => panic!("{other:?}"),
     }
@@ -1651,7 +1744,7 @@ async fn sqlite_bodies_are_stored_compressed_and_read_back_whole() {
     )
     .unwrap();
     assert_eq!(
-        l.get(&key("json")).await.unwrap().unwrap().payload.as_ref(),
+        l.get(&key("json"), None).await.unwrap().unwrap().payload.as_ref(),
         json.as_bytes()
     );
     // Bytes that do not decompress, or an encoding this code does not know: corrupt.
@@ -1664,7 +1757,7 @@ async fn sqlite_bodies_are_stored_compressed_and_read_back_whole() {
         .unwrap();
         assert!(
             matches!(
-                l.get(&key("tiny")).await,
+                l.get(&key("tiny"), None).await,
                 Err(inbox_core::ports::StoreError::Corrupt(_))
             ),
             "{body} as {encoding}"
@@ -1682,10 +1775,10 @@ mod aws {
 
     use async_trait::async_trait;
     use aws_sdk_dynamodb::types::AttributeValue;
-    use inbox_core::aws::dynamodb::{create_table, shard_of, DynamoLedger, SHARDS};
     use inbox_core::aws::s3::S3Payloads;
     use inbox_core::model::{NewEvent, Status};
     use inbox_core::ports::{Claim, Created, Ledger, Replay, Settlement, StoreError};
+    use inbox_core::stores::dynamodb::{create_table, shard_of, DynamoLedger, SHARDS};
     use sha2::Digest;
 
     use super::{key, new_event, now, Store, LONG, RETAIN};
@@ -1829,11 +1922,11 @@ mod aws {
             let noise: Vec<u8> = (0..64 * 1024).map(|_| rand::random::<u8>()).collect();
             let json = "{\"k\":\"value\"},".repeat(512 * 1024 / 14).into_bytes();
             assert_eq!(
-                l.create(sized_event("big", noise.clone())).await.unwrap(),
+                l.create(sized_event("big", noise.clone()), None).await.unwrap(),
                 Created::New
             );
             assert_eq!(
-                l.create(sized_event("json", json.clone())).await.unwrap(),
+                l.create(sized_event("json", json.clone()), None).await.unwrap(),
                 Created::New
             );
 
@@ -1855,17 +1948,17 @@ mod aws {
 
             // WHEN claimed THEN both bodies come back whole.
             for (id, body) in [("big", &noise), ("json", &json)] {
-                let Claim::Claimed(e) = l.claim(&key(id), "w", LONG).await.unwrap() else {
+                let Claim::Claimed(e) = l.claim(&key(id), "w", LONG, None).await.unwrap() else {
                     panic!("{id} not claimed")
                 };
                 assert!(e.payload.as_ref() == body.as_slice(), "{id}: the body differs");
-                let got = l.get(&key(id)).await.unwrap().unwrap();
+                let got = l.get(&key(id), None).await.unwrap().unwrap();
                 assert!(got.payload.as_ref() == body.as_slice(), "{id}: the body differs");
             }
             // A duplicate of the offloaded body writes an object of its own (left to expire) and keeps the first
             // record, which still points at the first object.
             assert!(matches!(
-                l.create(sized_event("big", noise.clone())).await.unwrap(),
+                l.create(sized_event("big", noise.clone()), None).await.unwrap(),
                 Created::Duplicate {
                     status: Status::Processing,
                     ..
@@ -1900,45 +1993,40 @@ mod aws {
                 (pk, sk)
             };
             // A create whose message went out first takes no entry; one that enqueues after writing does.
-            l.create(NewEvent {
-                announced: true,
-                ..new_event("e1", "a")
-            })
-            .await
-            .unwrap();
+            l.create_announced(new_event("e1", "a"), None).await.unwrap();
             assert_eq!(index(&store.item("e1").await), (None, None), "announced: out");
             let t0 = now();
-            l.create(new_event("e2", "b")).await.unwrap();
+            l.create(new_event("e2", "b"), None).await.unwrap();
             let (pk, sk) = index(&store.item("e2").await);
             assert_eq!(pk.as_deref(), Some("open#1"));
             assert!(sk.unwrap() >= t0 + 30_000, "received: due after the grace");
 
             // A claim takes it out: its message vouches for it until the settle.
-            l.claim(&key("e2"), "w", LONG).await.unwrap();
+            l.claim(&key("e2"), "w", LONG, None).await.unwrap();
             assert_eq!(index(&store.item("e2").await), (None, None), "processing: out");
             let failed = Settlement::Failed {
                 error: "x".into(),
                 delay: Duration::from_secs(5),
             };
-            l.settle(&key("e2"), "w", failed).await.unwrap();
+            l.settle(&key("e2"), "w", failed, None).await.unwrap();
             let (pk, sk) = index(&store.item("e2").await);
             assert_eq!(pk.as_deref(), Some("open#1"), "failed: listed for operators");
             assert!(
                 sk.unwrap() >= now() + 5_000 + 30_000 - 1_000,
                 "due after the attempt and the grace"
             );
-            l.mark_dead(&key("e2"), "x").await.unwrap();
+            l.mark_dead(&key("e2"), "x", None).await.unwrap();
             assert_eq!(index(&store.item("e2").await).0.as_deref(), Some("dead#1"));
-            l.mark_notified(&key("e2")).await.unwrap();
+            l.mark_notified(&key("e2"), None).await.unwrap();
             assert_eq!(
                 index(&store.item("e2").await),
                 (Some("dead#1".to_owned()), Some(i64::MAX)),
                 "listed as dead, never due"
             );
 
-            l.replay(&key("e2"), false).await.unwrap();
-            l.claim(&key("e2"), "w", LONG).await.unwrap();
-            l.settle(&key("e2"), "w", RETAIN).await.unwrap();
+            l.replay(&key("e2"), false, None).await.unwrap();
+            l.claim(&key("e2"), "w", LONG, None).await.unwrap();
+            l.settle(&key("e2"), "w", RETAIN, None).await.unwrap();
             let item = store.item("e2").await;
             assert_eq!(index(&item), (None, None), "completed: out of the index");
             // The TTL attribute is in epoch seconds, and the table expires items by it.
@@ -1973,9 +2061,12 @@ mod aws {
                 .send()
                 .await
                 .unwrap();
-            assert!(matches!(l.get(&key("bad")).await, Err(StoreError::Corrupt(_))));
             assert!(matches!(
-                l.claim(&key("bad"), "w", LONG).await,
+                l.get(&key("bad"), None).await,
+                Err(StoreError::Corrupt(_))
+            ));
+            assert!(matches!(
+                l.claim(&key("bad"), "w", LONG, None).await,
                 Err(StoreError::Corrupt(_))
             ));
         })
@@ -2015,25 +2106,25 @@ mod aws {
                     put = put.item("payload_encoding", AttributeValue::S(e.into()));
                 }
                 put.send().await.unwrap();
-                let Claim::Claimed(e) = l.claim(&key(id), "w", LONG).await.unwrap() else {
+                let Claim::Claimed(e) = l.claim(&key(id), "w", LONG, None).await.unwrap() else {
                     panic!("{id} not claimed")
                 };
                 assert_eq!((e.payload.as_ref(), e.attempts), (&b"{\"old\":1}"[..], 1), "{id}");
                 assert_eq!(e.payload_sha256, sha);
-                l.settle(&key(id), "w", Settlement::Dead { error: "x".into() })
+                l.settle(&key(id), "w", Settlement::Dead { error: "x".into() }, None)
                     .await
                     .unwrap();
-                assert_eq!(l.replay(&key(id), false).await.unwrap(), Replay::Replayed);
-                let e = l.get(&key(id)).await.unwrap().unwrap();
+                assert_eq!(l.replay(&key(id), false, None).await.unwrap(), Replay::Replayed);
+                let e = l.get(&key(id), None).await.unwrap().unwrap();
                 assert_eq!((e.attempts, e.replays, e.status), (0, 1, Status::Received));
             }
             // And a new item keeps no counter until it counts, and its hash as 32 bytes.
-            l.create(new_event("new", "b")).await.unwrap();
+            l.create(new_event("new", "b"), None).await.unwrap();
             let item = store.item("new").await;
             assert!(!item.contains_key("attempts") && !item.contains_key("replays"));
             assert!(!item.contains_key("payload") && item.contains_key("payload_zstd"));
-            l.claim(&key("new"), "w", LONG).await.unwrap();
-            let e = l.get(&key("new")).await.unwrap().unwrap();
+            l.claim(&key("new"), "w", LONG, None).await.unwrap();
+            let e = l.get(&key("new"), None).await.unwrap().unwrap();
             assert_eq!((e.attempts, e.replays), (1, 0));
         })
         .await;
@@ -2044,7 +2135,7 @@ mod aws {
         // A table that does not exist stands for a misconfigured or unreachable store.
         with_store(|store| async move {
             let l = DynamoLedger::new(store.dynamo.clone(), "no-such-table", None, LONG);
-            let err = l.create(new_event("e1", "secret body")).await.unwrap_err();
+            let err = l.create(new_event("e1", "secret body"), None).await.unwrap_err();
             assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
             assert!(!err.to_string().contains("secret body"), "{err}");
         })

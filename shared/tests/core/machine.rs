@@ -8,15 +8,15 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use inbox_core::config::Config;
-use inbox_core::embedded::sqlite::SqliteLedger;
 use inbox_core::handlers::{http_client, Handler, HandlerError, Registry};
 use inbox_core::machine::{Dropped, Machine, Notifier, NotifyError, Outcome};
 use inbox_core::metrics::Metrics;
-use inbox_core::model::{Event, EventId, EventKey, NewEvent, SourceName, Status};
+use inbox_core::model::{Event, EventId, EventKey, NewEvent, Record, SourceName, Status};
 use inbox_core::ports::Browse;
 use inbox_core::ports::{Ledger, MarkDead, Queue, QueueError, Settlement};
 use inbox_core::secrets::LocalSecrets;
 use inbox_core::source::Sources;
+use inbox_core::stores::sqlite::SqliteLedger;
 
 /// Answers from a script, then Ok; counts runs.
 #[derive(Default)]
@@ -42,7 +42,7 @@ struct Alarms {
 
 #[async_trait]
 impl Notifier for Alarms {
-    async fn dead(&self, event: &Event) -> Result<(), NotifyError> {
+    async fn dead(&self, event: &Record) -> Result<(), NotifyError> {
         self.tried.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         if *self.fail.lock().unwrap() {
             return Err(NotifyError("notify_url down".into()));
@@ -60,6 +60,12 @@ impl Queue for Recorded {
     async fn enqueue(&self, key: &EventKey, _delay: Duration) -> Result<(), QueueError> {
         self.0.lock().unwrap().push(key.clone());
         Ok(())
+    }
+    async fn announce(&self, key: &EventKey, _until: i64) -> Result<(), QueueError> {
+        self.enqueue(key, Duration::ZERO).await
+    }
+    async fn depth(&self) -> Result<Option<inbox_core::ports::QueueDepth>, QueueError> {
+        Ok(None)
     }
 }
 
@@ -96,6 +102,7 @@ async fn rig_aged(max_attempts: u32, grace: Duration, max_age: &str) -> Rig {
     let metrics = Arc::new(Metrics::new(sources.names()));
     let machine = Machine::new(
         Arc::new(ledger.clone()),
+        Arc::new(ledger.clone()),
         sources,
         metrics.clone(),
         alarms.clone(),
@@ -126,16 +133,15 @@ async fn received(rig: &Rig, id: &str) -> EventKey {
         headers: vec![],
         origin: Default::default(),
         resent_bodies: Default::default(),
-        announced: false,
     };
-    rig.ledger.create(e).await.unwrap();
+    rig.ledger.create(e, None).await.unwrap();
     k
 }
 
 const LEASE: Duration = Duration::from_secs(30);
 
 async fn status(rig: &Rig, k: &EventKey) -> (Status, u32) {
-    let e = rig.ledger.get(k).await.unwrap().unwrap();
+    let e = rig.ledger.get(k, None).await.unwrap().unwrap();
     (e.status, e.attempts)
 }
 
@@ -159,6 +165,7 @@ async fn a_machine_without_handlers_leaves_the_event_for_a_worker() {
     );
     assert!(src.handler.is_none());
     let machine = Machine::new(
+        Arc::new(rig.ledger.clone()),
         Arc::new(rig.ledger.clone()),
         receiving,
         rig.metrics.clone(),
@@ -201,7 +208,7 @@ async fn retryable_failures_back_off_then_complete() {
         panic!("no retry")
     };
     assert!(d <= Duration::from_millis(10), "attempt 1 backs off at most base");
-    let e = rig.ledger.get(&k).await.unwrap().unwrap();
+    let e = rig.ledger.get(&k, None).await.unwrap().unwrap();
     assert_eq!(
         (e.status, e.last_error.as_deref()),
         (Status::Failed, Some("HTTP 503"))
@@ -229,7 +236,14 @@ async fn permanent_failure_is_dead_at_once_with_one_alarm() {
     assert_eq!(rig.machine.process(&k, LEASE).await.unwrap(), Outcome::Dead);
     assert_eq!(status(&rig, &k).await, (Status::Dead, 1));
     assert_eq!(*rig.alarms.sent.lock().unwrap(), ["e1"]);
-    assert!(rig.ledger.get(&k).await.unwrap().unwrap().notified_at.is_some());
+    assert!(rig
+        .ledger
+        .get(&k, None)
+        .await
+        .unwrap()
+        .unwrap()
+        .notified_at
+        .is_some());
     // The DLQ path for the same event: already dead and notified, no second alarm.
     let buried = rig.machine.mark_dead(&k, "redriven").await.unwrap();
     assert!(
@@ -254,10 +268,11 @@ async fn the_retry_budget_ends_in_dead() {
     ));
     tokio::time::sleep(Duration::from_millis(30)).await;
     assert_eq!(rig.machine.process(&k, LEASE).await.unwrap(), Outcome::Dead);
-    let e = rig.ledger.get(&k).await.unwrap().unwrap();
+    let e = rig.ledger.get(&k, None).await.unwrap().unwrap();
     assert_eq!(e.status, Status::Dead);
     assert!(e
         .last_error
+        .clone()
         .unwrap()
         .contains("retry budget spent after 2 attempts: b"));
 }
@@ -268,7 +283,7 @@ async fn a_worker_that_crashed_mid_handler_is_finished_by_the_sweeper() {
     let k = received(&rig, "e1").await;
     // GIVEN a worker that claimed the event and died (its lease runs out, nothing settles)
     rig.ledger
-        .claim(&k, "crashed-worker", Duration::from_millis(1))
+        .claim(&k, "crashed-worker", Duration::from_millis(1), None)
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(5)).await;
@@ -286,7 +301,7 @@ async fn a_crash_loop_spends_the_budget_without_running_again() {
     let rig = rig(2, Duration::ZERO).await;
     let k = received(&rig, "poison").await;
     for owner in ["w1", "w2"] {
-        rig.ledger.claim(&k, owner, Duration::ZERO).await.unwrap();
+        rig.ledger.claim(&k, owner, Duration::ZERO, None).await.unwrap();
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     assert_eq!(rig.machine.process(&k, LEASE).await.unwrap(), Outcome::Dead);
@@ -301,12 +316,12 @@ async fn lost_enqueues_and_lost_alarms_are_recovered_by_the_sweeper() {
     let rig = rig(5, Duration::ZERO).await;
     let k = received(&rig, "never-enqueued").await;
     let failed = received(&rig, "lost-message").await;
-    rig.ledger.claim(&failed, "w", LEASE).await.unwrap();
+    rig.ledger.claim(&failed, "w", LEASE, None).await.unwrap();
     let settle = Settlement::Failed {
         error: "x".into(),
         delay: Duration::ZERO,
     };
-    rig.ledger.settle(&failed, "w", settle).await.unwrap();
+    rig.ledger.settle(&failed, "w", settle, None).await.unwrap();
     *rig.alarms.fail.lock().unwrap() = true;
     rig.script
         .answers
@@ -351,7 +366,7 @@ async fn a_replay_after_max_age_runs_instead_of_dying() {
     // GIVEN the event is older than max_age WHEN an operator replays it THEN it runs and completes.
     tokio::time::sleep(Duration::from_millis(1100)).await;
     assert_eq!(
-        rig.ledger.replay(&k, false).await.unwrap(),
+        rig.ledger.replay(&k, false, None).await.unwrap(),
         inbox_core::ports::Replay::Replayed
     );
     assert_eq!(rig.machine.process(&k, LEASE).await.unwrap(), Outcome::Completed);
@@ -375,12 +390,15 @@ async fn a_record_without_its_body_is_buried_not_run() {
     assert_eq!(*rig.alarms.sent.lock().unwrap(), ["e1"]);
     let e = &rig
         .ledger
-        .list(&inbox_core::ports::ListFilter {
-            status: Some(Status::Dead),
-            source: None,
-            limit: 10,
-            ..Default::default()
-        })
+        .list(
+            &inbox_core::ports::ListFilter {
+                status: Some(Status::Dead),
+                source: None,
+                limit: 10,
+                ..Default::default()
+            },
+            None,
+        )
         .await
         .unwrap()[0];
     assert!(e.last_error.as_deref().unwrap_or("").contains("body"), "{e:?}");
@@ -400,8 +418,8 @@ async fn handler_error_text_is_cut_to_a_bounded_length() {
         rig.machine.process(&k, LEASE).await.unwrap(),
         Outcome::Retry(_)
     ));
-    let e = rig.ledger.get(&k).await.unwrap().unwrap();
-    let error = e.last_error.unwrap();
+    let e = rig.ledger.get(&k, None).await.unwrap().unwrap();
+    let error = e.last_error.clone().unwrap();
     assert!(
         error.len() <= inbox_core::rules::MAX_ERROR_BYTES,
         "{}",
@@ -416,6 +434,7 @@ async fn handler_error_text_is_cut_to_a_bounded_length() {
 async fn a_failed_alarm_waits_its_own_backoff_beside_the_work() {
     let mut rig = rig(5, Duration::ZERO).await;
     let machine = Machine::new(
+        Arc::new(rig.ledger.clone()),
         Arc::new(rig.ledger.clone()),
         Sources::build(
             &Config::from_toml(
@@ -461,7 +480,14 @@ async fn a_failed_alarm_waits_its_own_backoff_beside_the_work() {
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(tried(), 1, "a failed alarm was tried again at once");
-    assert!(rig.ledger.get(&k).await.unwrap().unwrap().notified_at.is_none());
+    assert!(rig
+        .ledger
+        .get(&k, None)
+        .await
+        .unwrap()
+        .unwrap()
+        .notified_at
+        .is_none());
 }
 
 /// A backlog of RECEIVED events older than the grace was sent again at every sweep (every

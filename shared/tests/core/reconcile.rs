@@ -9,13 +9,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use inbox_core::config::{Config, GithubHook, ProviderConfig, ReconcileConfig, SecretRef};
-use inbox_core::embedded::sqlite::SqliteLedger;
-use inbox_core::embedded::{Deliveries, InProcessQueue};
 use inbox_core::model::{Event, EventId, EventKey, NewEvent, Origin, SourceName};
 use inbox_core::ports::{Checkpoint, Created, FailedEvent, Ledger, ListFilter};
 use inbox_core::reconcile::github::{Auth, Github};
 use inbox_core::reconcile::stripe::Stripe;
 use inbox_core::reconcile::{Provider, Reconciler, RunErrorKind, RunOptions, Summary};
+use inbox_core::serve::{Deliveries, InProcessQueue};
+use inbox_core::stores::sqlite::SqliteLedger;
 use inbox_core::time::{now_ms, rfc3339};
 use serde_json::json;
 // The fakes of the providers' APIs (with their documentation citations) are shared with the AWS tests.
@@ -58,12 +58,12 @@ impl Store {
             limit: 1_000_000,
             ..Default::default()
         };
-        let events = self.ledger.list(&filter).await.unwrap();
+        let events = self.ledger.list(&filter, None).await.unwrap();
         events.iter().map(|e| e.event_id.as_str().to_owned()).collect()
     }
     async fn event(&self, source: &SourceName, id: &str) -> Event {
         let key = EventKey::new(source.clone(), EventId::parse(id).unwrap());
-        self.ledger.get(&key).await.unwrap().unwrap()
+        self.ledger.get(&key, None).await.unwrap().unwrap()
     }
     /// A second connection to the ledger's own file, as an operator's `sqlite3` would open it.
     fn sql(&self) -> rusqlite::Connection {
@@ -89,16 +89,18 @@ impl Store {
 /// What a webhook delivered earlier: stored as the receiver stores it.
 async fn deliver(ledger: &dyn Ledger, source: &SourceName, id: &str, body: &str) {
     let created = ledger
-        .create(NewEvent {
-            key: EventKey::new(source.clone(), EventId::parse(id).unwrap()),
-            event_type: Some("delivered".into()),
-            payload: bytes::Bytes::from(body.to_owned()),
-            payload_sha256: format!("sha-of-{id}"),
-            headers: vec![],
-            origin: Origin::Webhook,
-            resent_bodies: Default::default(),
-            announced: false,
-        })
+        .create(
+            NewEvent {
+                key: EventKey::new(source.clone(), EventId::parse(id).unwrap()),
+                event_type: Some("delivered".into()),
+                payload: bytes::Bytes::from(body.to_owned()),
+                payload_sha256: format!("sha-of-{id}"),
+                headers: vec![],
+                origin: Origin::Webhook,
+                resent_bodies: Default::default(),
+            },
+            None,
+        )
         .await
         .unwrap();
     assert_eq!(created, Created::New);

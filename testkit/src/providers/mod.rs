@@ -5,7 +5,7 @@
 //! Every fake but the two oldest (Stripe, GitHub: tests of their own) is a [`Fake`]: it keeps the events a sender
 //! created ([`Api`]), renders them as its API lists them and as its webhooks carry them, and says how a source
 //! receiving its webhooks and a reconcile block reading its API are written. The tests over every provider
-//! (`shared/tests/core/reconcile.rs`, `tests/embedded/lossy.rs`, `tests/aws/reconcile.rs`) take [`fakes`].
+//! (`shared/tests/core/reconcile.rs`, `tests/serve/lossy.rs`, `tests/aws/reconcile.rs`) take [`fakes`].
 // Test-only: a malformed request from the code under test should fail the test loudly.
 #![allow(clippy::unwrap_used)]
 // Each fake's `new` answers the trait object the tests hold (`Arc<dyn Fake>`), not `Self`.

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Test-only keys and certificates for the end-to-end tests of the asymmetric families (tests/embedded/providers.rs):
+# Test-only keys and certificates for the end-to-end tests of the asymmetric families (tests/serve/providers.rs):
 # a private root that stands in for the web's roots (trusted only through INBOX_TRUST_ROOTS), a TLS certificate for
 # the provider hosts the local HTTPS server answers as, and signing certificates like PayPal's and AWS SNS's, under
 # the names theirs carry (messageverificationcerts.paypal.com, sns.amazonaws.com).

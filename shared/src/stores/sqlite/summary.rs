@@ -11,7 +11,7 @@ use crate::ports::{Bucket, Summary};
 const TIMELINE_HOURS: i64 = 24;
 const HOUR_MS: i64 = 3_600_000;
 
-/// The console's overview counts; see [`Ledger::summary`].
+/// The console's overview counts; see [`Browse::summary`](crate::ports::Browse::summary).
 pub(super) fn summarize(c: &Connection, now: i64) -> rusqlite::Result<Summary> {
     let pairs = |sql: &str, p: &[&dyn rusqlite::ToSql]| -> rusqlite::Result<Vec<(String, i64)>> {
         let mut stmt = c.prepare_cached(sql)?;
@@ -116,7 +116,5 @@ pub(super) fn summarize(c: &Connection, now: i64) -> rusqlite::Result<Summary> {
         by_source,
         oldest_open,
         timeline,
-        timeline_note: "by the hour they arrived",
-        queue: None,
     })
 }

@@ -21,7 +21,7 @@ use rusqlite::wal::CheckpointMode;
 use rusqlite::Connection;
 use tokio::sync::watch;
 
-use super::writer::Answers;
+use super::ops::Answers;
 use crate::failpoint::IoFaults;
 use crate::ports::StoreError;
 

@@ -1,350 +1,21 @@
-//! The writer thread: operations as data ([`Op`], [`Answer`]), group commit (many operations a transaction, each
-//! answered after its commit), the write operations it runs (create, claim, settle, release, dead-letter, replay,
-//! purge, …). What makes a commit durable, and what a failed sync does, is in [`durability`](super::durability).
+//! The SQL of each write the writer runs inside a batch's transaction: create (with the remembered bodies and a
+//! claim in the create), claim, settle, release, dead-letter, notice, replay, lease endings, purge, checkpoints.
+//! Each is one conditional statement on the state it leaves; a refused one reads the record as it stands and lets
+//! [`rules`] say what that means.
 
-use std::sync::atomic::Ordering;
+use rusqlite::{params, OptionalExtension};
 
-use rusqlite::{params, Connection, OptionalExtension};
-use tokio::sync::{mpsc, oneshot};
-
-use super::durability::{failed_sync, sync_failed, Fatal, Path};
+use super::ops::{Answer, Op, Prepared};
 use super::rows::{event_row, find, with_payload, COLUMNS};
 use super::sql;
-use crate::model::{Event, EventId, EventKey, NewEvent, Origin, ResentBodies, SourceName, Status};
-use crate::ports::{Claim, Created, MarkDead, Replay, Settled, Settlement, StoreError};
-use crate::rules::{self, Due};
-use crate::time::{ms, now_ms};
-
-/// Operations committed together at most.
-const MAX_BATCH: usize = 512;
-
-/// One write, as data: what the writer runs inside a transaction.
-pub(super) enum Op {
-    Create(Prepared),
-    /// The events of one batched delivery: created together or not at all (one savepoint).
-    CreateBatch(Vec<Prepared>),
-    Claim {
-        key: EventKey,
-        owner: String,
-        lease: i64,
-    },
-    Settle {
-        key: EventKey,
-        owner: String,
-        settlement: Settlement,
-    },
-    Release {
-        key: EventKey,
-        owner: String,
-    },
-    MarkDead {
-        key: EventKey,
-        reason: String,
-    },
-    MarkNotified(EventKey),
-    DeferAlarm {
-        key: EventKey,
-        until: i64,
-    },
-    Resent {
-        key: EventKey,
-        status: Status,
-        updated_at: i64,
-    },
-    Replay {
-        key: EventKey,
-        force: bool,
-    },
-    ExpireLeases {
-        prefix: String,
-        mine: bool,
-    },
-    Purge {
-        limit: i64,
-    },
-    SaveCheckpoint {
-        source: SourceName,
-        body: String,
-    },
-    /// `PRAGMA data_version` of the write connection: served between transactions, it takes no lock. Only this
-    /// connection tells another process's commits apart from this one's.
-    DataVersion,
-}
-
-/// A new event as the writer stores it, prepared on the caller's thread so that the one writer thread does neither
-/// the encoding nor the compression: its kept headers as JSON, and its body as stored.
-pub(super) struct Prepared {
-    pub(super) event: NewEvent,
-    pub(super) headers: String,
-    pub(super) body: StoredBody,
-    /// The body's key among the remembered bodies ([`body_key`](super::rows::body_key)), where its source looks
-    /// for resent bodies.
-    pub(super) body_key: Option<i64>,
-    /// The worker that claims the event in its create, where it is created ([`Ledger::create_claimed`]).
-    ///
-    /// [`Ledger::create_claimed`]: crate::ports::Ledger::create_claimed
-    pub(super) claim: Option<ClaimOnCreate>,
-}
-
-/// A claim taken in a create's own write: the lease's owner and length (ms).
-pub(super) struct ClaimOnCreate {
-    pub(super) owner: String,
-    pub(super) lease: i64,
-}
-
-/// A body as the `payloads` table keeps it: the bytes and how they are encoded (`payloads.encoding`).
-pub(super) struct StoredBody {
-    pub(super) bytes: bytes::Bytes,
-    pub(super) encoding: Encoding,
-}
-
-/// How a stored body is encoded (`payloads.encoding`, schema version 7; older rows are all `Raw`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Encoding {
-    Raw = 0,
-    Zstd = 1,
-}
-
-impl Encoding {
-    pub(super) fn from_column(value: i64) -> Option<Self> {
-        match value {
-            0 => Some(Self::Raw),
-            1 => Some(Self::Zstd),
-            _ => None,
-        }
-    }
-}
-
-/// What an operation answers.
-pub(super) enum Answer {
-    /// A create's outcome, and the record it claimed (with its body) where it was asked to and created it.
-    Created(Created, Option<Box<Event>>),
-    CreatedBatch(Vec<Created>),
-    Claim(Claim),
-    Settled(Settled),
-    MarkDead(MarkDead),
-    Replay(Replay),
-    Count(usize),
-    Purged(Purged),
-    Version(i64),
-    Done,
-}
-
-/// What one purge deleted: completed events past retention (with their payloads), and remembered bodies past
-/// their window; each at most the purge's limit.
-#[derive(Clone, Copy, Debug)]
-pub struct Purged {
-    pub events: usize,
-    pub bodies: usize,
-}
-
-impl Purged {
-    /// Whether either kind filled the `limit`: more of it may be left.
-    pub fn full(&self, limit: usize) -> bool {
-        self.events >= limit || self.bodies >= limit
-    }
-}
-
-/// Where an operation's answer goes.
-type Reply = oneshot::Sender<Result<Answer, StoreError>>;
-
-/// An operation and where its answer goes.
-pub(super) struct Job {
-    pub(super) op: Op,
-    pub(super) reply: Reply,
-}
-
-/// Which [`Answer`] an operation's caller expects.
-pub(super) trait FromAnswer: Sized {
-    fn from_answer(answer: Answer) -> Option<Self>;
-}
-
-macro_rules! from_answer {
-    ($($variant:ident => $t:ty),* $(,)?) => {
-        $(impl FromAnswer for $t {
-            fn from_answer(answer: Answer) -> Option<Self> {
-                match answer {
-                    Answer::$variant(v) => Some(v),
-                    _ => None,
-                }
-            }
-        })*
-    };
-}
-
-impl FromAnswer for Created {
-    fn from_answer(answer: Answer) -> Option<Self> {
-        match answer {
-            Answer::Created(created, _) => Some(created),
-            _ => None,
-        }
-    }
-}
-
-impl FromAnswer for (Created, Option<Event>) {
-    fn from_answer(answer: Answer) -> Option<Self> {
-        match answer {
-            Answer::Created(created, claimed) => Some((created, claimed.map(|e| *e))),
-            _ => None,
-        }
-    }
-}
-
-from_answer!(CreatedBatch => Vec<Created>, Claim => Claim, Settled => Settled, MarkDead => MarkDead, Replay => Replay,
-    Count => usize, Purged => Purged, Version => i64);
-
-impl FromAnswer for () {
-    fn from_answer(_: Answer) -> Option<Self> {
-        Some(())
-    }
-}
-
-/// The writer thread's state: the write connection and the due-time rules.
-pub(super) struct Writer {
-    pub(super) conn: Connection,
-    pub(super) due: Due,
-}
+use super::writer::Writer;
+use crate::model::{Event, EventId, EventKey, NewEvent, Origin, Record, ResentBodies, Status};
+use crate::ports::{Claim, Created, GoneOwners, MarkDead, Purged, Replay, Settled, Settlement, StoreError};
+use crate::rules;
+use crate::time::ms;
 
 impl Writer {
-    /// Takes what is waiting (up to a batch), runs it in one transaction and commits it; the batch's answers go to
-    /// the sync thread ([`syncer`](super::durability::syncer)), which sends them once the WAL holding the commit is
-    /// on disk. The writer does not wait for that sync: it runs the next batch meanwhile.
-    pub(super) fn run(
-        self,
-        mut rx: mpsc::Receiver<Job>,
-        checkpoints: std::sync::mpsc::SyncSender<()>,
-        durable: std::sync::mpsc::SyncSender<Answers>,
-        fatal: Fatal,
-    ) {
-        let mut batch: Vec<Job> = Vec::with_capacity(MAX_BATCH);
-        while let Some(first) = rx.blocking_recv() {
-            batch.push(first);
-            while batch.len() < MAX_BATCH {
-                match rx.try_recv() {
-                    Ok(job) => batch.push(job),
-                    Err(_) => break,
-                }
-            }
-            // A sync failed: what the page cache held may never reach the disk, so nothing more is written.
-            if fatal.is_set() {
-                for job in batch.drain(..) {
-                    let _ = job.reply.send(Err(sync_failed()));
-                }
-                continue;
-            }
-            // The one read served here, between transactions.
-            let (reads, writes): (Vec<Job>, Vec<Job>) =
-                batch.drain(..).partition(|job| matches!(job.op, Op::DataVersion));
-            for job in reads {
-                let _ = job.reply.send(self.data_version());
-            }
-            if !writes.is_empty() {
-                let answers = self.commit_batch(writes, &fatal);
-                // Full means a tick is already waiting: the checkpointer will see this commit too.
-                let _ = checkpoints.try_send(());
-                fatal.waiting.fetch_add(1, Ordering::AcqRel);
-                // The sync thread has stopped: nothing of this batch is known to be durable.
-                if let Err(std::sync::mpsc::SendError(answers)) = durable.send(answers) {
-                    fatal.waiting.fetch_sub(1, Ordering::AcqRel);
-                    for (reply, _) in answers {
-                        let _ = reply.send(Err(sync_failed()));
-                    }
-                }
-            }
-        }
-    }
-
-    /// Runs `batch` in one transaction and gives back each job's answer as the commit decided it (every answer
-    /// waits for the WAL's sync before it is sent).
-    ///
-    /// Jobs run side by side without a savepoint each: a savepoint makes SQLite copy every page a job touches that
-    /// an earlier job of the batch already changed (the hot tails of the table and its indexes), which was a tenth
-    /// of the writer's time. Jobs rarely fail; when one does, the transaction is rolled back whole, the failing job
-    /// alone is answered with its error, and the rest run again from the start, each in a savepoint of its own
-    /// this time, so a second failure costs no third pass.
-    fn commit_batch(&self, batch: Vec<Job>, fatal: &Fatal) -> Answers {
-        crate::failpoint!("sqlite_writer_batch");
-        let mut jobs = batch;
-        let mut careful = false;
-        let mut done: Answers = Vec::with_capacity(jobs.len());
-        loop {
-            if let Err(e) = self.conn.execute_batch("BEGIN IMMEDIATE").map_err(sql) {
-                // Nothing of the batch runs outside a transaction: every job is answered with the failure.
-                done.extend(jobs.into_iter().map(|job| (job.reply, Err(e.clone()))));
-                return done;
-            }
-            let mut answers: Vec<Result<Answer, StoreError>> = Vec::with_capacity(jobs.len());
-            let mut failed = None;
-            for (i, job) in jobs.iter().enumerate() {
-                let result = if careful {
-                    self.step(&job.op)
-                } else {
-                    self.apply(&job.op, now_ms())
-                };
-                match result {
-                    Err(e) if !careful || self.conn.is_autocommit() => {
-                        failed = Some((i, e));
-                        break;
-                    }
-                    result => answers.push(result),
-                }
-            }
-            if let Some((i, e)) = failed {
-                // Undo everything the batch did, so no job is kept half done; the others run again.
-                if !self.conn.is_autocommit() {
-                    let _ = self.conn.execute_batch("ROLLBACK");
-                }
-                done.push((jobs.remove(i).reply, Err(e)));
-                if jobs.is_empty() {
-                    return done;
-                }
-                careful = true;
-                continue;
-            }
-            let committed = self.conn.execute_batch("COMMIT").map_err(|e| {
-                // A sync inside SQLite failed (its inline checkpoint's, or the log's header): the end of trust.
-                if failed_sync(&e) {
-                    fatal.set(Path::Commit, &e);
-                }
-                sql(e)
-            });
-            if committed.is_err() && !self.conn.is_autocommit() {
-                let _ = self.conn.execute_batch("ROLLBACK");
-            }
-            for (job, result) in jobs.into_iter().zip(answers) {
-                done.push((
-                    job.reply,
-                    match &committed {
-                        Ok(()) => result,
-                        Err(e) => Err(e.clone()),
-                    },
-                ));
-            }
-            return done;
-        }
-    }
-
-    /// One job inside the open transaction, in a savepoint of its own: a failing job leaves the others intact.
-    fn step(&self, op: &Op) -> Result<Answer, StoreError> {
-        run(&self.conn, "SAVEPOINT op").map_err(sql)?;
-        let result = self.apply(op, now_ms());
-        if result.is_err() && !self.conn.is_autocommit() {
-            let _ = run(&self.conn, "ROLLBACK TO op");
-        }
-        if !self.conn.is_autocommit() {
-            let _ = run(&self.conn, "RELEASE op");
-        }
-        result
-    }
-
-    fn data_version(&self) -> Result<Answer, StoreError> {
-        self.conn
-            .query_row("PRAGMA data_version", [], |r| r.get(0))
-            .map(Answer::Version)
-            .map_err(sql)
-    }
-
-    fn apply(&self, op: &Op, now: i64) -> Result<Answer, StoreError> {
+    pub(super) fn apply(&self, op: &Op, now: i64) -> Result<Answer, StoreError> {
         let c = &self.conn;
         Ok(match op {
             Op::Create(prepared) => {
@@ -406,7 +77,7 @@ impl Writer {
                 .map_err(sql)?;
                 Answer::Done
             }
-            Op::Resent {
+            Op::SentAgain {
                 key,
                 status,
                 updated_at,
@@ -428,15 +99,19 @@ impl Writer {
                 Answer::Done
             }
             Op::Replay { key, force } => Answer::Replay(self.replay(key, *force, now)?),
-            Op::ExpireLeases { prefix, mine } => Answer::Count(
-                c.execute(
-                    "UPDATE events SET lease_until = ?1, due_at = ?1, updated_at = ?1
-                     WHERE status = 'PROCESSING' AND lease_until > ?1
-                       AND (coalesce(substr(lease_owner, 1, length(?2)) = ?2, 0) = ?3)",
-                    params![now, prefix, mine],
-                )
-                .map_err(sql)?,
-            ),
+            // Leases end now, so their events can be claimed again at once.
+            Op::EndLeases(gone) => Answer::Count(match gone {
+                GoneOwners::None => 0,
+                GoneOwners::AllBut(me) => self.end_leases(me, false, now)?,
+                GoneOwners::These(owners) => {
+                    let mut ended = 0;
+                    for owner in owners {
+                        ended += self.end_leases(owner, true, now)?;
+                    }
+                    ended
+                }
+            }),
+            Op::GiveBack { owner } => Answer::Count(self.end_leases(owner, true, now)?),
             Op::Purge { limit } => {
                 // One choice of rows for both tables, so no payload outlives its event nor the reverse.
                 let ids: Vec<i64> = c
@@ -530,12 +205,11 @@ impl Writer {
     fn created(&self, prepared: &Prepared, resent_of: Option<EventId>, now: i64) -> (Created, Option<Event>) {
         let claimed = prepared.claim.as_ref().map(|claim| {
             let e = &prepared.event;
-            Event {
+            Record {
                 source: e.key.source.clone(),
                 event_id: e.key.event_id.clone(),
                 event_type: e.event_type.clone(),
                 status: Status::Processing,
-                payload: e.payload.clone(),
                 payload_sha256: e.payload_sha256.clone(),
                 headers: e.headers.clone(),
                 received_at: now,
@@ -552,14 +226,14 @@ impl Writer {
                 replayed_at: None,
                 origin: e.origin,
                 resent_of: resent_of.clone(),
-                body_object: None,
             }
+            .with_payload(e.payload.clone())
         });
         (rules::created(resent_of), claimed)
     }
 
     /// The live event that holds `event`'s body under another id of its source and type, if any.
-    fn body_holder(&self, event: &NewEvent, body_key: i64, now: i64) -> Result<Option<Event>, StoreError> {
+    fn body_holder(&self, event: &NewEvent, body_key: i64, now: i64) -> Result<Option<Record>, StoreError> {
         let c = &self.conn;
         let event_type = event.event_type.as_deref().unwrap_or("");
         let holder: Option<String> = c
@@ -664,6 +338,20 @@ impl Writer {
         })
         .map_err(sql)?;
         Ok(true)
+    }
+
+    /// Ends the live leases held by `owner` (`mine`), or by anyone else (`!mine`): a lease's owner is
+    /// `{owner}:{token}`.
+    fn end_leases(&self, owner: &str, mine: bool, now: i64) -> Result<usize, StoreError> {
+        let prefix = format!("{owner}:");
+        self.conn
+            .execute(
+                "UPDATE events SET lease_until = ?1, due_at = ?1, updated_at = ?1
+                 WHERE status = 'PROCESSING' AND lease_until > ?1
+                   AND (coalesce(substr(lease_owner, 1, length(?2)) = ?2, 0) = ?3)",
+                params![now, prefix, mine],
+            )
+            .map_err(sql)
     }
 
     fn claim(&self, key: &EventKey, owner: &str, lease: i64, now: i64) -> Result<Claim, StoreError> {
@@ -803,12 +491,4 @@ impl Writer {
         }
         Ok(rules::refused_replay(find(c, key)?.map(|(_, e)| e).as_ref()))
     }
-}
-
-/// One batch's answers, as its commit decided them, waiting for the sync that makes that commit durable.
-pub(super) type Answers = Vec<(Reply, Result<Answer, StoreError>)>;
-
-/// A statement without parameters or rows, prepared once.
-fn run(conn: &Connection, sql: &str) -> rusqlite::Result<usize> {
-    conn.prepare_cached(sql)?.execute([])
 }

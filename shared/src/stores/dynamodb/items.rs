@@ -1,13 +1,12 @@
 //! Items to records and back: the attributes every read projects ([`META`]), typed reads of an item ([`Fields`],
-//! [`event_of`]) and the encoding of values ([`s`], [`n`], [`secs`], [`digest`]).
+//! [`record_of`]) and the encoding of values ([`s`], [`n`], [`secs`], [`digest`]).
 
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::AttributeValue;
-use bytes::Bytes;
 
-use crate::model::{Event, EventId, Origin, SourceName, Status};
+use crate::model::{EventId, Origin, Record, SourceName, Status};
 use crate::ports::StoreError;
 
 /// What `list` and `due` read: everything but the body.
@@ -124,7 +123,7 @@ impl Fields<'_> {
 }
 
 /// The record of an item, without its body.
-pub(super) fn event_of(item: &Item) -> Result<Event, StoreError> {
+pub(super) fn record_of(item: &Item) -> Result<Record, StoreError> {
     let f = Fields(item);
     let headers = match f.opt_s("headers")? {
         Some(text) => {
@@ -132,13 +131,12 @@ pub(super) fn event_of(item: &Item) -> Result<Event, StoreError> {
         }
         None => Vec::new(),
     };
-    Ok(Event {
+    Ok(Record {
         source: SourceName::parse(f.s("source")?).map_err(|_| f.corrupt("source", "is not a source name"))?,
         event_id: EventId::parse(f.s("event_id")?)
             .map_err(|_| f.corrupt("event_id", "is not an event id"))?,
         event_type: f.opt_s("event_type")?.map(str::to_owned),
         status: f.status()?,
-        payload: Bytes::new(),
         payload_sha256: match item.get("payload_sha256") {
             // Written since the write units were counted: the 32 bytes (32 bytes less in every write of the item).
             Some(AttributeValue::B(b)) => hex::encode(b.as_ref()),
@@ -165,7 +163,6 @@ pub(super) fn event_of(item: &Item) -> Result<Event, StoreError> {
             .opt_s("resent_of")?
             .map(|id| EventId::parse(id).map_err(|_| f.corrupt("resent_of", "is not an event id")))
             .transpose()?,
-        body_object: f.opt_s("payload_s3_key")?.map(str::to_owned),
     })
 }
 
@@ -201,7 +198,7 @@ mod tests {
                 ("replays".to_owned(), n(0)),
             ])
         };
-        assert_eq!(event_of(&item(stored)).unwrap().payload_sha256, hex);
-        assert_eq!(event_of(&item(s(hex))).unwrap().payload_sha256, hex);
+        assert_eq!(record_of(&item(stored)).unwrap().payload_sha256, hex);
+        assert_eq!(record_of(&item(s(hex))).unwrap().payload_sha256, hex);
     }
 }

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use crate::delivery_health::HealthAlarm;
 use crate::handlers::HttpClient;
 use crate::machine::{dead_summary, Notifier, NotifyError};
-use crate::model::Event;
+use crate::model::Record;
 
 #[derive(Clone)]
 pub struct NotifyUrl {
@@ -51,7 +51,7 @@ impl NotifyUrl {
 
 #[async_trait]
 impl Notifier for NotifyUrl {
-    async fn dead(&self, event: &Event) -> Result<(), NotifyError> {
+    async fn dead(&self, event: &Record) -> Result<(), NotifyError> {
         self.post(&dead_summary(event)).await
     }
 }

@@ -3,7 +3,7 @@
 //! the long one is a documented command (RELIABILITY.md):
 //!
 //! ```sh
-//! INBOX_SOAK_SECS=600 INBOX_SOAK_RATE=1000 cargo test --release --test embedded soak:: -- --nocapture
+//! INBOX_SOAK_SECS=600 INBOX_SOAK_RATE=1000 cargo test --release --test serve soak:: -- --nocapture
 //! ```
 //! Loopback only; bounded by the rate times the duration.
 

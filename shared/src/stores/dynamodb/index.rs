@@ -4,11 +4,12 @@
 use aws_sdk_dynamodb::Client;
 use tokio::task::JoinSet;
 
-use super::expressions::Values;
-use super::items::{meta_names, projection, Item};
+use super::expressions::{Values, DEAD_UNNOTIFIED, DEFER_ALARM, RESENT, UNCHANGED_OPEN};
+use super::items::{meta_names, projection, record_of, Fields, Item};
 use super::DynamoLedger;
 use crate::aws::sdk::sdk_error;
-use crate::ports::StoreError;
+use crate::model::{EventKey, Record, Status};
+use crate::ports::{StoreError, SweepIndex};
 
 /// The sparse index of open and dead events.
 pub const INDEX: &str = "open_index";
@@ -115,6 +116,49 @@ pub fn shard_of(pk: &str) -> u32 {
 /// `open#{shard}` or `dead#{shard}` for an event's `pk`.
 pub(super) fn partition(kind: &str, pk: &str) -> String {
     format!("{kind}#{}", shard_of(pk))
+}
+
+#[async_trait::async_trait]
+impl SweepIndex for DynamoLedger {
+    async fn defer_alarm(&self, key: &EventKey, until: i64) -> Result<(), StoreError> {
+        let values = Values::default().status(":dead", Status::Dead).n(":until", until);
+        self.update(key, DEFER_ALARM, DEAD_UNNOTIFIED, values, false)
+            .await?;
+        Ok(())
+    }
+    async fn sent_again(
+        &self,
+        key: &EventKey,
+        status: Status,
+        updated_at: i64,
+        now: Option<i64>,
+    ) -> Result<(), StoreError> {
+        let values = Values::default()
+            .status(":status", status)
+            .n(":updated", updated_at)
+            .n(":until", self.due.resent(self.now(now), updated_at));
+        self.update(key, RESENT, UNCHANGED_OPEN, values, false).await?;
+        Ok(())
+    }
+    async fn due(&self, due_before: i64, limit: usize) -> Result<Vec<Record>, StoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let query = IndexQuery {
+            // Notified dead events sit at NEVER_DUE: listed, but never due.
+            due_before: Some(due_before.min(NEVER_DUE - 1)),
+            stop_after: Some(limit),
+            ..Default::default()
+        };
+        let items = self.query_index(&["open", "dead"], query).await?;
+        let mut due = items
+            .iter()
+            .map(|item| Ok((Fields(item).n("gsi1sk")?, record_of(item)?)))
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        due.sort_by(|(a, ea), (b, eb)| (a, &ea.source, &ea.event_id).cmp(&(b, &eb.source, &eb.event_id)));
+        due.truncate(limit);
+        Ok(due.into_iter().map(|(_, e)| e).collect())
+    }
 }
 
 #[cfg(test)]

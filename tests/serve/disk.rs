@@ -8,7 +8,7 @@
 //! the failure, stop itself (exit non-zero, the cause logged at error), and after a restart hold every event it
 //! answered 200, in a store that opens.
 //!
-//! The power-loss trials: `cargo test --test embedded disk::a_failed_wal_fsync -- --nocapture` prints one line a
+//! The power-loss trials: `cargo test --test serve disk::a_failed_wal_fsync -- --nocapture` prints one line a
 //! trial; `INBOX_FSYNC_TRIALS=N` runs N of them (21 by default, a third on each path).
 
 use std::collections::{BTreeMap, HashSet};

@@ -1,11 +1,11 @@
-//! Rows to events: the columns every read selects ([`COLUMNS`]), their mapping ([`event_row`], status parsing),
+//! Rows to records: the columns every read selects ([`COLUMNS`]), their mapping ([`event_row`], status parsing),
 //! the lookup of one record ([`find`]) and of its body ([`with_payload`]).
 
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
+use super::ops::Encoding;
 use super::sql;
-use super::writer::Encoding;
-use crate::model::{Event, EventId, EventKey, Origin, SourceName, Status};
+use crate::model::{Event, EventId, EventKey, Origin, Record, SourceName, Status};
 use crate::ports::StoreError;
 
 /// The sources present, each found by one seek in `events_source` (a skip scan), so that an id looked up without
@@ -18,9 +18,8 @@ pub(super) const SOURCES: &str = "WITH RECURSIVE s(x) AS (
 /// The remembered bodies' key (`bodies.body_key`, schema version 8): the first 8 bytes of the SHA-256 of the
 /// source, the type (`""` for none) and the body's SHA-256, as one integer. The table is keyed by it alone, so an
 /// entry is a few dozen bytes in one B-tree (not a 130-byte text key in a table and an index of its own); two
-/// bodies under one key (odds about 2⁻⁶⁴ a pair) are told apart by the holder's record ([`Writer::body_holder`]).
-///
-/// [`Writer::body_holder`]: super::writer::Writer
+/// bodies under one key (odds about 2⁻⁶⁴ a pair) are told apart by the holder's record (the writer's
+/// `body_holder`, in [`transitions`](super::transitions)).
 pub(super) fn body_key(source: &str, event_type: &str, payload_sha256: &str) -> i64 {
     use sha2::{Digest, Sha256};
     let digest = Sha256::new()
@@ -49,19 +48,18 @@ pub(super) fn conversion(i: usize, what: &'static str) -> rusqlite::Error {
     rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, what.into())
 }
 
-/// A row of `COLUMNS` (without payload); returns the row id too.
-pub(super) fn event_row(r: &Row<'_>) -> rusqlite::Result<(i64, Event)> {
+/// A row of `COLUMNS` (a record, without its body or kept headers); returns the row id too.
+pub(super) fn event_row(r: &Row<'_>) -> rusqlite::Result<(i64, Record)> {
     let source: String = r.get(1)?;
     let event_id: String = r.get(2)?;
     let origin: String = r.get(18)?;
     Ok((
         r.get(0)?,
-        Event {
+        Record {
             source: SourceName::parse(&source).map_err(|_| conversion(1, "bad source"))?,
             event_id: EventId::parse(&event_id).map_err(|_| conversion(2, "bad event id"))?,
             event_type: r.get(3)?,
             status: status(r, 4)?,
-            payload: bytes::Bytes::new(),
             payload_sha256: r.get(5)?,
             headers: Vec::new(),
             received_at: r.get(6)?,
@@ -83,13 +81,12 @@ pub(super) fn event_row(r: &Row<'_>) -> rusqlite::Result<(i64, Event)> {
                 .get::<_, Option<String>>(19)?
                 .map(|id| EventId::parse(&id).map_err(|_| conversion(19, "bad resent_of")))
                 .transpose()?,
-            body_object: None,
         },
     ))
 }
 
-/// The record of `key` and its row id, without payload.
-pub(super) fn find(c: &Connection, key: &EventKey) -> Result<Option<(i64, Event)>, StoreError> {
+/// The record of `key` and its row id, without its body.
+pub(super) fn find(c: &Connection, key: &EventKey) -> Result<Option<(i64, Record)>, StoreError> {
     c.prepare_cached(&format!(
         "SELECT {COLUMNS} FROM events WHERE source = ?1 AND event_id = ?2"
     ))
@@ -100,13 +97,13 @@ pub(super) fn find(c: &Connection, key: &EventKey) -> Result<Option<(i64, Event)
     .map_err(sql)
 }
 
-/// `event` with its body and headers, or back without them (`Err`) when its payload row is gone. A stored body
+/// `record` with its body and headers, or back without them (`Err`) when its payload row is gone. A stored body
 /// that does not decode (an unknown encoding, a frame that does not decompress) is corrupt.
 pub(super) fn with_payload(
     c: &Connection,
     id: i64,
-    mut event: Event,
-) -> Result<Result<Event, Event>, StoreError> {
+    mut record: Record,
+) -> Result<Result<Event, Record>, StoreError> {
     let found: Option<(String, Vec<u8>, i64)> = c
         .prepare_cached("SELECT headers, body, encoding FROM payloads WHERE event = ?1")
         .and_then(|mut s| {
@@ -115,23 +112,23 @@ pub(super) fn with_payload(
         })
         .map_err(sql)?;
     let Some((headers, body, encoding)) = found else {
-        return Ok(Err(event));
+        return Ok(Err(record));
     };
-    event.headers = serde_json::from_str(&headers)
-        .map_err(|_| StoreError::Corrupt(format!("the kept headers of {} are not JSON", event.key())))?;
-    event.payload = match Encoding::from_column(encoding) {
+    record.headers = serde_json::from_str(&headers)
+        .map_err(|_| StoreError::Corrupt(format!("the kept headers of {} are not JSON", record.key())))?;
+    let payload = match Encoding::from_column(encoding) {
         Some(Encoding::Raw) => bytes::Bytes::from(body),
         Some(Encoding::Zstd) => crate::compression::decompress(&body)
             .map(bytes::Bytes::from)
             .map_err(|_| {
-                StoreError::Corrupt(format!("the stored body of {} does not decompress", event.key()))
+                StoreError::Corrupt(format!("the stored body of {} does not decompress", record.key()))
             })?,
         None => {
             return Err(StoreError::Corrupt(format!(
                 "the stored body of {} has an unknown encoding ({encoding})",
-                event.key()
+                record.key()
             )))
         }
     };
-    Ok(Ok(event))
+    Ok(Ok(record.with_payload(payload)))
 }

@@ -1,8 +1,8 @@
 //! The embedded runtime end to end: every test here runs real `inbox serve` processes (the `inbox` binary of this
 //! package, built with its crash points) over HTTP, with SIGKILLs and restarts, against a fresh data directory each.
 //!
-//! One test binary (`cargo test --test embedded`); each module is one suite, run alone with its path as the filter:
-//! `cargo test --test embedded crashpoints::`.
+//! One test binary (`cargo test --test serve`); each module is one suite, run alone with its path as the filter:
+//! `cargo test --test serve crashpoints::`.
 
 // The helpers every suite uses: the server under test, the operator commands, a sink, signatures.
 mod common;

@@ -1,7 +1,7 @@
 //! The in-process work queue: pointers to events, delivered after their delay, at most `capacity` waiting.
 //! It lives in memory on purpose: what it loses in a crash, the ledger still has, and the sweeper re-sends it.
 //! Past `capacity` it refuses and remembers that it did: the backlog then waits in the ledger, and the workers
-//! refill the queue from there once it has drained (see `embedded::run_workers`), so memory stays bounded
+//! refill the queue from there once it has drained (see `serve::run_workers`), so memory stays bounded
 //! however long a burst lasts.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -94,6 +94,16 @@ impl Queue for InProcessQueue {
             let _ = tx.send(key);
         });
         Ok(())
+    }
+
+    /// Nothing is sent ahead of a create here (the ledger is its own queue): enqueued as any other.
+    async fn announce(&self, key: &EventKey, _until: i64) -> Result<(), QueueError> {
+        self.enqueue(key, Duration::ZERO).await
+    }
+
+    /// `inbox serve` counts its work in the ledger, not here.
+    async fn depth(&self) -> Result<Option<crate::ports::QueueDepth>, QueueError> {
+        Ok(None)
     }
 }
 

@@ -1,0 +1,135 @@
+//! The loops beside the work in `inbox serve`: the sweeper on its interval (with retention and the bodies' upkeep),
+//! a quick sweep whenever another process changed the store, and each source's reconciliation on its interval.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::queue::InProcessQueue;
+use crate::clock::World;
+use crate::machine::Machine;
+use crate::metrics::Metrics;
+use crate::ports::{Queue, Store};
+use crate::reconcile::{Reconciler, RunOptions};
+
+/// How soon after start the first reconciliation runs at the earliest: after the start-up sweep's work is handed
+/// out.
+const FIRST_RECONCILE_AFTER: Duration = Duration::from_secs(2);
+/// Expired events (and whatever else a store keeps) one purge step deletes at most.
+const PURGE_BATCH: usize = 1_000;
+/// Bodies one sweep finishes at most.
+const FINISH_BODIES: usize = 1_000;
+/// How often the server looks for changes made by another process (`inbox replay`).
+const WATCH_EVERY: Duration = Duration::from_secs(1);
+
+/// One source's reconciliation on its interval: the first run once the last recorded one is an interval old (at
+/// once on a fresh store, a moment after start), then every interval. A failed run is logged and counted, and the
+/// next one starts over from the checkpoint; receiving never waits for it.
+pub(super) async fn run_reconciler(
+    reconciler: Reconciler,
+    ledger: Arc<dyn Store>,
+    queue: Arc<InProcessQueue>,
+    metrics: Arc<Metrics>,
+    slot: usize,
+    world: World,
+    mut stop: watch::Receiver<bool>,
+) {
+    let interval = reconciler.interval();
+    let last = match ledger.checkpoint(reconciler.source()).await {
+        Ok(cp) => cp.and_then(|c| c.last_run).map(|r| r.finished_at),
+        Err(e) => {
+            tracing::warn!(source = %reconciler.source(), error = %e, "cannot read the reconciliation checkpoint");
+            None
+        }
+    };
+    let since_last = last.map_or(Duration::MAX, |t| {
+        Duration::from_millis(u64::try_from(world.now_ms().saturating_sub(t)).unwrap_or(0))
+    });
+    let mut wait = interval.saturating_sub(since_last).max(FIRST_RECONCILE_AFTER);
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = stop.changed() => return,
+        }
+        let run = reconciler
+            .run(
+                ledger.as_ref(),
+                queue.as_ref(),
+                RunOptions::default(),
+                &mut |_| {},
+            )
+            .await;
+        let recovered = match run {
+            Ok(summary) => summary.recovered,
+            Err(e) => {
+                tracing::error!(error = %e, "reconciliation run failed; the next one starts over");
+                e.summary.recovered
+            }
+        };
+        metrics.reconciled(slot, recovered);
+        wait = interval;
+    }
+}
+
+/// The sweeper on its interval, plus a quick look whenever another process changed the ledger.
+pub(super) async fn run_sweeper(
+    machine: Arc<Machine>,
+    store: Arc<dyn Store>,
+    queue: Arc<InProcessQueue>,
+    interval: Duration,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut full = tokio::time::interval(interval);
+    let mut watch = tokio::time::interval(WATCH_EVERY);
+    full.tick().await; // the start-up sweep has just run
+    loop {
+        let sweep = tokio::select! {
+            _ = full.tick() => {
+                purge(store.as_ref(), &stop).await;
+                finish_bodies(store.as_ref()).await;
+                true
+            }
+            _ = watch.tick() => store.changed_elsewhere().await.unwrap_or(false),
+            _ = stop.changed() => return,
+        };
+        if sweep {
+            if let Err(e) = machine.sweep(queue.as_ref() as &dyn Queue, 10_000).await {
+                tracing::warn!(error = %e, "sweep failed");
+            }
+        }
+    }
+}
+
+/// Deletes what is past retention a batch (one transaction) at a time until none is left: however many expired
+/// since the last sweep, all of them go, not a fixed number a sweep. Other writes run between two batches, and a
+/// stop ends it there.
+async fn purge(store: &dyn Store, stop: &watch::Receiver<bool>) {
+    let mut events = 0;
+    loop {
+        match store.purge(PURGE_BATCH, None).await {
+            Ok(purged) => {
+                events += purged.events;
+                if !purged.full(PURGE_BATCH) || *stop.borrow() {
+                    break;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "purge failed; the next sweep tries again");
+                break;
+            }
+        }
+    }
+    if events > 0 {
+        tracing::info!(purged = events, "completed events past retention deleted");
+    }
+}
+
+/// What completed events still owe their bodies kept apart (a store that keeps none owes nothing).
+async fn finish_bodies(store: &dyn Store) {
+    match store.finish_bodies(FINISH_BODIES).await {
+        Ok(0) => {}
+        Ok(finished) => tracing::info!(finished, "bodies of completed events started their retention"),
+        Err(e) => tracing::warn!(error = %e, "finishing bodies failed; the next sweep tries again"),
+    }
+}

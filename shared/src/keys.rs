@@ -14,7 +14,10 @@
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+// Tokio's clock: a paused runtime (a simulation, a test) moves the cache's expiries and the budget's window.
+use tokio::time::Instant;
 
 use async_trait::async_trait;
 use rustls_pki_types::pem::PemObject;

@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::sync::{mpsc, Semaphore};
@@ -306,7 +306,7 @@ impl Machine {
         }
 
         let run_for = source.handler_timeout.min(lease.saturating_sub(LEASE_MARGIN));
-        let started = Instant::now();
+        let started = tokio::time::Instant::now();
         let result = match tokio::time::timeout(run_for, handler.handle(&event)).await {
             // A handler's error text can be anything (a whole HTML page): bounded before it is logged or stored.
             Ok(r) => r.map_err(|e| match e {

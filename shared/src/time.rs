@@ -1,12 +1,14 @@
-//! Clock, durations as written in the config ("200ms", "5s", "15m", "24h", "30d") and RFC 3339 output.
+//! Durations as written in the config ("200ms", "5s", "15m", "24h", "30d"), RFC 3339 in and out, and the system
+//! clock's reading for the tools and the tests.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
-/// UTC milliseconds since the epoch: how every timestamp is stored.
+use crate::clock::Clock;
+
+/// UTC milliseconds since the epoch on the system's clock ([`crate::clock::SystemClock`]), for the operator's tools,
+/// the bench and the tests. The core's decisions never read it: they take a [`Clock`] (a [`crate::clock::World`]).
 pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+    crate::clock::SystemClock.now_ms()
 }
 
 /// Milliseconds in a duration, saturating (durations in the config are far below the limit).

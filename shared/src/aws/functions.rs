@@ -18,7 +18,7 @@ use crate::machine::{Dropped, Outcome, SweepReport, LEASE_MARGIN};
 use crate::metrics::Metrics;
 use crate::ports::{Checkpoint, Checkpoints, MarkDead, StoreError, Upkeep};
 use crate::reconcile::{Budget, Progress, Reconciler, RunOptions, Summary};
-use crate::time::{ms, now_ms, rfc3339};
+use crate::time::{ms, rfc3339};
 
 /// The reason written on events that the redrive policy moved to the DLQ.
 pub const REDRIVEN: &str = "moved to the dead-letter queue after the queue's maxReceiveCount receives";
@@ -30,8 +30,8 @@ pub const REDRIVEN: &str = "moved to the dead-letter queue after the queue's max
 /// invocation. Trusted, it made the lease and the handler's time 0, and a forward that had reached its sink was
 /// settled FAILED and ran again. Such a deadline counts as unknown, and the function's configured timeout stands in
 /// ([`FUNCTION_TIMEOUT_ENV`], set by the template; [`DEFAULT_FUNCTION_TIMEOUT`] where it is not).
-pub fn remaining(deadline_ms: u64) -> Duration {
-    remaining_at(deadline_ms, now_ms(), configured_timeout())
+pub fn remaining(deadline_ms: u64, world: &crate::clock::World) -> Duration {
+    remaining_at(deadline_ms, world.now_ms(), configured_timeout())
 }
 
 /// The function's timeout in seconds, as the template sets it for the functions that read their deadline.
@@ -67,7 +67,7 @@ fn remaining_at(deadline_ms: u64, now: i64, timeout: Duration) -> Duration {
 /// batch at once. A retryable failure sets the message's visibility to the backoff delay and reports the record
 /// as failed, so SQS delivers it again then; the lease is the invocation's remaining time.
 pub async fn processor(rt: &Runtime, event: SqsEvent, deadline_ms: u64) -> SqsBatchResponse {
-    let lease = remaining(deadline_ms);
+    let lease = remaining(deadline_ms, &rt.world);
     let handled = join_all(event.records.iter().map(|r| process_record(rt, r, lease))).await;
     rt.emf.flush(&rt.metrics);
     partial_failures(&event.records, handled)
@@ -117,13 +117,13 @@ async fn process_record(rt: &Runtime, record: &SqsMessage, lease: Duration) -> b
         loop {
             match rt.machine.process(&key, lease).await {
                 // Sent ahead of its create, which may still land: look again shortly, then after a while.
-                Ok(Outcome::Dropped(Dropped::Missing)) => match announced.filter(|until| now_ms() < *until) {
+                Ok(Outcome::Dropped(Dropped::Missing)) => match announced.filter(|until| rt.world.now_ms() < *until) {
                     None => return Then::Delete,
                     Some(until) => match waits.next() {
                         Some(wait) => tokio::time::sleep(*wait).await,
                         None => {
                             tracing::info!("no record yet for a message sent ahead of its create; asked again later");
-                            let left = u64::try_from(until.saturating_sub(now_ms())).unwrap_or(0);
+                            let left = u64::try_from(until.saturating_sub(rt.world.now_ms())).unwrap_or(0);
                             return Then::HideFor(Duration::from_millis(left).min(ANNOUNCED_RETRY));
                         }
                     },
@@ -243,7 +243,7 @@ pub async fn sweeper(rt: &Runtime) -> Result<SweepReport, StoreError> {
     );
     let found = serde_json::json!({
         "_aws": {
-            "Timestamp": now_ms(),
+            "Timestamp": rt.world.now_ms(),
             "CloudWatchMetrics": [{"Namespace": emf::NAMESPACE, "Dimensions": [[]], "Metrics": [
                 {"Name": "SweptReceived", "Unit": "Count"},
                 {"Name": "SweptExpiredLeases", "Unit": "Count"},
@@ -323,7 +323,7 @@ impl ReconcileReport {
 /// each within the invocation's remaining time, and one source's failure (bad credentials, a provider's 500) never
 /// stops another. Recovered events are counted (`Reconciled`) and the EMF lines flushed before it returns.
 pub async fn reconciler(rt: &ReconcilerRuntime, deadline_ms: u64) -> ReconcileReport {
-    let time = remaining(deadline_ms).saturating_sub(RECORD_MARGIN);
+    let time = remaining(deadline_ms, &rt.world).saturating_sub(RECORD_MARGIN);
     let runs = join_all(
         rt.sources()
             .iter()
@@ -375,7 +375,7 @@ async fn reconcile_source(
     match rt.ledger.checkpoint(&source.name).await {
         Ok(Some(Checkpoint {
             last_run: Some(last), ..
-        })) if now_ms().saturating_sub(last.started_at)
+        })) if rt.world.now_ms().saturating_sub(last.started_at)
             < ms(source.config.interval.saturating_sub(INTERVAL_SLACK)) =>
         {
             return SourceRun::Skipped {
@@ -391,7 +391,10 @@ async fn reconcile_source(
     let mut built = source.built.lock().await;
     let reconciler = match built.take() {
         Some(r) => r,
-        None => match Reconciler::from_config(&source.name, &source.config, rt.secrets()).await {
+        None => match Reconciler::from_config(&source.name, &source.config, rt.secrets())
+            .await
+            .map(|r| r.with_world(rt.world.clone()))
+        {
             Ok(r) => r,
             Err(e) => return failed(format!("reconcile {name}: {e}"), None),
         },

@@ -318,6 +318,8 @@ pub struct ReconcilerRuntime {
     pub emf: emf::Sink,
     sources: Vec<ReconciledSource>,
     secrets: Arc<dyn SecretResolver>,
+    /// The clock its runs are measured on: the system's.
+    pub world: World,
 }
 
 /// One source with a `reconcile` block, and its reconciler once its credentials have been read.
@@ -363,6 +365,7 @@ impl ReconcilerRuntime {
             emf: emf::Sink::Stdout,
             sources,
             secrets,
+            world: World::system(),
         }
     }
 

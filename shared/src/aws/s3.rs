@@ -48,12 +48,12 @@ pub const PENDING_DAYS: i32 = 15;
 /// A fresh object name for one body of the event: `payloads/{source}/{event_id}/{t}{r}`, `t` counting down with
 /// time and `r` random (both 16 hex digits), so that no two writes share a name and an event's newest body lists
 /// first under its prefix.
-pub fn fresh_key(source: &str, event_id: &str) -> String {
-    let now = u64::try_from(crate::time::now_ms()).unwrap_or(0);
+pub fn fresh_key(source: &str, event_id: &str, world: &crate::clock::World) -> String {
+    let now = u64::try_from(world.now_ms()).unwrap_or(0);
     format!(
         "payloads/{source}/{event_id}/{:016x}{:016x}",
         u64::MAX - now,
-        rand::random::<u64>()
+        world.random.next_u64()
     )
 }
 
@@ -319,9 +319,10 @@ mod tests {
 
     #[test]
     fn fresh_keys_differ_and_the_newest_lists_first() {
-        let first = fresh_key("stripe", "evt_1");
+        let world = crate::clock::World::system();
+        let first = fresh_key("stripe", "evt_1", &world);
         std::thread::sleep(std::time::Duration::from_millis(2));
-        let second = fresh_key("stripe", "evt_1");
+        let second = fresh_key("stripe", "evt_1", &world);
         assert!(first.starts_with("payloads/stripe/evt_1/"), "{first}");
         assert_eq!(first.len(), "payloads/stripe/evt_1/".len() + 32);
         assert!(second < first, "{second} lists after {first}");

@@ -69,7 +69,7 @@ pub(crate) async fn send(
     if response.status().is_success() {
         return Ok(response);
     }
-    let wait = rate_limit_wait(response.headers(), crate::time::now_ms() / 1000);
+    let wait = rate_limit_wait(response.headers(), provider_now_secs());
     Err(match status {
         429 => ProviderError::RateLimited { wait },
         403 if wait.is_some() => ProviderError::RateLimited { wait },
@@ -78,6 +78,13 @@ pub(crate) async fn send(
         404 => ProviderError::Failed(format!("{what} answered 404: {}", refusals.missing)),
         s => ProviderError::Failed(format!("{what} answered {s}")),
     })
+}
+
+/// Now, in epoch seconds, as a provider's own clock has it: the system's (the real time its reset times and its
+/// tokens' `iat`/`exp` are written in), whatever clock the runtime's decisions run on.
+pub(crate) fn provider_now_secs() -> i64 {
+    use crate::clock::Clock;
+    crate::clock::SystemClock.now_ms() / 1000
 }
 
 /// How long the provider asked us to wait, from the headers of a 403/429:

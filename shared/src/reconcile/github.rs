@@ -18,7 +18,7 @@ use super::{
     ProviderError, Window,
 };
 use crate::config::GithubHook;
-use crate::time::{now_ms, parse_rfc3339};
+use crate::time::parse_rfc3339;
 
 const API_VERSION: &str = "2022-11-28";
 const ACCEPT: &str = "application/vnd.github+json";
@@ -70,7 +70,7 @@ impl Auth {
         match self {
             Auth::Token(token) => Ok(token.clone()),
             Auth::App { app_id, key } => {
-                let now = now_ms() / 1000;
+                let now = super::api::provider_now_secs();
                 let claims = Claims {
                     iat: now - 60,
                     exp: now + 9 * 60,
@@ -147,7 +147,7 @@ impl Github {
             return Ok(response);
         }
         let headers = response.headers().clone();
-        let now = now_ms() / 1000;
+        let now = super::api::provider_now_secs();
         Err(match status {
             401 => ProviderError::BadCredentials(format!("{what}: 401 Bad credentials")),
             // A primary or secondary rate limit is a 403 or a 429: wait `Retry-After`, else until

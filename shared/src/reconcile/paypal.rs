@@ -22,7 +22,9 @@
 //! - Rate limits: PayPal publishes neither limits nor rate-limit headers (429 `RATE_LIMIT_REACHED`;
 //!   https://developer.paypal.com/reference/guidelines/rate-limiting); a `Retry-After` is honoured where present.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use async_trait::async_trait;
 use secrecy::{ExposeSecret, SecretString};

@@ -65,7 +65,7 @@ impl Stripe {
             )),
             // https://docs.stripe.com/rate-limits: back off on 429; Stripe does not promise a Retry-After.
             429 => Err(ProviderError::RateLimited {
-                wait: rate_limit_wait(response.headers(), crate::time::now_ms() / 1000),
+                wait: rate_limit_wait(response.headers(), api::provider_now_secs()),
             }),
             404 => Err(ProviderError::Failed(format!("{what} answered 404: {missing}"))),
             s => Err(ProviderError::Failed(format!("{what} answered {s}"))),

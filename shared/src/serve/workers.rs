@@ -80,7 +80,7 @@ pub(super) async fn run_workers(
         running.spawn(async move {
             let key = event.key();
             let Reserved { owner, lease } = reserved;
-            let waited = std::time::Instant::now();
+            let waited = tokio::time::Instant::now();
             let Ok(Ok(slot)) = tokio::time::timeout(LEASE_MARGIN, slots.acquire_owned()).await else {
                 if let Err(e) = machine.ledger().release(&key, &owner, None).await {
                     tracing::warn!(source = %key.source, event_id = %key.event_id, error = %e,

@@ -285,7 +285,7 @@ impl Ledger for DynamoLedger {
                 let live =
                     f.status()? == Status::Completed && f.opt_n("expires_at")?.is_some_and(|t| t > secs(now));
                 if let (true, Some(body)) = (live, f.opt_s("payload_s3_key")?) {
-                    let copy = fresh_key(key.source.as_str(), key.event_id.as_str());
+                    let copy = fresh_key(key.source.as_str(), key.event_id.as_str(), &self.world);
                     // An object gone already: the record is replayed as it is, and its claim finds it corrupt.
                     if s3.copy_pending(body, &copy).await? {
                         if f.opt_s("gsi1pk")?.is_some_and(|p| p.starts_with("body#")) {
@@ -427,7 +427,11 @@ impl DynamoLedger {
                 // Body first, so no crash leaves an item without its body. A name of this attempt's own, so that
                 // no put lands on a body another record points at (a retry of a live event included), and pending,
                 // so that an attempt whose create is refused or fails leaves an object S3 expires.
-                let key = fresh_key(event.key.source.as_str(), event.key.event_id.as_str());
+                let key = fresh_key(
+                    event.key.source.as_str(),
+                    event.key.event_id.as_str(),
+                    &self.world,
+                );
                 s3.put(&key, Bytes::from(compressed)).await?;
                 item.insert("payload_s3_key".to_owned(), s(key));
                 item.insert("payload_encoding".to_owned(), s("zstd"));

@@ -56,7 +56,7 @@ use aws_sdk_dynamodb::Client;
 
 use crate::aws::s3::S3Payloads;
 use crate::aws::sdk::sdk_error;
-use crate::clock::{Clock, SystemClock};
+use crate::clock::{Clock, World};
 use crate::model::{EventKey, Origin};
 use crate::ports::{GoneOwners, Purged, StoreError, Upkeep};
 use crate::rules::Due;
@@ -79,9 +79,9 @@ pub struct DynamoLedger {
     /// When records come due for the sweeper.
     due: Due,
     inline_limit: usize,
-    /// The store's clock: what a call without a time of its own (`now: None`) runs at. DynamoDB has no clock of
-    /// its own to write with, so the caller's is the store's.
-    clock: Arc<dyn Clock>,
+    /// The store's clock, what a call without a time of its own (`now: None`) runs at (DynamoDB has no clock of its
+    /// own to write with, so the caller's is the store's), and the draws that name bodies in S3.
+    world: World,
     /// The bodies in S3 of the claims this process holds, by lease owner: what [`Ledger::completed`] starts the
     /// countdown of, taken by that claim's settle or completion (a crash loses it, and the sweeper finishes it).
     ///
@@ -114,20 +114,26 @@ impl DynamoLedger {
             payloads,
             due: Due::new(grace),
             inline_limit: DEFAULT_INLINE_LIMIT,
-            clock: Arc::new(SystemClock),
+            world: World::system(),
             claimed: Arc::default(),
         }
     }
 
     /// The clock calls without a time of their own run at (the system's by default).
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.clock = clock;
+        self.world.clock = clock;
+        self
+    }
+
+    /// The clock and the draws it uses (the system's by default).
+    pub fn with_world(mut self, world: World) -> Self {
+        self.world = world;
         self
     }
 
     /// `now`, or the store's clock.
     fn now(&self, now: Option<i64>) -> i64 {
-        now.unwrap_or_else(|| self.clock.now_ms())
+        now.unwrap_or_else(|| self.world.now_ms())
     }
 
     /// Bodies whose compressed size is over `bytes` go to S3 (when a bucket is configured).

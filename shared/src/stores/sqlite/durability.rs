@@ -29,8 +29,9 @@ use crate::ports::StoreError;
 /// frames, but under steady load the writer commits again before any of its checkpoints has caught up, so the WAL
 /// is never started over from its beginning until the writer itself checkpoints: past this many pages, after a
 /// commit, it copies what the thread has not and syncs the WAL and the database file while every write waits.
-/// 4,096 pages (a WAL of about 16 MiB) measured faster than 1,024 or 2,048 and about as fast as 8,192, with a p99
-/// within the goal; BENCHMARKS.md has the runs.
+/// Fewer pages make the writer stop for a sync more often; more make a longer WAL to copy at once and a longer
+/// pause. 4,096 (a WAL of about 16 MiB) took most of the gain of larger ones with a p99 within the goal: the runs
+/// are in docs/bench-log/ (2026-12-04 and 2026-12-05).
 pub(super) const INLINE_CHECKPOINT_PAGES: i32 = 4096;
 
 /// How often, at most, the checkpointer thread copies committed WAL frames into the database file.

@@ -48,9 +48,9 @@ use writer::Writer;
 /// Committed batches the writer may run ahead of the WAL's sync; past it, it waits for the sync.
 const SYNC_AHEAD: usize = 4;
 
-/// Bodies up to this size are stored compressed where that makes them smaller, on the request's own thread (a few
-/// microseconds for a 2 KiB body); larger ones are stored as received, so that no request holds a runtime thread,
-/// or the memory of a compression, for long.
+/// Bodies up to this size are stored compressed where that makes them smaller, on the request's own thread (a
+/// small body compresses quickly: BENCHMARKS.md); larger ones are stored as received, so that no request holds a
+/// runtime thread, or the memory of a compression, for long.
 const COMPRESS_UP_TO: usize = 64 * 1024;
 
 /// How the file is opened.

@@ -48,7 +48,8 @@ impl Readers {
         conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
             .map_err(sql)?;
         // Reads are lookups and short pages; the operating system's page cache holds the file for all of them.
-        // SQLite's default (2 MB a connection) cost the pool 8 MiB of the server's memory budget.
+        // SQLite's default cache, 2 MB a connection, multiplied by the pool, was a large share of the server's
+        // memory budget for nothing the page cache does not already hold.
         conn.pragma_update(None, "cache_size", READER_CACHE_KIB)
             .map_err(sql)?;
         Ok(conn)

@@ -98,8 +98,8 @@ ALTER TABLE bodies_v5 RENAME TO bodies;
 ";
 
 /// Version 6: the remembered bodies by expiry, so that the purge deletes the expired ones a bounded batch at a
-/// time through an index; before it, every purge read the whole table on the writer thread (40 ms at 600,000
-/// bodies, while every write waited). Expiry is the create's time plus a fixed window, so an insert lands at the
+/// time through an index; before it, every purge read the whole table on the writer thread, while every write
+/// waited (docs/bench-log/2026-12-04.md). Expiry is the create's time plus a fixed window, so an insert lands at the
 /// index's end, on a page its batch has already dirtied.
 const SCHEMA_V6: &str = "CREATE INDEX IF NOT EXISTS bodies_expiry ON bodies (expires_at);";
 

@@ -17,13 +17,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 // Tokio's clock: a paused runtime (a simulation, a test) moves the cache's expiries and the budget's window.
-use tokio::time::Instant;
 
 use async_trait::async_trait;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
 use tokio::sync::watch;
 
+use crate::clock::Clock;
 use crate::schemes::request::{jwks_key, spki_of_certificate};
 use crate::schemes::{KeyRequest, PublicKey};
 use crate::sync::lock;
@@ -58,9 +58,9 @@ pub trait KeySource: Send + Sync + 'static {
 
 /// The HTTPS adapter behind the cache, as the environment configures it, for a runtime's start: a bad setting fails
 /// the start, naming the variable.
-pub fn from_env() -> Result<Arc<dyn KeySource>, crate::config::ConfigError> {
+pub fn from_env(clock: Arc<dyn Clock>) -> Result<Arc<dyn KeySource>, crate::config::ConfigError> {
     HttpsKeys::from_env()
-        .map(|k| Arc::new(CachedKeys::new(k)) as Arc<dyn KeySource>)
+        .map(|k| Arc::new(CachedKeys::new(k, clock)) as Arc<dyn KeySource>)
         .map_err(|e| crate::config::ConfigError::new("environment", e.to_string()))
 }
 
@@ -102,15 +102,23 @@ pub trait Fetcher: Send + Sync + 'static {
 pub struct CachedKeys<F> {
     fetcher: Arc<F>,
     cache: Arc<Mutex<Cache>>,
+    /// What the cache's ages and the fetch budget's minute are measured on.
+    clock: Arc<dyn Clock>,
 }
 
 impl<F: Fetcher> CachedKeys<F> {
-    pub fn new(fetcher: F) -> Self {
+    pub fn new(fetcher: F, clock: Arc<dyn Clock>) -> Self {
         CachedKeys {
             fetcher: Arc::new(fetcher),
             cache: Arc::new(Mutex::new(Cache::default())),
+            clock,
         }
     }
+}
+
+/// A reading of the clock as the cache measures it: the time since the epoch.
+fn reading(clock: &dyn Clock) -> Duration {
+    Duration::from_millis(u64::try_from(clock.now_ms()).unwrap_or(0))
 }
 
 /// One key, one cache entry: a certificate by its URL (the scheme's spelling of it), a JWK by its set and `kid`.
@@ -125,12 +133,13 @@ fn cache_key(request: &KeyRequest) -> String {
 impl<F: Fetcher> KeySource for CachedKeys<F> {
     async fn fetch(&self, source: &str, request: &KeyRequest) -> Result<PublicKey, KeyFetchError> {
         let key = cache_key(request);
-        let waiting = match lock(&self.cache).lookup(&key, source, Instant::now()) {
+        let waiting = match lock(&self.cache).lookup(&key, source, reading(self.clock.as_ref())) {
             Lookup::Cached(outcome) => return outcome,
             Lookup::InFlight(waiting) => waiting,
             Lookup::Fetch(done) => {
                 let waiting = done.subscribe();
                 let (fetcher, cache, request) = (self.fetcher.clone(), self.cache.clone(), request.clone());
+                let clock = self.clock.clone();
                 let source = source.to_owned();
                 tokio::spawn(async move {
                     let outcome = fetcher.fetch(&request).await;
@@ -139,7 +148,7 @@ impl<F: Fetcher> KeySource for CachedKeys<F> {
                         tracing::info!(source, error = %e, "a key could not be fetched; remembered for 30 s");
                     }
                     // Cached before it is announced: a request arriving in between finds it, not a fetch gone.
-                    lock(&cache).settle(&key, outcome.clone(), Instant::now());
+                    lock(&cache).settle(&key, outcome.clone(), reading(clock.as_ref()));
                     done.send_replace(Some(outcome));
                 });
                 waiting
@@ -176,7 +185,7 @@ enum Lookup {
 }
 
 /// The keys, the failures and the fetches in flight, by [`cache_key`], and each source's fetches of the last
-/// minute: no I/O, and the time is handed in.
+/// minute: no I/O, and the time is handed in (a reading of the clock, as the time since the epoch).
 #[derive(Default)]
 struct Cache {
     entries: HashMap<String, Entry>,
@@ -184,7 +193,7 @@ struct Cache {
     tick: u64,
     /// When each source's fetches of the last [`BUDGET_WINDOW`] started, oldest first (sources are the
     /// configuration's, so this holds a few entries whatever requests arrive).
-    started: HashMap<String, VecDeque<Instant>>,
+    started: HashMap<String, VecDeque<Duration>>,
 }
 
 struct Entry {
@@ -193,12 +202,12 @@ struct Entry {
 }
 
 enum State {
-    Ready { outcome: Outcome, until: Instant },
+    Ready { outcome: Outcome, until: Duration },
     Pending(watch::Receiver<Option<Outcome>>),
 }
 
 impl Cache {
-    fn lookup(&mut self, key: &str, source: &str, now: Instant) -> Lookup {
+    fn lookup(&mut self, key: &str, source: &str, now: Duration) -> Lookup {
         self.tick += 1;
         let mut stale = None;
         if let Some(entry) = self.entries.get_mut(key) {
@@ -224,11 +233,11 @@ impl Cache {
 
     /// Counts a fetch `source` starts now, if it has started fewer than [`FETCHES_PER_MINUTE`] within the last
     /// [`BUDGET_WINDOW`]; else how long until the oldest of them leaves the window.
-    fn spend(&mut self, source: &str, now: Instant) -> Result<(), Duration> {
+    fn spend(&mut self, source: &str, now: Duration) -> Result<(), Duration> {
         let started = self.started.entry(source.to_owned()).or_default();
         while started
             .front()
-            .is_some_and(|at| now.saturating_duration_since(*at) >= BUDGET_WINDOW)
+            .is_some_and(|at| now.saturating_sub(*at) >= BUDGET_WINDOW)
         {
             started.pop_front();
         }
@@ -237,16 +246,16 @@ impl Cache {
             return Ok(());
         }
         let oldest = started.front().copied().unwrap_or(now);
-        Err((oldest + BUDGET_WINDOW).saturating_duration_since(now))
+        Err((oldest + BUDGET_WINDOW).saturating_sub(now))
     }
 
     /// Keeps a fetch's outcome: a key for [`CACHE_FOR`], a failure for [`FAILED_FOR`].
-    fn settle(&mut self, key: &str, outcome: Outcome, now: Instant) {
+    fn settle(&mut self, key: &str, outcome: Outcome, now: Duration) {
         let until = now + if outcome.is_ok() { CACHE_FOR } else { FAILED_FOR };
         self.put(key, State::Ready { outcome, until }, now);
     }
 
-    fn put(&mut self, key: &str, state: State, now: Instant) {
+    fn put(&mut self, key: &str, state: State, now: Duration) {
         if let Some(entry) = self.entries.get_mut(key) {
             entry.state = state;
             return;
@@ -265,7 +274,7 @@ impl Cache {
 
     /// Drops one entry, the least recently used of the first kind there is: expired, a failure, a key, and a
     /// fetch in flight last (its waiters keep their own handle on it).
-    fn evict(&mut self, now: Instant) {
+    fn evict(&mut self, now: Duration) {
         let rank = |entry: &Entry| match &entry.state {
             State::Ready { until, .. } if *until <= now => 0,
             State::Ready { outcome: Err(_), .. } => 1,
@@ -560,7 +569,10 @@ mod tests {
             open: opened,
             answer,
         };
-        (Arc::new(CachedKeys::new(fetcher)), open)
+        (
+            Arc::new(CachedKeys::new(fetcher, Arc::new(crate::clock::SystemClock))),
+            open,
+        )
     }
 
     fn fetches(keys: &CachedKeys<Fake>) -> usize {
@@ -629,7 +641,7 @@ mod tests {
         }
         assert_eq!(fetches(&keys), 1, "a failure is not fetched again at once");
 
-        let (t0, mut cache) = (Instant::now(), Cache::default());
+        let (t0, mut cache) = (Duration::from_secs(1_000_000), Cache::default());
         let failed = Err(KeyFetchError::Unavailable("down".into()));
         assert!(matches!(cache.lookup("u", "src", t0), Lookup::Fetch(_)));
         cache.settle("u", failed, t0);
@@ -654,7 +666,7 @@ mod tests {
     /// A fetch whose task died (a panic) leaves no entry that makes every later request wait for nothing.
     #[test]
     fn a_fetch_that_died_is_fetched_again() {
-        let (now, mut cache) = (Instant::now(), Cache::default());
+        let (now, mut cache) = (Duration::from_secs(1_000_000), Cache::default());
         let Lookup::Fetch(done) = cache.lookup("u", "src", now) else {
             panic!("not fetched")
         };
@@ -669,7 +681,7 @@ mod tests {
     /// before any key, even one used longer ago.
     #[test]
     fn a_full_cache_evicts_the_least_recently_used_entry() {
-        let (now, mut cache) = (Instant::now(), Cache::default());
+        let (now, mut cache) = (Duration::from_secs(1_000_000), Cache::default());
         let key = |n: usize| format!("https://example/{n}");
         for n in 0..CACHE_ENTRIES {
             // A source each: the budget is not what this is about.
@@ -701,7 +713,7 @@ mod tests {
     /// than not at all), another source's budget is its own, and a minute later the source may fetch again.
     #[test]
     fn a_source_starts_at_most_its_budget_of_fetches_a_minute() {
-        let (t0, mut cache) = (Instant::now(), Cache::default());
+        let (t0, mut cache) = (Duration::from_secs(1_000_000), Cache::default());
         let key = |n: usize| format!("https://example/{n}");
         assert!(matches!(cache.lookup("real", "paypal", t0), Lookup::Fetch(_)));
         cache.settle("real", Ok(PublicKey::Rsa(vec![7])), t0);

@@ -322,13 +322,20 @@ pub struct Signed {
     pub body: Option<Vec<u8>>,
 }
 
+/// The kind of public key a scheme verifies with, when its family fixes one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Curve {
+    Ed25519,
+    P256,
+}
+
 /// Reads a `public_key` as providers print them: hex or base64 of the raw key (Ed25519), base64 DER or PEM
 /// (SubjectPublicKeyInfo, PKCS#1 RSA, or a certificate, whose key is taken), or a JWK set (JSON).
+/// `curve` is the key the scheme expects, if it names one; otherwise the length decides (32 bytes: Ed25519).
 pub(crate) fn parse_public_key(
-    family: Option<&crate::families::Family>,
+    curve: Option<Curve>,
     text: &str,
 ) -> Result<PublicKey, crate::errors::KeyError> {
-    use crate::families::Family;
     use base64::Engine as _;
     let bad = |why: &str| crate::errors::KeyError::PublicKey(why.to_owned());
     let text = text.trim();
@@ -350,13 +357,13 @@ pub(crate) fn parse_public_key(
             .decode(text)
             .map_err(|_| bad("not hex, base64 or PEM"))?
     };
-    Ok(match family {
-        Some(Family::Ed25519(_)) => PublicKey::Ed25519(match der.len() {
+    Ok(match curve {
+        Some(Curve::Ed25519) => PublicKey::Ed25519(match der.len() {
             32 => der,
             44 => der[12..].to_vec(), // SubjectPublicKeyInfo: a 12-byte header, then the key
             _ => return Err(bad("an Ed25519 key is 32 bytes")),
         }),
-        Some(Family::Ecdsa(_)) => PublicKey::P256(p256_point(&der).ok_or_else(|| bad("not a P-256 key"))?),
+        Some(Curve::P256) => PublicKey::P256(p256_point(&der).ok_or_else(|| bad("not a P-256 key"))?),
         _ if der.len() == 32 => PublicKey::Ed25519(der),
         _ => PublicKey::Rsa(der),
     })

@@ -118,8 +118,12 @@ impl Scheme {
 
     /// Parses a `public_key` as the provider prints it, for the asymmetric families.
     pub fn public_key(&self, text: &str) -> Result<PublicKey, KeyError> {
-        let family = self.preset().map(|p| &p.family);
-        request::parse_public_key(family, text)
+        let curve = match self.preset().map(|p| &p.family) {
+            Some(Family::Ed25519(_)) => Some(request::Curve::Ed25519),
+            Some(Family::Ecdsa(_)) => Some(request::Curve::P256),
+            _ => None,
+        };
+        request::parse_public_key(curve, text)
     }
 
     /// A key the request points at, to fetch before `verify` (PayPal's and SNS's certificates, a JWK set).

@@ -281,7 +281,8 @@ pub async fn receiver_from_env() -> Result<Arc<Receiver>, RuntimeError> {
         &config,
     );
     let metrics = Arc::new(Metrics::new(sources.names()));
-    let keys = crate::keys::from_env()?;
+    let world = World::system();
+    let keys = crate::keys::from_env(world.clock.clone())?;
     Ok(receiver(
         sources,
         ledger,
@@ -289,7 +290,7 @@ pub async fn receiver_from_env() -> Result<Arc<Receiver>, RuntimeError> {
         metrics,
         config.sweeper.grace,
         keys,
-        World::system(),
+        world,
     ))
 }
 
@@ -471,7 +472,8 @@ impl Runtime {
             check_receive_budget(&config, n)?;
         }
         let sources = Sources::build(&config, secrets, &handlers).await?;
-        let keys = crate::keys::from_env()?;
+        let world = World::system();
+        let keys = crate::keys::from_env(world.clock.clone())?;
         let metrics = Arc::new(Metrics::new(sources.names()));
         let (ledger, queue) = store(
             clients.dynamodb.clone(),
@@ -484,7 +486,6 @@ impl Runtime {
             clients.sns.clone(),
             resources.topic_arn.clone(),
         ));
-        let world = World::system();
         // A worker name per container; each claim adds its own random token.
         let owner = format!("lambda:{:08x}", world.random.next_u64() as u32);
         let shared: Arc<dyn Store> = ledger.clone();

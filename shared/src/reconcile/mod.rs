@@ -35,7 +35,6 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
-use tokio::time::Instant;
 
 use crate::clock::World;
 use crate::config::{ConfigError, ReconcileConfig};
@@ -382,7 +381,7 @@ impl Reconciler {
         let mut pass = Pass {
             ledger,
             queue,
-            deadline: Instant::now() + self.budget.time,
+            deadline: started_at.saturating_add(ms(self.budget.time)),
             dry_run: options.dry_run,
             summary: Summary {
                 window: Some(window),
@@ -514,7 +513,7 @@ impl Reconciler {
                 Some(next) => cursor = Some(next),
                 None => return Ok(()),
             }
-            if Instant::now() >= pass.deadline {
+            if self.world.now_ms() >= pass.deadline {
                 return Err(RunErrorKind::Budget("time"));
             }
         }
@@ -553,7 +552,7 @@ impl Reconciler {
         pass.summary.existence_reads += 1;
         let present = pass.ledger.present(&self.source, &ids).await?;
         for f in due {
-            if Instant::now() >= pass.deadline {
+            if self.world.now_ms() >= pass.deadline {
                 pass.failed.push(f);
                 continue;
             }
@@ -677,7 +676,7 @@ impl Reconciler {
     /// One provider request, waiting out rate limits as told while the budget lasts.
     async fn call<T, F, Fut>(
         &self,
-        deadline: Instant,
+        deadline: i64,
         summary: &mut Summary,
         mut request: F,
     ) -> Result<T, RunErrorKind>
@@ -689,7 +688,8 @@ impl Reconciler {
         loop {
             summary.requests += 1;
             // No request outlives the run's budget (each has its own timeout besides, `api_client`).
-            let Ok(answer) = tokio::time::timeout_at(deadline, request()).await else {
+            let left = u64::try_from(deadline.saturating_sub(self.world.now_ms())).unwrap_or(0);
+            let Ok(answer) = tokio::time::timeout(Duration::from_millis(left), request()).await else {
                 return Err(RunErrorKind::Budget("time"));
             };
             match answer {
@@ -700,7 +700,7 @@ impl Reconciler {
                         backoff = (backoff * 2).min(Duration::from_secs(60));
                         b
                     });
-                    if Instant::now() + wait > deadline {
+                    if self.world.now_ms().saturating_add(ms(wait)) > deadline {
                         return Err(RunErrorKind::RateLimited(wait));
                     }
                     tracing::info!(source = %self.source, ?wait, "reconciliation: rate limited; waiting as told");
@@ -723,7 +723,8 @@ impl Reconciler {
 struct Pass<'a> {
     ledger: &'a dyn Store,
     queue: &'a dyn Queue,
-    deadline: Instant,
+    /// When the run's time budget ends, on the world's clock (epoch ms).
+    deadline: i64,
     dry_run: bool,
     summary: Summary,
     /// Every id the walk listed: one id once per run, whatever the provider lists again.

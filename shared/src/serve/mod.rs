@@ -167,7 +167,7 @@ pub async fn run(
         inflight: InflightBytes::new(config.server.max_inflight_bytes),
         health,
         rejections: Default::default(),
-        keys: crate::keys::from_env()?,
+        keys: crate::keys::from_env(world.clock.clone())?,
         world,
     });
     let listener = TcpListener::bind(config.server.listen)

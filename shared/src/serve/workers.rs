@@ -80,7 +80,7 @@ pub(super) async fn run_workers(
         running.spawn(async move {
             let key = event.key();
             let Reserved { owner, lease } = reserved;
-            let waited = tokio::time::Instant::now();
+            let waited_from = machine.world().now_ms();
             let Ok(Ok(slot)) = tokio::time::timeout(LEASE_MARGIN, slots.acquire_owned()).await else {
                 if let Err(e) = machine.ledger().release(&key, &owner, None).await {
                     tracing::warn!(source = %key.source, event_id = %key.event_id, error = %e,
@@ -89,7 +89,8 @@ pub(super) async fn run_workers(
                 again(&queue, &key, Ok(Outcome::Retry(Duration::ZERO))).await;
                 return;
             };
-            let lease = lease.saturating_sub(waited.elapsed());
+            let waited = machine.world().now_ms().saturating_sub(waited_from);
+            let lease = lease.saturating_sub(Duration::from_millis(u64::try_from(waited).unwrap_or(0)));
             let outcome = machine
                 .run_claimed(event, &owner, lease, move || drop(slot))
                 .await;

@@ -27,7 +27,8 @@ use crate::time::ms;
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Stored {
     pub record: Record,
-    pub payload: bytes::Bytes,
+    /// `None` once lost ([`MemoryStore::lose_body`]): the record is corrupt, claimed as such and never run.
+    pub payload: Option<bytes::Bytes>,
     pub due_at: Option<i64>,
 }
 
@@ -147,6 +148,13 @@ impl MemoryStore {
         self
     }
 
+    /// This handle's due times use `grace` (the state stays shared with every clone, as a second process's handle
+    /// on one database).
+    pub fn with_grace(mut self, grace: Duration) -> Self {
+        self.due = Due::new(grace);
+        self
+    }
+
     pub fn with_durability(mut self, durability: Durability) -> Self {
         self.durability = durability;
         self
@@ -163,6 +171,20 @@ impl MemoryStore {
         for (write, now) in std::mem::take(&mut state.unsynced) {
             let _ = apply(&mut state.durable, &write, now, &self.due);
         }
+    }
+
+    /// Damage, as a disk or an operator could do to a real store: the body of `key`'s event is gone, durable state
+    /// included, so that its record is corrupt (claimed as [`Claim::Corrupt`], never run). Whether there was one.
+    pub fn lose_body(&self, key: &EventKey) -> bool {
+        let mut state = crate::sync::lock(&self.state);
+        let State { durable, applied, .. } = &mut *state;
+        let mut lost = false;
+        for t in [durable, applied] {
+            if let Some(s) = t.events.get_mut(&row(key)) {
+                lost |= s.payload.take().is_some();
+            }
+        }
+        lost
     }
 
     /// A crash: what was not synced is lost.
@@ -420,7 +442,7 @@ fn create(
         row(&event.key),
         Stored {
             record: record.clone(),
-            payload: event.payload.clone(),
+            payload: Some(event.payload.clone()),
             due_at: Some(due_at),
         },
     );
@@ -452,7 +474,11 @@ fn claim(t: &mut Tables, key: &EventKey, owner: &str, lease: Duration, now: i64,
     r.attempts += 1;
     r.updated_at = now;
     s.due_at = Some(due.processing(until));
-    Claim::Claimed(Box::new(s.record.clone().with_payload(s.payload.clone())))
+    match &s.payload {
+        Some(body) => Claim::Claimed(Box::new(s.record.clone().with_payload(body.clone()))),
+        // The claim stands: the caller holds the lease and settles it DEAD.
+        None => Claim::Corrupt(Box::new(s.record.clone()), rules::missing_body(&s.record)),
+    }
 }
 
 fn settle(
@@ -676,12 +702,15 @@ impl Ledger for MemoryStore {
     }
     async fn get(&self, key: &EventKey, now: Option<i64>) -> Result<Option<Event>, StoreError> {
         let now = self.now(now);
-        Ok(self.read(|t| {
-            t.events
-                .get(&row(key))
-                .filter(|s| !s.record.is_expired(now))
-                .map(|s| s.record.clone().with_payload(s.payload.clone()))
-        }))
+        self.read(|t| {
+            let Some(s) = t.events.get(&row(key)).filter(|s| !s.record.is_expired(now)) else {
+                return Ok(None);
+            };
+            match &s.payload {
+                Some(body) => Ok(Some(s.record.clone().with_payload(body.clone()))),
+                None => Err(StoreError::Corrupt(rules::missing_body(&s.record))),
+            }
+        })
     }
     fn check(&self) -> Result<(), StoreError> {
         Ok(())

@@ -16,6 +16,8 @@ pub mod compression;
 pub mod config;
 #[cfg(feature = "operator")]
 pub mod console;
+#[cfg(feature = "contract")]
+pub mod contract;
 pub mod delivery_health;
 #[doc(hidden)]
 pub mod failpoint;

@@ -1,0 +1,135 @@
+//! Upkeep: leases end early only where the store proves their owner gone, an owner gives back its own leases, and a
+//! purge deletes nothing but completed events past retention. A lease owner is its process's name, a colon, and a
+//! part of its own (`Machine::lease_owner`).
+
+use std::time::Duration;
+
+use super::{key, new_event, source, Harness, LONG};
+use crate::model::{EventId, Status};
+use crate::ports::{Claim, GoneOwners, MarkDead, Settlement};
+
+/// Nothing is ever ended because a process *thinks* the others are gone: only the owners the store can prove gone
+/// ([`Upkeep::gone_owners`](crate::ports::Upkeep::gone_owners)) lose their leases, at once, and never the asker's.
+pub async fn only_the_leases_of_owners_the_store_proves_gone_end_at_once(h: &dyn Harness) {
+    let l = h.open(LONG).await;
+    for id in ["mine", "theirs"] {
+        l.create(new_event(id, "b"), None).await.unwrap();
+    }
+    l.claim(&key("mine"), "me:1:aa", LONG, None).await.unwrap();
+    l.claim(&key("theirs"), "them:1:bb", LONG, None).await.unwrap();
+    // Told of no gone owner, no store ends a lease.
+    assert_eq!(l.end_leases(&GoneOwners::None, None).await.unwrap(), 0);
+    let gone = l.gone_owners("me:1").await.unwrap();
+    let ended = l.end_leases(&gone, None).await.unwrap();
+    let theirs_gone = match &gone {
+        GoneOwners::None => false,
+        GoneOwners::AllBut(me) => {
+            assert_eq!(me, "me:1", "the store proves gone every owner but the asker");
+            true
+        }
+        GoneOwners::These(owners) => {
+            assert!(!owners.iter().any(|o| o == "me:1"), "{owners:?}");
+            owners.iter().any(|o| o == "them:1")
+        }
+    };
+    assert_eq!(ended, usize::from(theirs_gone), "{gone:?}");
+    let theirs = l.claim(&key("theirs"), "me:1:cc", LONG, None).await.unwrap();
+    if theirs_gone {
+        assert!(matches!(theirs, Claim::Claimed(_)), "{theirs:?}");
+    } else {
+        assert_eq!(theirs, Claim::OwnedElsewhere);
+    }
+    assert_eq!(
+        l.claim(&key("mine"), "me:1:dd", LONG, None).await.unwrap(),
+        Claim::OwnedElsewhere,
+        "the asker's own lease ended"
+    );
+}
+
+/// A runtime shutting down with handlers still running gives back every lease it holds, and no other's: each of
+/// its events can be claimed at once.
+pub async fn an_owner_gives_back_every_lease_it_holds(h: &dyn Harness) {
+    let l = h.open(LONG).await;
+    for (id, owner) in [
+        ("a", "me:1:aa"),
+        ("b", "me:1:bb"),
+        ("c", "them:1:cc"),
+        ("d", "me:10:dd"),
+    ] {
+        l.create(new_event(id, "b"), None).await.unwrap();
+        l.claim(&key(id), owner, LONG, None).await.unwrap();
+    }
+    assert_eq!(l.give_back("me:1", None).await.unwrap(), 2);
+    for id in ["a", "b"] {
+        assert!(
+            matches!(
+                l.claim(&key(id), "next:1:ee", LONG, None).await.unwrap(),
+                Claim::Claimed(_)
+            ),
+            "{id} was not given back"
+        );
+    }
+    for id in ["c", "d"] {
+        assert_eq!(
+            l.claim(&key(id), "next:1:ff", LONG, None).await.unwrap(),
+            Claim::OwnedElsewhere,
+            "{id} was given back by another owner"
+        );
+    }
+    assert_eq!(l.give_back("me:1", None).await.unwrap(), 0);
+}
+
+/// Retention deletes completed events past it, however many calls it takes, and never an open, a dead or a live
+/// completed event. (A store whose retention runs by itself, DynamoDB's TTL, deletes none here: every read still
+/// counts the expired ones absent.)
+pub async fn a_purge_deletes_only_completed_events_past_retention(h: &dyn Harness) {
+    let l = h.open(LONG).await;
+    let hour = Duration::from_secs(3600);
+    for id in ["open", "dead", "kept", "old1", "old2", "old3"] {
+        l.create(new_event(id, id), None).await.unwrap();
+    }
+    assert!(matches!(
+        l.mark_dead(&key("dead"), "gone", None).await.unwrap(),
+        MarkDead::NewlyDead(_)
+    ));
+    for (id, retention) in [("kept", hour * 2), ("old1", hour), ("old2", hour), ("old3", hour)] {
+        l.claim(&key(id), "w:1:aa", LONG, None).await.unwrap();
+        l.settle(&key(id), "w:1:aa", Settlement::Completed { retention }, None)
+            .await
+            .unwrap();
+    }
+    h.advance(hour);
+    let mut purged = 0;
+    for _ in 0..10 {
+        let step = l.purge(2, None).await.unwrap();
+        assert!(step.events <= 2, "{step:?}");
+        purged += step.events;
+        if !step.full(2) {
+            break;
+        }
+    }
+    assert!(purged == 3 || purged == 0, "purged {purged} of 3 expired events");
+    assert_eq!(
+        l.purge(2, None).await.unwrap().events,
+        0,
+        "a second purge found more"
+    );
+    for (id, status) in [
+        ("open", Status::Received),
+        ("dead", Status::Dead),
+        ("kept", Status::Completed),
+    ] {
+        let e = l.get(&key(id), None).await.unwrap();
+        assert_eq!(e.map(|e| e.status), Some(status), "{id}");
+    }
+    let olds: Vec<EventId> = ["old1", "old2", "old3"]
+        .iter()
+        .map(|id| EventId::parse(id).unwrap())
+        .collect();
+    for id in &olds {
+        assert!(l.get(&key(id.as_str()), None).await.unwrap().is_none());
+    }
+    // Deleted, they are gone for reconciliation too; kept until the store's own retention runs, they are present.
+    let present = l.present(&source(), &olds).await.unwrap();
+    assert_eq!(present.len(), if purged == 3 { 0 } else { 3 }, "{present:?}");
+}

@@ -16,7 +16,8 @@
 //!
 //! Without `AWS_ENDPOINT_URL` the DynamoDB tests print `SKIPPED` and pass, unless `INBOX_REQUIRE_AWS=1`.
 //!
-//! What only one store does is tested beside it: `crate::sqlite`, `crate::dynamodb`.
+//! The harnesses serve the other suites that run over every store too ([`every_store!`]: the machine's, and
+//! reconciliation's). What only one store does is tested beside it: `crate::sqlite`, `crate::dynamodb`.
 
 #[cfg(feature = "aws")]
 pub mod dynamodb;
@@ -27,3 +28,32 @@ pub mod sqlite;
 pub fn clock_now() -> std::sync::Arc<inbox_core::clock::ManualClock> {
     inbox_core::clock::ManualClock::at(inbox_core::time::now_ms())
 }
+
+/// Makes one `#[tokio::test]` per named suite function (`async fn(&dyn Harness)`, in the calling module) for every
+/// store: `memory::NAME`, `sqlite::NAME`, and with the `aws` feature `dynamodb::NAME`.
+macro_rules! every_store {
+    ($($name:ident),* $(,)?) => {
+        mod memory {
+            $crate::ledger::every_store!(@store $crate::ledger::memory::MemoryHarness::start(); $($name),*);
+        }
+        mod sqlite {
+            $crate::ledger::every_store!(@store $crate::ledger::sqlite::SqliteHarness::start(); $($name),*);
+        }
+        #[cfg(feature = "aws")]
+        mod dynamodb {
+            $crate::ledger::every_store!(@store $crate::ledger::dynamodb::DynamoHarness::start(); $($name),*);
+        }
+    };
+    (@store $start:expr; $($name:ident),*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                inbox_core::contract::run($start, stringify!($name), |harness| async move {
+                    super::$name(&*harness).await
+                })
+                .await;
+            }
+        )*
+    };
+}
+pub(crate) use every_store;

@@ -1,5 +1,6 @@
 //! Reconciliation against local fakes of the providers' APIs (`testkit::providers`: axum on 127.0.0.1:0,
-//! following the documented shapes), on the real SQLite ledger and the in-process queue.
+//! following the documented shapes), over every store (`memory::`, `sqlite::`, `dynamodb::` with the `aws`
+//! feature) and the in-process queue.
 #![allow(clippy::unwrap_used)]
 
 use std::collections::{BTreeSet, HashSet};
@@ -8,14 +9,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use inbox_core::clock::SystemClock;
 use inbox_core::config::{Config, GithubHook, ProviderConfig, ReconcileConfig, SecretRef};
+use inbox_core::contract::Harness;
 use inbox_core::model::{Event, EventId, EventKey, NewEvent, Origin, SourceName};
 use inbox_core::ports::{Checkpoint, Created, FailedEvent, Ledger, ListFilter};
 use inbox_core::reconcile::github::{Auth, Github};
 use inbox_core::reconcile::stripe::Stripe;
 use inbox_core::reconcile::{Provider, Reconciler, RunErrorKind, RunOptions, Summary};
 use inbox_core::serve::{Deliveries, InProcessQueue};
-use inbox_core::stores::sqlite::SqliteLedger;
 use inbox_core::time::{now_ms, rfc3339};
 use serde_json::json;
 // The fakes of the providers' APIs (with their documentation citations) are shared with the AWS tests.
@@ -24,6 +26,9 @@ use testkit::providers::{
     github_deliveries, stripe_events_over, Delivery, FakeGithub, FakeStripe, LOOKBACK, SETTLE,
 };
 
+use crate::ledger::every_store;
+use crate::ledger::refusing::Refusing;
+
 const HOUR_MS: i64 = 3_600_000;
 
 fn source(name: &str) -> SourceName {
@@ -31,58 +36,26 @@ fn source(name: &str) -> SourceName {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// The real SQLite ledger on a temp dir.
+// The store of each test: one of every kind (`every_store!`), on the system's clock (the fakes' events are on the
+// wall clock), which a test may make refuse creates.
 
-struct Store {
-    ledger: SqliteLedger,
-    dir: tempfile::TempDir,
+async fn store(h: &dyn Harness) -> Refusing {
+    Refusing::new(h.open_on(Duration::from_secs(30), Arc::new(SystemClock)).await)
 }
 
-impl std::ops::Deref for Store {
-    type Target = SqliteLedger;
-    fn deref(&self) -> &SqliteLedger {
-        &self.ledger
-    }
-}
-
-fn store() -> Store {
-    let dir = tempfile::tempdir().unwrap();
-    let ledger = SqliteLedger::open(dir.path(), 1024, Duration::from_secs(30)).unwrap();
-    Store { ledger, dir }
-}
-
-impl Store {
+impl Refusing {
     async fn ids(&self, source: &SourceName) -> BTreeSet<String> {
         let filter = ListFilter {
             source: Some(source.clone()),
             limit: 1_000_000,
             ..Default::default()
         };
-        let events = self.ledger.list(&filter, None).await.unwrap();
+        let events = self.list(&filter, None).await.unwrap();
         events.iter().map(|e| e.event_id.as_str().to_owned()).collect()
     }
     async fn event(&self, source: &SourceName, id: &str) -> Event {
         let key = EventKey::new(source.clone(), EventId::parse(id).unwrap());
-        self.ledger.get(&key, None).await.unwrap().unwrap()
-    }
-    /// A second connection to the ledger's own file, as an operator's `sqlite3` would open it.
-    fn sql(&self) -> rusqlite::Connection {
-        let c = rusqlite::Connection::open(self.dir.path().join("inbox.db")).unwrap();
-        c.busy_timeout(Duration::from_secs(10)).unwrap();
-        c
-    }
-    /// Makes the real SQLite file refuse every insert of an event the condition `when` (over `NEW`) matches, as a
-    /// full disk or a constraint would, until [`Store::accept`].
-    fn refuse(&self, when: &str) {
-        self.sql()
-            .execute_batch(&format!(
-                "CREATE TRIGGER refuse BEFORE INSERT ON events WHEN {when} \
-                 BEGIN SELECT RAISE(ABORT, 'refused by the test'); END;"
-            ))
-            .unwrap();
-    }
-    fn accept(&self) {
-        self.sql().execute_batch("DROP TRIGGER refuse;").unwrap();
+        self.get(&key, None).await.unwrap().unwrap()
     }
 }
 
@@ -166,8 +139,22 @@ fn github(url: &str, token: &str) -> Arc<dyn Provider> {
     Arc::new(Github::new(base(url), hook, Auth::token(token.into())).unwrap())
 }
 
-#[tokio::test]
-async fn stripe_one_run_recovers_exactly_the_window() {
+every_store!(
+    stripe_one_run_recovers_exactly_the_window,
+    github_one_run_recovers_every_missing_guid_with_its_event_name,
+    rate_limits_are_waited_out,
+    a_failure_mid_walk_keeps_the_checkpoint_and_the_next_run_leaves_no_gap,
+    bad_credentials_are_a_clear_error_naming_the_source,
+    at_steady_state_a_run_rereads_only_the_overlap,
+    a_dry_run_creates_enqueues_and_saves_nothing,
+    stripe_connect_sends_the_account_and_from_config_resolves_the_key,
+    github_a_delivery_whose_detail_fails_is_kept_and_recovered_by_a_later_run,
+    stripe_an_event_the_ledger_refuses_is_kept_and_fetched_alone_later,
+    kept_events_older_than_the_lookback_are_given_up_and_older_checkpoints_still_read,
+    more_failures_than_a_checkpoint_keeps_end_the_run_with_the_checkpoint_unchanged,
+);
+
+async fn stripe_one_run_recovers_exactly_the_window(h: &dyn Harness) {
     // GIVEN 260 events over 80 hours, three of them younger than the settle time, every third already delivered as
     // a webhook (some of those before the window).
     let s = source("stripe");
@@ -181,10 +168,10 @@ async fn stripe_one_run_recovers_exactly_the_window() {
     }
     let fake = FakeStripe::new(events.clone());
     let url = fake.start().await;
-    let ledger = store();
+    let ledger = store(h).await;
     let mut delivered = BTreeSet::new();
     for (id, _, _) in events.iter().step_by(3) {
-        deliver(&*ledger, &s, id, "{\"webhook\":true}").await;
+        deliver(&ledger, &s, id, "{\"webhook\":true}").await;
         delivered.insert(id.clone());
     }
     let (queue, mut deliveries) = InProcessQueue::new(10_000);
@@ -199,7 +186,7 @@ async fn stripe_one_run_recovers_exactly_the_window() {
     // WHEN one run goes over it
     let mut fractions = Vec::new();
     let summary = reconciler
-        .run(&*ledger, queue.as_ref(), RunOptions::default(), &mut |p| {
+        .run(&ledger, queue.as_ref(), RunOptions::default(), &mut |p| {
             fractions.push(p.fraction())
         })
         .await
@@ -242,24 +229,23 @@ async fn stripe_one_run_recovers_exactly_the_window() {
     );
 }
 
-#[tokio::test]
-async fn github_one_run_recovers_every_missing_guid_with_its_event_name() {
+async fn github_one_run_recovers_every_missing_guid_with_its_event_name(h: &dyn Harness) {
     // GIVEN 150 events over 80 hours, delivered 1-3 times each (failed attempts first), a fifth already stored
     let s = source("gh");
     let deliveries = github_deliveries(150, 80 * HOUR_MS);
     let fake = FakeGithub::new(deliveries.clone(), false);
     let url = fake.start().await;
-    let ledger = store();
+    let ledger = store(h).await;
     let guids: BTreeSet<String> = deliveries.iter().map(|d| d.guid.clone()).collect();
     let delivered: BTreeSet<String> = guids.iter().step_by(5).cloned().collect();
     for g in &delivered {
-        deliver(&*ledger, &s, g, "{}").await;
+        deliver(&ledger, &s, g, "{}").await;
     }
     let (queue, mut enqueued) = InProcessQueue::new(10_000);
     let reconciler = Reconciler::new(s.clone(), "github", github(&url, "ghp_good"), LOOKBACK, SETTLE);
 
     // WHEN one run goes over it
-    let summary = reconciler.once(&*ledger, queue.as_ref()).await.unwrap();
+    let summary = reconciler.once(&ledger, queue.as_ref()).await.unwrap();
 
     // THEN every guid with a delivery in the window that the ledger lacked is there, counted once, typed
     let at: Vec<_> = deliveries.iter().map(|d| (d.guid.clone(), d.at_ms)).collect();
@@ -306,14 +292,13 @@ async fn github_one_run_recovers_every_missing_guid_with_its_event_name() {
     );
 }
 
-#[tokio::test]
-async fn rate_limits_are_waited_out() {
+async fn rate_limits_are_waited_out(h: &dyn Harness) {
     // Stripe: two 429s with Retry-After: 1.
     let s = source("stripe");
     let fake = FakeStripe::new(stripe_events_over(150, 24 * HOUR_MS, ""));
     fake.faults.lock().unwrap().rate_limited = 2;
     let url = fake.start().await;
-    let ledger = store();
+    let ledger = store(h).await;
     let (queue, _d) = InProcessQueue::new(10_000);
     let started = std::time::Instant::now();
     let summary = Reconciler::new(
@@ -323,7 +308,7 @@ async fn rate_limits_are_waited_out() {
         LOOKBACK,
         SETTLE,
     )
-    .once(&*ledger, queue.as_ref())
+    .once(&ledger, queue.as_ref())
     .await
     .unwrap();
     assert!(
@@ -340,7 +325,7 @@ async fn rate_limits_are_waited_out() {
     let url = fake.start().await;
     let started = std::time::Instant::now();
     let summary = Reconciler::new(g.clone(), "github", github(&url, "ghp_good"), LOOKBACK, SETTLE)
-        .once(&*ledger, queue.as_ref())
+        .once(&ledger, queue.as_ref())
         .await
         .unwrap();
     assert!(
@@ -359,7 +344,7 @@ async fn rate_limits_are_waited_out() {
             time: Duration::from_millis(100),
             pages: 10,
         })
-        .once(&*ledger, queue.as_ref())
+        .once(&ledger, queue.as_ref())
         .await
         .unwrap_err();
     assert!(matches!(err.kind, RunErrorKind::RateLimited(_)), "{err}");
@@ -368,13 +353,12 @@ async fn rate_limits_are_waited_out() {
     assert!(cp.last_run.unwrap().error.unwrap().contains("rate limited"));
 }
 
-#[tokio::test]
-async fn a_failure_mid_walk_keeps_the_checkpoint_and_the_next_run_leaves_no_gap() {
+async fn a_failure_mid_walk_keeps_the_checkpoint_and_the_next_run_leaves_no_gap(h: &dyn Harness) {
     // GIVEN a first complete run over 100 events, settle 0 so events a second old are listed
     let s = source("stripe");
     let fake = FakeStripe::new(stripe_events_over(100, 24 * HOUR_MS, "a"));
     let url = fake.start().await;
-    let ledger = store();
+    let ledger = store(h).await;
     let (queue, _d) = InProcessQueue::new(10_000);
     let reconciler = Reconciler::new(
         s.clone(),
@@ -383,7 +367,7 @@ async fn a_failure_mid_walk_keeps_the_checkpoint_and_the_next_run_leaves_no_gap(
         LOOKBACK,
         Duration::ZERO,
     );
-    reconciler.once(&*ledger, queue.as_ref()).await.unwrap();
+    reconciler.once(&ledger, queue.as_ref()).await.unwrap();
     let before = ledger.checkpoint(&s).await.unwrap().unwrap();
 
     // WHEN 250 events arrive that no webhook delivered, from just before the checkpoint up to now, and the next
@@ -401,7 +385,7 @@ async fn a_failure_mid_walk_keeps_the_checkpoint_and_the_next_run_leaves_no_gap(
     fake.add(fresh.clone());
     let served = fake.requests();
     fake.faults.lock().unwrap().fail_request = Some(served + 2);
-    let err = reconciler.once(&*ledger, queue.as_ref()).await.unwrap_err();
+    let err = reconciler.once(&ledger, queue.as_ref()).await.unwrap_err();
 
     // THEN the run says so, the checkpoint has not moved, the failed run is recorded
     assert!(matches!(err.kind, RunErrorKind::Provider(_)), "{err}");
@@ -416,16 +400,15 @@ async fn a_failure_mid_walk_keeps_the_checkpoint_and_the_next_run_leaves_no_gap(
     );
 
     // … and the next run recovers the rest: no gap.
-    let summary = reconciler.once(&*ledger, queue.as_ref()).await.unwrap();
+    let summary = reconciler.once(&ledger, queue.as_ref()).await.unwrap();
     assert_eq!(summary.recovered, 150);
     let ids = ledger.ids(&s).await;
     assert!(fresh.iter().all(|(id, _, _)| ids.contains(id)));
     assert!(ledger.checkpoint(&s).await.unwrap().unwrap().scanned_to > before.scanned_to);
 }
 
-#[tokio::test]
-async fn bad_credentials_are_a_clear_error_naming_the_source() {
-    let ledger = store();
+async fn bad_credentials_are_a_clear_error_naming_the_source(h: &dyn Harness) {
+    let ledger = store(h).await;
     let (queue, _d) = InProcessQueue::new(100);
 
     let fake = FakeStripe::new(stripe_events_over(10, HOUR_MS * 2, ""));
@@ -437,7 +420,7 @@ async fn bad_credentials_are_a_clear_error_naming_the_source() {
         LOOKBACK,
         SETTLE,
     )
-    .once(&*ledger, queue.as_ref())
+    .once(&ledger, queue.as_ref())
     .await
     .unwrap_err();
     let text = err.to_string();
@@ -458,7 +441,7 @@ async fn bad_credentials_are_a_clear_error_naming_the_source() {
         LOOKBACK,
         SETTLE,
     )
-    .once(&*ledger, queue.as_ref())
+    .once(&ledger, queue.as_ref())
     .await
     .unwrap_err();
     let text = err.to_string();
@@ -479,20 +462,19 @@ async fn bad_credentials_are_a_clear_error_naming_the_source() {
         LOOKBACK,
         SETTLE,
     )
-    .once(&*ledger, queue.as_ref())
+    .once(&ledger, queue.as_ref())
     .await
     .unwrap_err();
     assert!(matches!(err.kind, RunErrorKind::BadCredentials { .. }), "{err}");
     assert_eq!(fake.requests.load(Ordering::SeqCst), 1, "no retry of a refusal");
 }
 
-#[tokio::test]
-async fn at_steady_state_a_run_rereads_only_the_overlap() {
+async fn at_steady_state_a_run_rereads_only_the_overlap(h: &dyn Harness) {
     // GIVEN 10,000 events in the 72 h window
     let s = source("stripe");
     let fake = FakeStripe::new(stripe_events_over(10_000, 71 * HOUR_MS, ""));
     let url = fake.start().await;
-    let ledger = store();
+    let ledger = store(h).await;
     let (queue, _d) = InProcessQueue::new(20_000);
     let reconciler = Reconciler::new(
         s.clone(),
@@ -506,7 +488,7 @@ async fn at_steady_state_a_run_rereads_only_the_overlap() {
     let mut runs: Vec<Summary> = Vec::new();
     for _ in 0..10 {
         let before = fake.requests();
-        let summary = reconciler.once(&*ledger, queue.as_ref()).await.unwrap();
+        let summary = reconciler.once(&ledger, queue.as_ref()).await.unwrap();
         assert_eq!(summary.requests as usize, fake.requests() - before);
         runs.push(summary);
     }
@@ -532,12 +514,11 @@ async fn at_steady_state_a_run_rereads_only_the_overlap() {
     );
 }
 
-#[tokio::test]
-async fn a_dry_run_creates_enqueues_and_saves_nothing() {
+async fn a_dry_run_creates_enqueues_and_saves_nothing(h: &dyn Harness) {
     let s = source("stripe");
     let fake = FakeStripe::new(stripe_events_over(30, 10 * HOUR_MS, ""));
     let url = fake.start().await;
-    let ledger = store();
+    let ledger = store(h).await;
     let (queue, mut deliveries) = InProcessQueue::new(100);
     let summary = Reconciler::new(
         s.clone(),
@@ -547,7 +528,7 @@ async fn a_dry_run_creates_enqueues_and_saves_nothing() {
         SETTLE,
     )
     .run(
-        &*ledger,
+        &ledger,
         queue.as_ref(),
         RunOptions {
             dry_run: true,
@@ -564,8 +545,7 @@ async fn a_dry_run_creates_enqueues_and_saves_nothing() {
     assert_eq!(ledger.checkpoint(&s).await.unwrap(), None);
 }
 
-#[tokio::test]
-async fn stripe_connect_sends_the_account_and_from_config_resolves_the_key() {
+async fn stripe_connect_sends_the_account_and_from_config_resolves_the_key(h: &dyn Harness) {
     struct Env;
     #[async_trait]
     impl inbox_core::secrets::SecretResolver for Env {
@@ -590,9 +570,9 @@ async fn stripe_connect_sends_the_account_and_from_config_resolves_the_key() {
     };
     let s = source("connect");
     let reconciler = Reconciler::from_config(&s, &config, &Env).await.unwrap();
-    let ledger = store();
+    let ledger = store(h).await;
     let (queue, _d) = InProcessQueue::new(100);
-    let summary = reconciler.once(&*ledger, queue.as_ref()).await.unwrap();
+    let summary = reconciler.once(&ledger, queue.as_ref()).await.unwrap();
     assert_eq!(summary.recovered, 3);
     assert_eq!(
         fake.accounts.lock().unwrap().as_slice(),
@@ -649,8 +629,7 @@ fn ids_of(deliveries: &[Delivery], guid: &str) -> HashSet<u64> {
         .collect()
 }
 
-#[tokio::test]
-async fn github_a_delivery_whose_detail_fails_is_kept_and_recovered_by_a_later_run() {
+async fn github_a_delivery_whose_detail_fails_is_kept_and_recovered_by_a_later_run(h: &dyn Harness) {
     // GIVEN 30 events over 24 hours, none delivered as a webhook; of two older ones, one's detail answers 404 and
     // the other's carries no payload (newest first, so every later delivery is listed before them)
     let s = source("gh");
@@ -671,10 +650,10 @@ async fn github_a_delivery_whose_detail_fails_is_kept_and_recovered_by_a_later_r
         .lock()
         .unwrap()
         .extend(ids_of(&deliveries, &empty));
-    let ledger = store();
+    let ledger = store(h).await;
     let (queue, mut enqueued) = InProcessQueue::new(10_000);
     let reconciler = Reconciler::new(s.clone(), "github", github(&url, "ghp_good"), LOOKBACK, SETTLE);
-    let run = || async { reconciler.once(&*ledger, queue.as_ref()).await };
+    let run = || async { reconciler.once(&ledger, queue.as_ref()).await };
 
     // WHEN a run meets them
     let first = run().await.unwrap();
@@ -748,16 +727,16 @@ async fn github_a_delivery_whose_detail_fails_is_kept_and_recovered_by_a_later_r
     assert_eq!(fake.detail_requests.load(Ordering::SeqCst), details);
 }
 
-#[tokio::test]
-async fn stripe_an_event_the_ledger_refuses_is_kept_and_fetched_alone_later() {
+async fn stripe_an_event_the_ledger_refuses_is_kept_and_fetched_alone_later(h: &dyn Harness) {
     // GIVEN 150 events over 24 hours, and a ledger file that refuses to insert one of the older ones
     let s = source("stripe");
     let events = stripe_events_over(150, 24 * HOUR_MS, "");
     let refused = events[100].0.clone();
     let fake = FakeStripe::new(events.clone());
     let url = fake.start().await;
-    let ledger = store();
-    ledger.refuse(&format!("NEW.event_id = '{refused}'"));
+    let ledger = store(h).await;
+    let refused_id = refused.clone();
+    ledger.refuse(move |e| e.key.event_id.as_str() == refused_id);
     let (queue, mut enqueued) = InProcessQueue::new(10_000);
     let reconciler = Reconciler::new(
         s.clone(),
@@ -766,7 +745,7 @@ async fn stripe_an_event_the_ledger_refuses_is_kept_and_fetched_alone_later() {
         LOOKBACK,
         SETTLE,
     );
-    let run = || async { reconciler.once(&*ledger, queue.as_ref()).await };
+    let run = || async { reconciler.once(&ledger, queue.as_ref()).await };
 
     // WHEN a run meets it THEN the other 149 are recovered, it is kept, and the checkpoint advanced
     let first = run().await.unwrap();
@@ -832,22 +811,13 @@ async fn stripe_an_event_the_ledger_refuses_is_kept_and_fetched_alone_later() {
     assert!(ledger.checkpoint(&s).await.unwrap().unwrap().failed.is_empty());
 }
 
-#[tokio::test]
-async fn kept_events_older_than_the_lookback_are_given_up_and_older_checkpoints_still_read() {
+async fn kept_events_older_than_the_lookback_are_given_up_and_older_checkpoints_still_read(h: &dyn Harness) {
     let s = source("stripe");
-    let ledger = store();
+    let ledger = store(h).await;
     // GIVEN a checkpoint stored before failed events were kept THEN it reads, keeping none
     let scanned_to = now_ms() - SETTLE.as_millis() as i64;
-    ledger
-        .sql()
-        .execute(
-            "INSERT INTO checkpoints (source, body) VALUES (?1, ?2)",
-            rusqlite::params![
-                s.as_str(),
-                format!("{{\"scanned_to\":{scanned_to},\"last_run\":null}}")
-            ],
-        )
-        .unwrap();
+    h.store_checkpoint_json(&s, &format!("{{\"scanned_to\":{scanned_to},\"last_run\":null}}"))
+        .await;
     let old = ledger.checkpoint(&s).await.unwrap().unwrap();
     assert_eq!((old.scanned_to, old.failed.len()), (scanned_to, 0));
 
@@ -882,7 +852,7 @@ async fn kept_events_older_than_the_lookback_are_given_up_and_older_checkpoints_
         LOOKBACK,
         SETTLE,
     )
-    .once(&*ledger, queue.as_ref())
+    .once(&ledger, queue.as_ref())
     .await
     .unwrap();
 
@@ -906,14 +876,13 @@ async fn kept_events_older_than_the_lookback_are_given_up_and_older_checkpoints_
     assert!(ledger.checkpoint(&s).await.unwrap().unwrap().failed.is_empty());
 }
 
-#[tokio::test]
-async fn more_failures_than_a_checkpoint_keeps_end_the_run_with_the_checkpoint_unchanged() {
+async fn more_failures_than_a_checkpoint_keeps_end_the_run_with_the_checkpoint_unchanged(h: &dyn Harness) {
     // GIVEN 600 events and a ledger that refuses every insert: no isolated item but one cause failing them all
     let s = source("stripe");
     let fake = FakeStripe::new(stripe_events_over(600, 24 * HOUR_MS, ""));
     let url = fake.start().await;
-    let ledger = store();
-    ledger.refuse("1");
+    let ledger = store(h).await;
+    ledger.refuse(|_| true);
     let (queue, _d) = InProcessQueue::new(10_000);
     let reconciler = Reconciler::new(
         s.clone(),
@@ -922,7 +891,7 @@ async fn more_failures_than_a_checkpoint_keeps_end_the_run_with_the_checkpoint_u
         LOOKBACK,
         SETTLE,
     );
-    let err = reconciler.once(&*ledger, queue.as_ref()).await.unwrap_err();
+    let err = reconciler.once(&ledger, queue.as_ref()).await.unwrap_err();
     // THEN the run ends once past the bound, saying so, and gives none up: the checkpoint has not moved
     assert!(
         matches!(err.kind, RunErrorKind::TooManyFailed(n) if n == inbox_core::reconcile::MAX_FAILED_KEPT + 1),
@@ -938,6 +907,6 @@ async fn more_failures_than_a_checkpoint_keeps_end_the_run_with_the_checkpoint_u
         .contains("could not be stored"));
     // … and once the cause is gone the next run recovers all of them.
     ledger.accept();
-    let summary = reconciler.once(&*ledger, queue.as_ref()).await.unwrap();
+    let summary = reconciler.once(&ledger, queue.as_ref()).await.unwrap();
     assert_eq!((summary.recovered, summary.kept), (600, 0));
 }

@@ -22,6 +22,7 @@
 #[cfg(feature = "aws")]
 pub mod dynamodb;
 pub mod memory;
+pub mod refusing;
 pub mod sqlite;
 
 /// A clock at the wall clock's now, for a harness to hand its stores.

@@ -1,6 +1,6 @@
 //! The disk failing under a real `inbox serve` (docs/DESIGN.md, "A failed sync is the end of trust"): a sync or a
 //! checkpoint that meets an injected I/O error while committed batches wait behind it (the writer's own inline
-//! checkpoint, which needs a WAL of 4,096 pages, is injected in-process in `shared/tests/core/ledger.rs`), and a
+//! checkpoint, which needs a WAL of 4,096 pages, is injected in-process in `shared/tests/core/sqlite.rs`), and a
 //! failed `fsync` of the WAL followed by a power loss, on a file system that behaves as Linux does after one
 //! (`testkit::faultfs`), on every path that syncs the WAL.
 //!

@@ -48,7 +48,6 @@ pub use sweep::*;
 pub use upkeep::*;
 
 use std::future::Future;
-use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -77,13 +76,6 @@ pub trait Harness: Send + Sync + 'static {
     /// Stores `json` as `source`'s reconciliation checkpoint as it is kept, the way an earlier release wrote it.
     async fn store_checkpoint_json(&self, source: &SourceName, json: &str);
 
-    /// The contract functions this store is known to fail, each with why: run all the same, and their failure
-    /// expected (a test that passes then fails, so that the list shrinks once the store is right). Each one is a
-    /// disagreement between the store and what the ports promise, told to whoever owns the store.
-    fn known_disagreements(&self) -> &'static [(&'static str, &'static str)] {
-        &[]
-    }
-
     /// Removes what the test made outside the process (a table, a bucket); a failed test leaves it.
     async fn finish(&self) {}
 }
@@ -106,8 +98,8 @@ impl dyn Harness {
 }
 
 /// Runs one contract function over the harness `start` makes, as the test [`contract_tests!`](crate::contract_tests)
-/// generates: skipped where `start` gives none (a store whose endpoint is not configured), and judged against the
-/// store's [`Harness::known_disagreements`].
+/// generates: skipped where `start` gives none (a store whose endpoint is not configured); what a test made outside
+/// the process is removed once it passes.
 pub async fn run<H, S, T, F>(start: S, name: &'static str, test: T)
 where
     H: Harness,
@@ -119,29 +111,10 @@ where
         return;
     };
     let harness: Arc<dyn Harness> = Arc::new(harness);
-    let outcome = tokio::spawn(test(harness.clone())).await;
-    let known = harness
-        .known_disagreements()
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, why)| *why);
-    match (outcome, known) {
-        (Ok(()), None) => harness.finish().await,
-        (Ok(()), Some(why)) => panic!(
-            "{name} passes over {} now, though it is listed as a known disagreement ({why}): take it off the list",
-            harness.name()
-        ),
-        (Err(e), Some(why)) if e.is_panic() => {
-            // Straight to stderr, not `eprintln!`, which the test harness captures for a passing test.
-            let _ = writeln!(
-                std::io::stderr(),
-                "KNOWN DISAGREEMENT: {name} fails over {} as expected: {why}",
-                harness.name()
-            );
-            harness.finish().await;
-        }
-        (Err(e), _) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-        (Err(e), _) => panic!("{name} did not finish: {e}"),
+    match tokio::spawn(test(harness.clone())).await {
+        Ok(()) => harness.finish().await,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => panic!("{name} did not finish: {e}"),
     }
 }
 
@@ -157,7 +130,7 @@ macro_rules! contract_tests {
             a_create_claimed_is_processing_under_its_lease_where_the_store_claims_in_a_create,
             an_announced_create_is_left_out_of_the_sweep_index_only_where_the_store_trusts_announcements,
             a_batch_is_created_in_one_write_and_its_retry_finds_the_items_stored,
-            a_batch_item_looks_for_resent_bodies_as_a_create_would,
+            a_batch_item_looks_for_no_resent_bodies,
             // claims and leases
             claim_then_settle_only_by_the_lease_owner,
             concurrent_claims_have_one_winner,

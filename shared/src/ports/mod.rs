@@ -42,7 +42,10 @@ pub trait Ledger: Send + Sync + 'static {
 
     /// The events of one batched delivery, made durable in one atomic write: every item is created (or found a
     /// duplicate) or, on an error, none is. A retried batch finds the items already stored as duplicates and
-    /// creates the rest. Answers each item's outcome, in order.
+    /// creates the rest. Answers each item's outcome, in order. No item looks for resent bodies (its
+    /// `resent_bodies` is read as [`ResentBodies::Ignored`]): a batch's scheme signs each id with its body.
+    ///
+    /// [`ResentBodies::Ignored`]: crate::model::ResentBodies::Ignored
     async fn create_batch(&self, events: Vec<NewEvent>, now: Option<i64>)
         -> Result<Vec<Created>, StoreError>;
 

@@ -126,6 +126,7 @@ impl Ledger for DynamoLedger {
         match self.update(key, CLAIM, CLAIMABLE, values, true).await? {
             Write::Applied(Some(item)) => {
                 let record = record_of(&item)?;
+                crate::sync::lock(&self.leases).insert(owner.to_owned(), key.clone());
                 match self.payload(&item).await {
                     Ok(body) => Ok(Claim::Claimed(Box::new(record.with_payload(body)))),
                     // The claim stands: the caller holds the lease and settles it DEAD.
@@ -178,6 +179,7 @@ impl Ledger for DynamoLedger {
             Write::Applied(_) => Settled::Done,
             Write::Refused(_) => Settled::LeaseLost,
         };
+        self.let_go(owner);
         if !(completing && settled == Settled::Done) {
             self.forget_claim(owner);
         }
@@ -196,6 +198,7 @@ impl Ledger for DynamoLedger {
     }
     async fn release(&self, key: &EventKey, owner: &str, now: Option<i64>) -> Result<Settled, StoreError> {
         self.forget_claim(owner);
+        self.let_go(owner);
         let now = self.now(now);
         let values = Values::default()
             .status(":processing", Status::Processing)
@@ -385,6 +388,11 @@ impl DynamoLedger {
     /// Takes what this process remembers of `owner`'s claim: its body in S3, if it had one.
     pub(super) fn forget_claim(&self, owner: &str) -> Option<String> {
         crate::sync::lock(&self.claimed).remove(owner)
+    }
+
+    /// The lease `owner` names is no longer this process's (settled, released, or refused as lost).
+    fn let_go(&self, owner: &str) {
+        crate::sync::lock(&self.leases).remove(owner);
     }
 
     /// The item of a new record (its body put in S3 first where it is over the inline limit).

@@ -87,6 +87,9 @@ pub struct DynamoLedger {
     ///
     /// [`Ledger::completed`]: crate::ports::Ledger::completed
     claimed: Arc<Mutex<HashMap<String, String>>>,
+    /// The leases this process holds, by lease owner (`{owner id}:{token}`): taken at each claim, let go at its
+    /// settle or release. What [`Upkeep::give_back`] gives back: a lease owner's leases are all this process's.
+    leases: Arc<Mutex<HashMap<String, EventKey>>>,
 }
 
 impl std::fmt::Debug for DynamoLedger {
@@ -116,6 +119,7 @@ impl DynamoLedger {
             inline_limit: DEFAULT_INLINE_LIMIT,
             world: World::system(),
             claimed: Arc::default(),
+            leases: Arc::default(),
         }
     }
 
@@ -295,8 +299,24 @@ impl Upkeep for DynamoLedger {
     }
     /// No index finds an owner's leases without a scan, and none is needed: a lease ends at its expiry, and the
     /// message of its event comes back after its visibility timeout.
-    async fn give_back(&self, _owner: &str, _now: Option<i64>) -> Result<usize, StoreError> {
-        Ok(0)
+    /// Each lease this process took under `owner` and has not settled, released as
+    /// [`Ledger::release`](crate::ports::Ledger::release) would. A Lambda ends without calling it: its leases
+    /// end at their expiry, and SQS brings the messages back.
+    async fn give_back(&self, owner: &str, now: Option<i64>) -> Result<usize, StoreError> {
+        use crate::ports::{Ledger, Settled};
+        let prefix = format!("{owner}:");
+        let held: Vec<(String, EventKey)> = crate::sync::lock(&self.leases)
+            .iter()
+            .filter(|(lease, _)| lease.starts_with(&prefix))
+            .map(|(lease, key)| (lease.clone(), key.clone()))
+            .collect();
+        let mut given = 0;
+        for (lease, key) in held {
+            if self.release(&key, &lease, now).await? == Settled::Done {
+                given += 1;
+            }
+        }
+        Ok(given)
     }
     /// Retention runs by itself: DynamoDB's TTL deletes expired items (late: every read compares `expires_at`),
     /// and the bucket's lifecycle rules the bodies in S3.

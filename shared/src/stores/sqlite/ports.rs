@@ -57,7 +57,14 @@ impl Ledger for SqliteLedger {
     ) -> Result<Vec<Created>, StoreError> {
         let prepared = events
             .into_iter()
-            .map(|event| prepare(event, None))
+            .map(|event| {
+                // No item looks for resent bodies (the port's promise): a batch's scheme signs each id with its body.
+                let event = NewEvent {
+                    resent_bodies: crate::model::ResentBodies::Ignored,
+                    ..event
+                };
+                prepare(event, None)
+            })
             .collect::<Result<_, _>>()?;
         self.ask(Op::CreateBatch(prepared), now).await
     }

@@ -128,22 +128,6 @@ impl Harness for DynamoHarness {
             .unwrap();
     }
 
-    fn known_disagreements(&self) -> &'static [(&'static str, &'static str)] {
-        &[
-            (
-            "an_owner_gives_back_every_lease_it_holds",
-            "DynamoLedger::give_back answers 0 and gives nothing back (no index finds an owner's leases without a \
-             scan; a lease ends at its expiry and SQS brings the message back), where Upkeep::give_back promises \
-             every lease the owner holds; no capability declares the difference",
-        ),
-        (
-            "a_batch_item_looks_for_resent_bodies_as_a_create_would",
-            "DynamoLedger::create_batch ignores each item's resent_bodies (no body marker is looked for or taken), \
-             where Ledger::create_batch promises each item as create would; the receiver sends batches with \
-             ResentBodies::Ignored, so no runtime path reaches it today",
-        )]
-    }
-
     /// Deletes the table and the bucket (a failed test leaves them, named `inbox-test-…`).
     async fn finish(&self) {
         let _ = self.dynamo.delete_table().table_name(&self.name).send().await;

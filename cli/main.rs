@@ -94,7 +94,7 @@ enum Command {
         #[command(flatten)]
         store: StoreArgs,
         /// Where to listen; anything but loopback needs INBOX_CONSOLE_TOKEN.
-        #[arg(long, default_value = inbox_core::console::DEFAULT_LISTEN)]
+        #[arg(long, default_value = inbox_console::DEFAULT_LISTEN)]
         listen: std::net::SocketAddr,
         /// Leave `Secure` off the session cookie, for a console reached over plain HTTP on a private network
         /// (browsers keep a Secure cookie only from HTTPS and from loopback).
@@ -332,7 +332,7 @@ async fn run(cli: Cli) -> Result<()> {
             session_idle,
             session_lifetime,
         } => {
-            let policy = inbox_core::console::SessionPolicy {
+            let policy = inbox_console::SessionPolicy {
                 idle: session_idle,
                 lifetime: session_lifetime,
                 secure_cookie: !insecure_cookie,

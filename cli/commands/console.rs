@@ -7,13 +7,13 @@ use crate::{load, shutdown_signal, StoreArgs};
 pub async fn run(
     store: StoreArgs,
     listen: std::net::SocketAddr,
-    policy: inbox_core::console::SessionPolicy,
+    policy: inbox_console::SessionPolicy,
 ) -> Result<()> {
-    let token = std::env::var(inbox_core::console::TOKEN_ENV)
+    let token = std::env::var(inbox_console::TOKEN_ENV)
         .ok()
         .filter(|t| !t.is_empty())
         .map(secrecy::SecretString::from);
-    inbox_core::console::check_listen(listen, token.as_ref())?;
+    inbox_console::check_listen(listen, token.as_ref())?;
     if policy.idle.is_zero() || policy.lifetime.is_zero() {
         bail!("--session-idle and --session-lifetime must be longer than 0");
     }
@@ -35,7 +35,7 @@ pub async fn run(
     let aws = store.aws;
     let opened = store.open().await?;
     let mut console =
-        inbox_core::console::Console::new(opened.ledger, opened.queue, token, name).with_sessions(policy);
+        inbox_console::Console::new(opened.ledger, opened.queue, token, name).with_sessions(policy);
     // The config names the sources that reconcile, for the overview: the one named, or on AWS the stack's
     // (INBOX_CONFIG or INBOX_CONFIG_PARAMETER, as the functions read it), where the operator's shell has it.
     if aws {

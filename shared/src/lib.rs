@@ -4,7 +4,8 @@
 //! ([`schemes`]); the stores ([`stores`]: memory, SQLite, DynamoDB); the `inbox serve` runtime ([`serve`]: the HTTP
 //! server, workers, sweeper and reconcilers in one process, over any store) and the serverless one ([`aws`]: SQS,
 //! S3, SNS, secrets, the functions' handlers); what only the `inbox` command uses behind the `operator` feature
-//! ([`console`], `aws::init`, `aws::play`). The design: `docs/DESIGN.md`.
+//! (`aws::init`, `aws::play`). The operator console is the crate `inbox-console`, over these ports. The design:
+//! `docs/DESIGN.md`.
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
 
@@ -14,8 +15,6 @@ pub mod clock;
 #[cfg(any(feature = "sqlite", feature = "aws"))]
 pub mod compression;
 pub mod config;
-#[cfg(feature = "operator")]
-pub mod console;
 #[cfg(feature = "contract")]
 pub mod contract;
 pub mod delivery_health;

@@ -8,9 +8,9 @@ use std::time::Duration;
 use secrecy::SecretString;
 
 use super::*;
-use crate::model::NewEvent;
-use crate::ports::{Checkpoint, Checkpoints, Ledger, RunRecord, Settlement, Store};
-use crate::stores::sqlite::SqliteLedger;
+use inbox_core::model::NewEvent;
+use inbox_core::ports::{Checkpoint, Checkpoints, Ledger, RunRecord, Settlement, Store};
+use inbox_core::stores::sqlite::SqliteLedger;
 
 const HOSTILE: &str = r#"{"note":"<script>alert(1)</script>","x":"\"><img src=x onerror=alert(1)>","y":"</textarea><b>bold</b>"}"#;
 
@@ -308,7 +308,7 @@ async fn the_overview_shows_every_reconciled_sources_last_run_from_the_config() 
     }
     // THEN both runs are shown, ok, with when they finished; github has no row.
     let page = app.page("/").await;
-    let finished = crate::time::rfc3339(at);
+    let finished = inbox_core::time::rfc3339(at);
     for (source, listed) in [("stripe", 17), ("quiet", 0)] {
         let row = format!(
             "<td>{source}</td><td>{finished}</td><td class=\"num\">{listed}</td><td class=\"num\">{listed}</td>"
@@ -330,7 +330,7 @@ async fn the_event_page_links_a_resent_body_to_the_event_that_held_it_first() {
         payload_sha256: "ab".repeat(32),
         headers: vec![],
         origin: Default::default(),
-        resent_bodies: crate::model::ResentBodies::Marked {
+        resent_bodies: inbox_core::model::ResentBodies::Marked {
             within: Duration::from_secs(3600),
         },
     };

@@ -64,7 +64,7 @@ fn digest(id: &str) -> [u8; 32] {
 impl Sessions {
     fn lock(&self) -> MutexGuard<'_, HashMap<[u8; 32], Live>> {
         // A panic elsewhere while holding it leaves the map whole (every change is one insert or remove).
-        crate::sync::lock(&self.live)
+        inbox_core::sync::lock(&self.live)
     }
 
     /// A new session, and its cookie value (256 random bits). Ended ones are dropped first, and at the limit the

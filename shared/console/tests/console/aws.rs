@@ -1,20 +1,19 @@
 //! `inbox console --aws`: the console over DynamoDB and SQS, as the command builds it, against whatever
-//! `AWS_ENDPOINT_URL` names (the emulator `./test.sh` starts; see the top of `ledger.rs`). It shows the dead
-//! events from the sparse index and replays one: the conditional transition, then one SQS message; a second
-//! replay of the same event enqueues nothing. Its overview shows every reconciled source's last run, a healthy source
-//! (nothing failed or dead, so nothing the index counts) included.
+//! `AWS_ENDPOINT_URL` names (the emulator `./test.sh` starts; by hand: `docs/testing.md`, "The AWS emulator"). It
+//! shows the dead events from the sparse index and replays one: the conditional transition, then one SQS message; a
+//! second replay of the same event enqueues nothing. Its overview shows every reconciled source's last run, a
+//! healthy source (nothing failed or dead, so nothing the index counts) included.
 //!
 //! Without `AWS_ENDPOINT_URL` it prints SKIPPED and passes, unless `INBOX_REQUIRE_AWS=1`.
-#![cfg(feature = "aws")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
+use inbox_console::Console;
 use inbox_core::aws::init::{create_stack, QueueSettings};
 use inbox_core::aws::sqs::SqsQueue;
-use inbox_core::console::Console;
 use inbox_core::model::{EventId, EventKey, NewEvent, SourceName, Status};
 use inbox_core::ports::Checkpoints;
 use inbox_core::ports::{Checkpoint, Ledger, RunRecord, Settlement};
@@ -189,7 +188,6 @@ async fn the_aws_console_shows_dead_events_and_replays_one_into_the_queue() {
 /// The overview's chart on AWS comes from the functions' metrics in CloudWatch (`GetMetricData` over the totals
 /// the EMF lines publish), since DynamoDB cannot count by hour without a scan. The emulator stands in for what
 /// CloudWatch Logs extracts from the lines: the test puts the datapoints there itself.
-#[cfg(feature = "cloudwatch")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_aws_overview_charts_the_functions_cloudwatch_metrics() {
     use aws_sdk_cloudwatch::primitives::DateTime;

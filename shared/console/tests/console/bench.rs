@@ -2,7 +2,7 @@
 //! answers in well under 100 ms"). Ignored by default: it writes a million rows first. Run it in release:
 //!
 //! ```text
-//! CONSOLE_BENCH_EVENTS=1000000 cargo test --release -p inbox-core --test core console_bench:: -- --ignored --nocapture
+//! CONSOLE_BENCH_EVENTS=1000000 cargo test --release -p inbox-console --test console bench:: -- --ignored --nocapture
 //! ```
 //!
 //! The rows go straight into the file through SQLite (one transaction) after the ledger made the schema, so the
@@ -14,7 +14,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use inbox_core::console::Console;
+use inbox_console::Console;
 use inbox_core::stores::sqlite::SqliteLedger;
 
 const ROUNDS: usize = 200;

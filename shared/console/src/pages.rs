@@ -4,9 +4,9 @@
 use maud::{html, Markup, DOCTYPE};
 
 use super::{encode, event_link, logout_csrf, Filters};
-use crate::model::{Event, EventKey, Record, SourceName, Status};
-use crate::ports::{Bucket, Checkpoint, QueueDepth, Summary};
-use crate::time::rfc3339;
+use inbox_core::model::{Event, EventKey, Record, SourceName, Status};
+use inbox_core::ports::{Bucket, Checkpoint, QueueDepth, Summary};
+use inbox_core::time::rfc3339;
 
 /// The most of a payload a page shows; the download has all of it.
 const PREVIEW_BYTES: usize = 256 * 1024;

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use fantoccini::elements::Element;
 use fantoccini::error::CmdError;
 use fantoccini::{Client, ClientBuilder, Locator};
-use inbox_core::console::Console;
+use inbox_console::Console;
 use inbox_core::model::{EventId, EventKey, NewEvent, SourceName, Status};
 use inbox_core::ports::{Ledger, Settlement};
 use inbox_core::stores::sqlite::SqliteLedger;
@@ -183,7 +183,7 @@ async fn an_operator_finds_a_dead_event_and_replays_it_in_a_real_browser() {
         eprintln!("\n!!!!!!!! SKIPPED: {why} !!!!!!!!\n");
         return;
     };
-    let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/console-screenshots");
+    let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/console-screenshots");
     std::fs::create_dir_all(&shots).unwrap();
 
     let tmp = tempfile::tempdir().unwrap();

@@ -3,10 +3,12 @@
 
 use maud::{html, Markup, DOCTYPE};
 
-use super::{encode, event_link, logout_csrf, Filters};
 use inbox_core::model::{Event, EventKey, Record, SourceName, Status};
 use inbox_core::ports::{Bucket, Checkpoint, QueueDepth, Summary};
 use inbox_core::time::rfc3339;
+
+use crate::filters::{encode, event_link, Filters};
+use crate::guard::logout_csrf;
 
 /// The most of a payload a page shows; the download has all of it.
 const PREVIEW_BYTES: usize = 256 * 1024;

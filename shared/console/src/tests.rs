@@ -7,10 +7,14 @@ use std::time::Duration;
 
 use secrecy::SecretString;
 
-use super::*;
-use inbox_core::model::NewEvent;
+use inbox_core::config::Config;
+use inbox_core::model::{EventId, EventKey, NewEvent, SourceName, Status};
 use inbox_core::ports::{Checkpoint, Checkpoints, Ledger, RunRecord, Settlement, Store};
 use inbox_core::stores::sqlite::SqliteLedger;
+
+use crate::filters::encode;
+use crate::guard::is_loopback_host;
+use crate::{check_listen, replay_event, Console, Replayed, SessionPolicy, StartError, CSP};
 
 const HOSTILE: &str = r#"{"note":"<script>alert(1)</script>","x":"\"><img src=x onerror=alert(1)>","y":"</textarea><b>bold</b>"}"#;
 

@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # Runs every test: formatting, lints, then the whole workspace's tests — unit, signature vectors, end to end over
-# HTTP against real `inbox serve` processes, and the AWS runtime against a local AWS emulator (moto's server,
-# installed into .venv with pip and started on a free loopback port for the run), and the operator console in
-# Chromium (Debian's chromium and chromium-driver, installed with apt when missing). Needs the Rust toolchain,
-# Python with pip, and apt (root) on a machine without chromedriver.
+# HTTP against real `inbox serve` processes, the AWS runtime against a local AWS emulator (moto's server, installed
+# into .venv with pip and started on a free loopback port for the run), the PostgreSQL store against a real
+# PostgreSQL (Debian's, started for the run), and the operator console in Chromium (Debian's chromium and
+# chromium-driver). Needs the Rust toolchain, Python with pip, and apt (root) on a machine without Chromium or
+# PostgreSQL.
 set -euo pipefail
 cd "$(dirname "$0")"
+# What the run starts (the emulator, PostgreSQL) is stopped at exit, however it ends.
+moto_pid=
+stop_pg() { :; }
+trap 'stop_pg; if [ -n "$moto_pid" ]; then kill "$moto_pid" 2>/dev/null || true; fi' EXIT
 
 # The operator console's browser test drives Debian's Chromium through chromedriver (CI runs as root).
 if ! command -v chromedriver >/dev/null || ! command -v chromium >/dev/null; then
@@ -37,7 +42,6 @@ run_simple("127.0.0.1", int(sys.argv[1]), DomainDispatcherApplication(create_bac
            threaded=False, request_handler=MotoRequestHandler)
 ' "$port" > target/moto.log 2>&1 &
   moto_pid=$!
-  trap 'kill "$moto_pid" 2>/dev/null || true' EXIT
   for _ in $(seq 1 100); do
     curl -sf "http://127.0.0.1:$port/moto-api/" > /dev/null 2>&1 && break
     kill -0 "$moto_pid" 2>/dev/null || { cat target/moto.log; exit 1; }
@@ -48,6 +52,30 @@ else
   echo "AWS tests against AWS_ENDPOINT_URL=$AWS_ENDPOINT_URL (no emulator started)"
 fi
 export AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-test}" AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-test}"
+
+# PostgreSQL for the PostgreSQL store's tests: Debian's server (installed with apt when missing), a throwaway cluster
+# under /tmp owned by an unprivileged user (the server refuses root), on a free loopback port, fsync on as in
+# production; stopped and removed at exit. INBOX_TEST_POSTGRES_URL names one already running instead.
+if [ -z "${INBOX_TEST_POSTGRES_URL:-}" ]; then
+  if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+    apt-get update && apt-get install -y postgresql
+  fi
+  pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+  pgdir=$(mktemp -d /tmp/inbox-pg.XXXXXX)
+  as=()
+  if [ "$(id -u)" = 0 ]; then
+    id postgres >/dev/null 2>&1 || useradd --system --no-create-home postgres
+    chown postgres "$pgdir"
+    as=(runuser -u postgres --)
+  fi
+  pgport=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  "${as[@]}" "$pgbin/initdb" -D "$pgdir/data" -A trust -U inbox --no-sync > "$pgdir/initdb.log"
+  "${as[@]}" "$pgbin/pg_ctl" -D "$pgdir/data" -l "$pgdir/server.log" -w start \
+    -o "-p $pgport -k $pgdir -c listen_addresses=127.0.0.1 -c max_connections=400 -c fsync=on"
+  stop_pg() { "${as[@]}" "$pgbin/pg_ctl" -D "$pgdir/data" -m immediate stop >/dev/null 2>&1 || true; rm -rf "$pgdir"; }
+  export INBOX_TEST_POSTGRES_URL="postgres://inbox@127.0.0.1:$pgport/postgres"
+fi
+export INBOX_REQUIRE_POSTGRES=1
 export AWS_REGION="${AWS_REGION:-us-east-1}" INBOX_REQUIRE_AWS=1
 
 cargo test --workspace --locked

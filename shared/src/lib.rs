@@ -12,7 +12,7 @@
 #[cfg(feature = "aws")]
 pub mod aws;
 pub mod clock;
-#[cfg(any(feature = "sqlite", feature = "aws"))]
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "aws"))]
 pub mod compression;
 pub mod config;
 #[cfg(feature = "contract")]

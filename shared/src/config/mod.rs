@@ -36,6 +36,8 @@ pub const DEFAULT_MAX_INFLIGHT_BYTES: usize = 64 * 1024 * 1024;
 #[derive(Debug, Clone)]
 pub struct Config {
     pub server: ServerConfig,
+    /// Which store `inbox serve` and the operator commands run over (`[store]`): SQLite by default.
+    pub store: StoreConfig,
     pub alarm: AlarmConfig,
     pub retry: RetryPolicy,
     pub sweeper: SweeperConfig,
@@ -56,6 +58,22 @@ pub struct ServerConfig {
     pub read_timeout: Duration,
     /// Request bodies held in memory at once, over all connections: past it, 503 with Retry-After (default 64 MiB).
     pub max_inflight_bytes: usize,
+}
+
+/// The store `[store] kind` names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreConfig {
+    /// One SQLite file in `server.data_dir`: one `inbox serve` per directory.
+    Sqlite,
+    /// One PostgreSQL database shared by any number of `inbox serve` (docs/DESIGN.md, "PostgreSQL").
+    Postgres {
+        /// The connection URL, a secret reference (it may hold a password).
+        url: SecretRef,
+        /// Connections each process keeps at most (default 16).
+        pool_size: usize,
+        /// How long one statement may run before the server cancels it (default 10 s).
+        statement_timeout: Duration,
+    },
 }
 
 #[derive(Debug, Clone, Default)]
@@ -237,6 +255,8 @@ struct RawConfig {
     #[serde(default)]
     server: RawServer,
     #[serde(default)]
+    store: RawStore,
+    #[serde(default)]
     alarm: RawAlarm,
     #[serde(default)]
     retry: RawRetry,
@@ -256,6 +276,68 @@ struct RawServer {
     max_pending_writes: Option<usize>,
     read_timeout: Option<String>,
     max_inflight_bytes: Option<usize>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawStore {
+    kind: Option<String>,
+    url: Option<String>,
+    pool_size: Option<usize>,
+    statement_timeout: Option<String>,
+}
+
+impl RawStore {
+    fn validate(&self) -> Result<StoreConfig, ConfigError> {
+        match self.kind.as_deref().unwrap_or("sqlite") {
+            "sqlite" => {
+                for (field, set) in [
+                    ("store.url", self.url.is_some()),
+                    ("store.pool_size", self.pool_size.is_some()),
+                    ("store.statement_timeout", self.statement_timeout.is_some()),
+                ] {
+                    if set {
+                        return Err(ConfigError::new(field, "is for kind = \"postgres\" only"));
+                    }
+                }
+                Ok(StoreConfig::Sqlite)
+            }
+            "postgres" => {
+                let url = self
+                    .url
+                    .as_deref()
+                    .ok_or_else(|| {
+                        ConfigError::new(
+                            "store.url",
+                            "is required for kind = \"postgres\" (a reference such as env:DATABASE_URL)",
+                        )
+                    })?
+                    .parse::<SecretRef>()
+                    .map_err(|e| ConfigError::new("store.url", e))?;
+                let pool_size = self.pool_size.unwrap_or(16);
+                if !(2..=1000).contains(&pool_size) {
+                    return Err(ConfigError::new("store.pool_size", "must be between 2 and 1000"));
+                }
+                let statement_timeout = positive(
+                    "store.statement_timeout",
+                    duration(
+                        "store.statement_timeout",
+                        self.statement_timeout.as_ref(),
+                        Duration::from_secs(10),
+                    )?,
+                )?;
+                Ok(StoreConfig::Postgres {
+                    url,
+                    pool_size,
+                    statement_timeout,
+                })
+            }
+            other => Err(ConfigError::new(
+                "store.kind",
+                format!("{other:?} is not a store: \"sqlite\" (the default) or \"postgres\""),
+            )),
+        }
+    }
 }
 
 #[derive(Deserialize, Default)]
@@ -476,6 +558,7 @@ impl RawConfig {
         }
         Ok(Config {
             server,
+            store: self.store.validate()?,
             alarm,
             retry,
             sweeper,

@@ -541,3 +541,36 @@ fn an_unsigned_query_id_is_resendable_like_an_unsigned_header() {
         "id = \"query:delivery\"\ntimestamp = \"header:x-ts\"\nsigned = \"{timestamp}.{body}\""
     ));
 }
+
+#[test]
+fn the_store_is_sqlite_unless_postgres_is_named_with_a_url_reference() {
+    let source = "[sources.g]\nscheme=\"github\"\nsecrets=[\"env:G\"]\nhandler={kind=\"log\"}\n";
+    assert_eq!(Config::from_toml(source).unwrap().store, StoreConfig::Sqlite);
+    let pg = Config::from_toml(&format!(
+        "[store]\nkind=\"postgres\"\nurl=\"env:DATABASE_URL\"\nstatement_timeout=\"5s\"\n{source}"
+    ))
+    .unwrap();
+    assert_eq!(
+        pg.store,
+        StoreConfig::Postgres {
+            url: SecretRef::Env("DATABASE_URL".into()),
+            pool_size: 16,
+            statement_timeout: Duration::from_secs(5),
+        }
+    );
+    for (store, field) in [
+        ("kind=\"postgres\"", "store.url"),
+        // A URL written out holds its password: refused, and not echoed.
+        (
+            "kind=\"postgres\"\nurl=\"postgres://u:hunter2@db/inbox\"",
+            "store.url",
+        ),
+        ("kind=\"postgres\"\nurl=\"env:D\"\npool_size=1", "store.pool_size"),
+        ("url=\"env:D\"", "store.url"),
+        ("kind=\"mysql\"", "store.kind"),
+    ] {
+        let e = err(&format!("[store]\n{store}\n{source}"));
+        assert_eq!(e.field, field, "{store}: {e}");
+        assert!(!e.to_string().contains("hunter2"), "{e}");
+    }
+}

@@ -144,6 +144,11 @@ pub trait Upkeep: Send + Sync + 'static {
     /// at their expiry. Nothing is ever ended because a process *thinks* the others are gone.
     async fn gone_owners(&self, me: &str) -> Result<GoneOwners, StoreError>;
 
+    /// `me` is alive. A store whose gone owners are proven by heartbeats (PostgreSQL: on the database's clock) renews
+    /// `me`'s, which a runtime does well within the store's liveness period; a store that proves them otherwise (a
+    /// lock, a queue's visibility) has nothing to record.
+    async fn heartbeat(&self, me: &str) -> Result<(), StoreError>;
+
     /// Ends the leases `gone` names: their events can be claimed at once. How many ended.
     async fn end_leases(&self, gone: &GoneOwners, now: Option<i64>) -> Result<usize, StoreError>;
 

@@ -84,8 +84,14 @@ pub async fn run(
         alarm.clone(),
         world.clone(),
     ));
-    // This process's name in its leases: unique to it, so that its leases can be told from every other's.
-    let owner = format!("serve:{}:{}", std::process::id(), world.now_ms());
+    // This process's name in its leases: unique to it, so that its leases can be told from every other's (on a
+    // shared store, every other machine's too).
+    let owner = format!(
+        "serve:{}:{}:{:08x}",
+        std::process::id(),
+        world.now_ms(),
+        world.random.up_to(u64::from(u32::MAX))
+    );
     // Alarms go out on a task of their own: a slow notify URL holds up neither start-up nor the workers.
     let machine = Arc::new(
         Machine::new(
@@ -104,6 +110,7 @@ pub async fn run(
 
     // The restart scan: the leases of owners the store can prove gone end now, and whatever is open is handed
     // out again (an earlier process's in-memory queue died with it).
+    store.heartbeat(&owner).await?;
     let gone = store.gone_owners(&owner).await?;
     let expired = store.end_leases(&gone, None).await?;
     let found = refill(&machine, &queue, config.sweeper.grace).await?;
@@ -128,6 +135,7 @@ pub async fn run(
         machine.clone(),
         store.clone(),
         queue.clone(),
+        owner.clone(),
         config.sweeper.interval,
         stop_rx.clone(),
     ));

@@ -10,7 +10,7 @@ use super::queue::InProcessQueue;
 use crate::clock::World;
 use crate::machine::Machine;
 use crate::metrics::Metrics;
-use crate::ports::{Queue, Store};
+use crate::ports::{GoneOwners, Queue, Store};
 use crate::reconcile::{Reconciler, RunOptions};
 
 /// How soon after start the first reconciliation runs at the earliest: after the start-up sweep's work is handed
@@ -72,11 +72,13 @@ pub(super) async fn run_reconciler(
     }
 }
 
-/// The sweeper on its interval, plus a quick look whenever another process changed the ledger.
+/// The sweeper on its interval, plus a quick look whenever another process changed the ledger; this process's
+/// heartbeat, and the end of the leases of owners that stopped theirs (a shared store's).
 pub(super) async fn run_sweeper(
     machine: Arc<Machine>,
     store: Arc<dyn Store>,
     queue: Arc<InProcessQueue>,
+    owner: String,
     interval: Duration,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -90,7 +92,10 @@ pub(super) async fn run_sweeper(
                 finish_bodies(store.as_ref()).await;
                 true
             }
-            _ = watch.tick() => store.changed_elsewhere().await.unwrap_or(false),
+            _ = watch.tick() => {
+                keep_alive(store.as_ref(), &owner).await;
+                store.changed_elsewhere().await.unwrap_or(false)
+            }
             _ = stop.changed() => return,
         };
         if sweep {
@@ -98,6 +103,28 @@ pub(super) async fn run_sweeper(
                 tracing::warn!(error = %e, "sweep failed");
             }
         }
+    }
+}
+
+/// Renews this process's heartbeat and ends the leases of the owners whose heartbeat ran out, where the store
+/// keeps heartbeats: the owners it names one by one ([`GoneOwners::These`]). An answer of "every other owner" is a
+/// start-up truth (the store admits one process), acted on once at start.
+async fn keep_alive(store: &dyn Store, owner: &str) {
+    if let Err(e) = store.heartbeat(owner).await {
+        tracing::warn!(error = %e, "heartbeat failed; the next look tries again");
+        return;
+    }
+    let gone = match store.gone_owners(owner).await {
+        Ok(GoneOwners::These(owners)) if !owners.is_empty() => GoneOwners::These(owners),
+        Ok(_) => return,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read which owners are gone");
+            return;
+        }
+    };
+    match store.end_leases(&gone, None).await {
+        Ok(ended) => tracing::warn!(?gone, ended, "owners stopped their heartbeat: their leases ended"),
+        Err(e) => tracing::warn!(error = %e, "cannot end the leases of gone owners"),
     }
 }
 

@@ -449,6 +449,10 @@ impl Upkeep for MemoryStore {
     async fn gone_owners(&self, me: &str) -> Result<GoneOwners, StoreError> {
         Ok(GoneOwners::AllBut(me.to_owned()))
     }
+    /// One process holds it: no heartbeat to record.
+    async fn heartbeat(&self, _me: &str) -> Result<(), StoreError> {
+        Ok(())
+    }
     async fn end_leases(&self, gone: &GoneOwners, now: Option<i64>) -> Result<usize, StoreError> {
         match self.write(Write::EndLeases(gone.clone()), now) {
             Answer::Count(n) => Ok(n),

@@ -22,6 +22,8 @@
 #[cfg(feature = "aws")]
 pub mod dynamodb;
 pub mod memory;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 pub mod refusing;
 pub mod sqlite;
 
@@ -31,7 +33,8 @@ pub fn clock_now() -> std::sync::Arc<inbox_core::clock::ManualClock> {
 }
 
 /// Makes one `#[tokio::test]` per named suite function (`async fn(&dyn Harness)`, in the calling module) for every
-/// store: `memory::NAME`, `sqlite::NAME`, and with the `aws` feature `dynamodb::NAME`.
+/// store: `memory::NAME`, `sqlite::NAME`, with the `postgres` feature `postgres::NAME`, and with the `aws` feature
+/// `dynamodb::NAME`.
 macro_rules! every_store {
     ($($name:ident),* $(,)?) => {
         mod memory {
@@ -39,6 +42,10 @@ macro_rules! every_store {
         }
         mod sqlite {
             $crate::ledger::every_store!(@store $crate::ledger::sqlite::SqliteHarness::start(); $($name),*);
+        }
+        #[cfg(feature = "postgres")]
+        mod postgres {
+            $crate::ledger::every_store!(@store $crate::ledger::postgres::PostgresHarness::start(); $($name),*);
         }
         #[cfg(feature = "aws")]
         mod dynamodb {

@@ -176,6 +176,9 @@ impl Upkeep for Refusing {
     async fn gone_owners(&self, me: &str) -> Result<GoneOwners, StoreError> {
         self.store.gone_owners(me).await
     }
+    async fn heartbeat(&self, me: &str) -> Result<(), StoreError> {
+        self.store.heartbeat(me).await
+    }
     async fn end_leases(&self, gone: &GoneOwners, now: Option<i64>) -> Result<usize, StoreError> {
         self.store.end_leases(gone, now).await
     }

@@ -1,0 +1,119 @@
+//! Group commit of creates: one task takes every create waiting (up to `batch_max`) into one transaction, and the
+//! creates that arrive while it commits go in the next. Each job (one create, or a batched delivery's events) runs
+//! under a savepoint of its own, so a failing job takes no other down; jobs run in `(source, event_id)` order, so
+//! two instances' overlapping batches take their row locks in one order and do not deadlock. Every caller is
+//! answered after `COMMIT` returned: a commit that failed or whose outcome is unknown answers every job of the
+//! batch with an error (503), never a create.
+
+use deadpool_postgres::{GenericClient, Pool};
+use tokio::sync::{mpsc, oneshot};
+
+use super::rows::Prepared;
+use super::transitions::create;
+use super::{connection, db_now, pg};
+use crate::model::Event;
+use crate::ports::{Created, StoreError};
+use crate::rules::Due;
+
+/// Creates waiting for a transaction at most: past it, a create answers busy (503 with `Retry-After`) at once.
+const QUEUE: usize = 4096;
+
+/// What a job is answered: each create's outcome and, where it claimed, the claimed record; or the error.
+pub(super) type Answer = Result<Vec<(Created, Option<Event>)>, StoreError>;
+
+/// One caller's creates, answered together.
+pub(super) struct Job {
+    pub items: Vec<Prepared>,
+    /// The time the call runs at; `None`: the database's.
+    pub now: Option<i64>,
+    pub reply: oneshot::Sender<Answer>,
+}
+
+/// Starts the batcher; it ends when every sender is gone.
+pub(super) fn start(pool: Pool, batch_max: usize, due: Due) -> mpsc::Sender<Job> {
+    let (tx, rx) = mpsc::channel(QUEUE);
+    tokio::spawn(run(pool, rx, batch_max.max(1), due));
+    tx
+}
+
+async fn run(pool: Pool, mut rx: mpsc::Receiver<Job>, batch_max: usize, due: Due) {
+    let mut jobs = Vec::new();
+    while rx.recv_many(&mut jobs, batch_max).await > 0 {
+        let batch = std::mem::take(&mut jobs);
+        let (answers, replies) = commit(&pool, batch, &due).await;
+        for (answer, reply) in answers.into_iter().zip(replies) {
+            let _ = reply.send(answer);
+        }
+    }
+}
+
+/// Runs `batch` in one transaction: each job's answer, in the batch's order, and its reply.
+async fn commit(pool: &Pool, mut batch: Vec<Job>, due: &Due) -> (Vec<Answer>, Vec<oneshot::Sender<Answer>>) {
+    // Lock order: every job by its first key, each job's items by theirs.
+    batch.sort_by(|a, b| first_key(a).cmp(&first_key(b)));
+    let replies: Vec<_> = batch
+        .iter_mut()
+        .map(|job| std::mem::replace(&mut job.reply, oneshot::channel().0))
+        .collect();
+    let answers = match transaction(pool, &batch, due).await {
+        Ok(answers) => answers,
+        Err(e) => batch.iter().map(|_| Err(e.clone())).collect(),
+    };
+    (answers, replies)
+}
+
+fn first_key(job: &Job) -> Option<(&str, &str)> {
+    job.items
+        .iter()
+        .map(|p| (p.event.key.source.as_str(), p.event.key.event_id.as_str()))
+        .min()
+}
+
+async fn transaction(pool: &Pool, batch: &[Job], due: &Due) -> Result<Vec<Answer>, StoreError> {
+    let mut client = connection(pool).await?;
+    let mut tx = client.transaction().await.map_err(pg)?;
+    let db_time = if batch.iter().any(|job| job.now.is_none()) {
+        Some(db_now(&tx).await?)
+    } else {
+        None
+    };
+    let mut answers = Vec::with_capacity(batch.len());
+    for job in batch {
+        let now = job.now.or(db_time).unwrap_or_default();
+        let savepoint = tx.savepoint("job").await.map_err(pg)?;
+        match items(&savepoint, job, now, due).await {
+            Ok(created) => {
+                savepoint.commit().await.map_err(pg)?;
+                answers.push(Ok(created));
+            }
+            Err(e) => {
+                savepoint.rollback().await.map_err(pg)?;
+                answers.push(Err(e));
+            }
+        }
+    }
+    crate::failpoint!("postgres_batch_before_commit");
+    // The one place a create becomes an answer: after this returns. Its failure (the connection lost, the server
+    // gone) leaves the outcome unknown, and every job is answered with it.
+    tx.commit().await.map_err(pg)?;
+    Ok(answers)
+}
+
+/// One job's items, in key order, answered in the order they came.
+async fn items(
+    c: &impl GenericClient,
+    job: &Job,
+    now: i64,
+    due: &Due,
+) -> Result<Vec<(Created, Option<Event>)>, StoreError> {
+    let mut order: Vec<usize> = (0..job.items.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (a, b) = (&job.items[a].event.key, &job.items[b].event.key);
+        (a.source.as_str(), a.event_id.as_str()).cmp(&(b.source.as_str(), b.event_id.as_str()))
+    });
+    let mut answers: Vec<Option<(Created, Option<Event>)>> = vec![None; job.items.len()];
+    for i in order {
+        answers[i] = Some(create(c, &job.items[i], now, due).await?);
+    }
+    Ok(answers.into_iter().flatten().collect())
+}

@@ -1,0 +1,517 @@
+//! The ports, as PostgreSQL answers them: creates through the group commit ([`super::batch`]), every other write one
+//! conditional statement on a pooled connection, every read through an index.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::batch::Job;
+use super::rows::{find, prepare, records, with_payload, COLUMNS};
+use super::{execute, query, query_opt, transitions as t, PostgresStore};
+use crate::model::{Event, EventId, EventKey, NewEvent, Record, ResentBodies, SourceName, Status};
+use crate::ports::{
+    Browse, Bucket, Capabilities, Checkpoint, Checkpoints, Claim, Created, GoneOwners, Ledger, ListFilter,
+    MarkDead, Purged, Replay, Settled, Settlement, StoreError, Summary, SweepIndex, Upkeep,
+};
+use crate::rules;
+use crate::time::ms;
+
+impl PostgresStore {
+    /// Hands `items` to the group commit and waits for the commit that holds them.
+    async fn create_all(
+        &self,
+        items: Vec<super::rows::Prepared>,
+        now: Option<i64>,
+    ) -> Result<Vec<(Created, Option<Event>)>, StoreError> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let now = now.or_else(|| self.clock.as_ref().map(|c| c.now_ms()));
+        self.creates
+            .try_send(Job { items, now, reply })
+            .map_err(|e| match e {
+                tokio::sync::mpsc::error::TrySendError::Full(_) => StoreError::Busy,
+                tokio::sync::mpsc::error::TrySendError::Closed(_) => {
+                    StoreError::Unavailable("the PostgreSQL store's batcher stopped".into())
+                }
+            })?;
+        answer
+            .await
+            .map_err(|_| StoreError::Unavailable("the PostgreSQL store's batcher stopped".into()))?
+    }
+
+    async fn create_one(
+        &self,
+        event: NewEvent,
+        claim: Option<(String, i64)>,
+        now: Option<i64>,
+    ) -> Result<(Created, Option<Event>), StoreError> {
+        let mut answers = self.create_all(vec![prepare(event, claim)?], now).await?;
+        answers
+            .pop()
+            .ok_or_else(|| StoreError::Unavailable("a create was answered with nothing".into()))
+    }
+}
+
+#[async_trait]
+impl Ledger for PostgresStore {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            claims_in_create: true,
+            trusts_announcements: false,
+            indexes_every_listing: true,
+            keeps_bodies_apart: false,
+            eventually_consistent_index: false,
+        }
+    }
+    async fn create(&self, event: NewEvent, now: Option<i64>) -> Result<Created, StoreError> {
+        Ok(self.create_one(event, None, now).await?.0)
+    }
+    /// The ledger is its own queue: an announced create is indexed like any other.
+    async fn create_announced(&self, event: NewEvent, now: Option<i64>) -> Result<Created, StoreError> {
+        self.create(event, now).await
+    }
+    async fn create_claimed(
+        &self,
+        event: NewEvent,
+        owner: &str,
+        lease: Duration,
+        now: Option<i64>,
+    ) -> Result<(Created, Option<Event>), StoreError> {
+        self.create_one(event, Some((owner.to_owned(), ms(lease))), now)
+            .await
+    }
+    async fn create_batch(
+        &self,
+        events: Vec<NewEvent>,
+        now: Option<i64>,
+    ) -> Result<Vec<Created>, StoreError> {
+        let items = events
+            .into_iter()
+            .map(|event| {
+                // No item looks for resent bodies (the port's promise): a batch's scheme signs each id with its body.
+                let event = NewEvent {
+                    resent_bodies: ResentBodies::Ignored,
+                    ..event
+                };
+                prepare(event, None)
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(self
+            .create_all(items, now)
+            .await?
+            .into_iter()
+            .map(|(created, _)| created)
+            .collect())
+    }
+    async fn peek(&self, key: &EventKey, now: Option<i64>) -> Result<Option<Record>, StoreError> {
+        let c = self.client().await?;
+        let now = self.now(&c, now).await?;
+        Ok(find(&c, key)
+            .await?
+            .map(|(_, r)| r)
+            .filter(|r| !r.is_expired(now)))
+    }
+    async fn claim(
+        &self,
+        key: &EventKey,
+        owner: &str,
+        lease: Duration,
+        now: Option<i64>,
+    ) -> Result<Claim, StoreError> {
+        let c = self.client().await?;
+        let now = self.now(&c, now).await?;
+        t::claim(&c, key, owner, ms(lease), now, &self.due).await
+    }
+    async fn settle(
+        &self,
+        key: &EventKey,
+        owner: &str,
+        settlement: Settlement,
+        now: Option<i64>,
+    ) -> Result<Settled, StoreError> {
+        let c = self.client().await?;
+        let now = self.now(&c, now).await?;
+        t::settle(&c, key, owner, &settlement, now, &self.due).await
+    }
+    /// Bodies live beside their records: nothing is owed after completion.
+    async fn completed(&self, _key: &EventKey, _owner: &str) -> Result<(), StoreError> {
+        Ok(())
+    }
+    async fn release(&self, key: &EventKey, owner: &str, now: Option<i64>) -> Result<Settled, StoreError> {
+        let c = self.client().await?;
+        let now = self.now(&c, now).await?;
+        t::release(&c, key, owner, now, &self.due).await
+    }
+    async fn mark_dead(
+        &self,
+        key: &EventKey,
+        reason: &str,
+        now: Option<i64>,
+    ) -> Result<MarkDead, StoreError> {
+        let c = self.client().await?;
+        let now = self.now(&c, now).await?;
+        t::mark_dead(&c, key, reason, now, &self.due).await
+    }
+    async fn mark_notified(&self, key: &EventKey, now: Option<i64>) -> Result<(), StoreError> {
+        let c = self.client().await?;
+        let now = self.now(&c, now).await?;
+        execute(
+            &c,
+            "UPDATE events SET notified_at = $3, due_at = NULL
+             WHERE source = $1 AND event_id = $2 AND status = 'DEAD' AND notified_at IS NULL",
+            &[&key.source.as_str(), &key.event_id.as_str(), &now],
+        )
+        .await?;
+        Ok(())
+    }
+    async fn replay(&self, key: &EventKey, force: bool, now: Option<i64>) -> Result<Replay, StoreError> {
+        let c = self.client().await?;
+        let now = self.now(&c, now).await?;
+        t::replay(&c, key, force, now, &self.due).await
+    }
+    async fn get(&self, key: &EventKey, now: Option<i64>) -> Result<Option<Event>, StoreError> {
+        let c = self.client().await?;
+        let now = self.now(&c, now).await?;
+        match find(&c, key).await? {
+            Some((_, e)) if e.is_expired(now) => Ok(None),
+            Some((id, e)) => match with_payload(&c, id, e).await? {
+                Ok(event) => Ok(Some(event)),
+                Err(event) => Err(StoreError::Corrupt(rules::missing_body(&event))),
+            },
+            None => Ok(None),
+        }
+    }
+    fn check(&self) -> Result<(), StoreError> {
+        if self.creates.is_closed() {
+            return Err(StoreError::Unavailable(
+                "the PostgreSQL store's batcher stopped".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl SweepIndex for PostgresStore {
+    async fn due(&self, due_before: i64, limit: usize) -> Result<Vec<Record>, StoreError> {
+        let c = self.client().await?;
+        t::due(&c, due_before, i64::try_from(limit).unwrap_or(i64::MAX)).await
+    }
+    async fn sent_again(
+        &self,
+        key: &EventKey,
+        status: Status,
+        updated_at: i64,
+        now: Option<i64>,
+    ) -> Result<(), StoreError> {
+        let c = self.client().await?;
+        let now = self.now(&c, now).await?;
+        execute(
+            &c,
+            "UPDATE events SET due_at = $5
+             WHERE source = $1 AND event_id = $2 AND status = $3 AND updated_at = $4 AND due_at IS NOT NULL",
+            &[
+                &key.source.as_str(),
+                &key.event_id.as_str(),
+                &status.as_str(),
+                &updated_at,
+                &self.due.resent(now, updated_at),
+            ],
+        )
+        .await?;
+        Ok(())
+    }
+    async fn defer_alarm(&self, key: &EventKey, until: i64) -> Result<(), StoreError> {
+        let c = self.client().await?;
+        execute(
+            &c,
+            "UPDATE events SET due_at = $3
+             WHERE source = $1 AND event_id = $2 AND status = 'DEAD' AND notified_at IS NULL",
+            &[&key.source.as_str(), &key.event_id.as_str(), &until],
+        )
+        .await?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Checkpoints for PostgresStore {
+    async fn present(&self, source: &SourceName, ids: &[EventId]) -> Result<HashSet<EventId>, StoreError> {
+        let c = self.client().await?;
+        let wanted: Vec<&str> = ids.iter().map(EventId::as_str).collect();
+        // Any record, expired or not: past retention "done and forgotten" looks like "never received".
+        let rows = query(
+            &c,
+            "SELECT event_id FROM events WHERE source = $1 AND event_id = ANY($2)",
+            &[&source.as_str(), &wanted],
+        )
+        .await?;
+        Ok(rows
+            .iter()
+            .filter_map(|r| EventId::parse(r.get::<_, &str>(0)).ok())
+            .collect())
+    }
+    async fn checkpoint(&self, source: &SourceName) -> Result<Option<Checkpoint>, StoreError> {
+        let c = self.client().await?;
+        let row = query_opt(
+            &c,
+            "SELECT body FROM checkpoints WHERE source = $1",
+            &[&source.as_str()],
+        )
+        .await?;
+        row.map(|r| {
+            serde_json::from_str(r.get::<_, &str>(0))
+                .map_err(|e| StoreError::Corrupt(format!("the checkpoint of {source}: {e}")))
+        })
+        .transpose()
+    }
+    async fn save_checkpoint(&self, source: &SourceName, checkpoint: &Checkpoint) -> Result<(), StoreError> {
+        let body = serde_json::to_string(checkpoint)
+            .map_err(|e| StoreError::Unavailable(format!("cannot encode the checkpoint of {source}: {e}")))?;
+        let c = self.client().await?;
+        execute(
+            &c,
+            "INSERT INTO checkpoints (source, body) VALUES ($1, $2)
+             ON CONFLICT (source) DO UPDATE SET body = excluded.body",
+            &[&source.as_str(), &body],
+        )
+        .await?;
+        Ok(())
+    }
+}
+
+/// Hours the overview's chart covers.
+const TIMELINE_HOURS: i64 = 24;
+const HOUR_MS: i64 = 3_600_000;
+
+#[async_trait]
+impl Browse for PostgresStore {
+    async fn list(&self, filter: &ListFilter, now: Option<i64>) -> Result<Vec<Record>, StoreError> {
+        use tokio_postgres::types::ToSql;
+        let c = self.client().await?;
+        let now = self.now(&c, now).await?;
+        let mut values: Vec<Box<dyn ToSql + Sync + Send>> = vec![Box::new(now)];
+        let mut conditions = vec!["NOT (status = 'COMPLETED' AND expires_at <= $1)".to_owned()];
+        let mut bind = |condition: &str, value: Box<dyn ToSql + Sync + Send>| {
+            values.push(value);
+            conditions.push(condition.replace('?', &format!("${}", values.len())));
+        };
+        if let Some(st) = filter.status {
+            bind("status = ?", Box::new(st.as_str().to_owned()));
+        }
+        if let Some(source) = &filter.source {
+            bind("source = ?", Box::new(source.as_str().to_owned()));
+        }
+        if let Some(ty) = &filter.event_type {
+            bind("event_type = ?", Box::new(ty.clone()));
+        }
+        if let Some(id) = &filter.event_id {
+            bind("event_id = ?", Box::new(id.as_str().to_owned()));
+        }
+        if let Some(from) = filter.received_from {
+            bind("received_at >= ?", Box::new(from));
+        }
+        if let Some(to) = filter.received_to {
+            bind("received_at < ?", Box::new(to));
+        }
+        if let Some(cursor) = &filter.before {
+            values.push(Box::new(cursor.received_at));
+            values.push(Box::new(cursor.source.as_str().to_owned()));
+            values.push(Box::new(cursor.event_id.as_str().to_owned()));
+            let n = values.len();
+            conditions.push(format!(
+                "(received_at, source, event_id) < (${}, ${}, ${})",
+                n - 2,
+                n - 1,
+                n
+            ));
+        }
+        values.push(Box::new(i64::try_from(filter.limit).unwrap_or(i64::MAX)));
+        let sql = format!(
+            "SELECT {COLUMNS} FROM events WHERE {} ORDER BY received_at DESC, source DESC, event_id DESC LIMIT ${}",
+            conditions.join(" AND "),
+            values.len()
+        );
+        let params: Vec<&(dyn ToSql + Sync)> =
+            values.iter().map(|v| v.as_ref() as &(dyn ToSql + Sync)).collect();
+        records(&query(&c, &sql, &params).await?)
+    }
+    /// Each count from an index: the open and dead events from `events_open`, the completed ones per source less
+    /// those past retention (from `events_expiry`).
+    async fn summary(&self, now: Option<i64>) -> Result<Summary, StoreError> {
+        let c = self.client().await?;
+        let now = self.now(&c, now).await?;
+        let rows = query(
+            &c,
+            "SELECT source, status, count(*) FROM events
+             WHERE NOT (status = 'COMPLETED' AND expires_at <= $1) GROUP BY source, status",
+            &[&now],
+        )
+        .await?;
+        let mut by_status: Vec<(Status, Option<u64>)> = Status::ALL.iter().map(|st| (*st, Some(0))).collect();
+        let mut by_source = Vec::new();
+        let mut oldest_open = None;
+        for r in &rows {
+            let source: &str = r.get(0);
+            let status: &str = r.get(1);
+            let n = u64::try_from(r.get::<_, i64>(2)).unwrap_or(0);
+            let source =
+                SourceName::parse(source).map_err(|_| StoreError::Corrupt(format!("bad source {source}")))?;
+            let status: Status = status
+                .parse()
+                .map_err(|_| StoreError::Corrupt(format!("bad status {status}")))?;
+            if let Some(slot) = by_status.iter_mut().find(|(s, _)| *s == status) {
+                slot.1 = Some(slot.1.unwrap_or(0) + n);
+            }
+            by_source.push((source, status, n));
+        }
+        for r in query(
+            &c,
+            "SELECT min(received_at) FROM events WHERE status IN ('RECEIVED', 'PROCESSING', 'FAILED')",
+            &[],
+        )
+        .await?
+        {
+            oldest_open = r.get::<_, Option<i64>>(0);
+        }
+        let first = (now / HOUR_MS - (TIMELINE_HOURS - 1)) * HOUR_MS;
+        let mut timeline: Vec<Bucket> = (0..TIMELINE_HOURS)
+            .map(|h| Bucket {
+                start: first + h * HOUR_MS,
+                ..Default::default()
+            })
+            .collect();
+        for r in query(
+            &c,
+            "SELECT (received_at - $1) / $2, status, count(*) FROM events WHERE received_at >= $1 GROUP BY 1, 2",
+            &[&first, &HOUR_MS],
+        )
+        .await?
+        {
+            let Some(bucket) = usize::try_from(r.get::<_, i64>(0)).ok().and_then(|h| timeline.get_mut(h)) else {
+                continue;
+            };
+            let n = u64::try_from(r.get::<_, i64>(2)).unwrap_or(0);
+            bucket.accepted += n;
+            match r.get::<_, &str>(1) {
+                "COMPLETED" => bucket.completed += n,
+                "DEAD" => bucket.dead += n,
+                _ => {}
+            }
+        }
+        Ok(Summary {
+            by_status,
+            by_source,
+            oldest_open,
+            timeline,
+        })
+    }
+    fn lists_by_scan(&self, _filter: &ListFilter) -> bool {
+        false
+    }
+}
+
+#[async_trait]
+impl Upkeep for PostgresStore {
+    /// The owners whose heartbeat ran out on the database's clock (never `me`): gone, their leases end now. An owner
+    /// that never kept a heartbeat (an operator command) is never proven gone; its leases end at their expiry.
+    async fn gone_owners(&self, me: &str) -> Result<GoneOwners, StoreError> {
+        let c = self.client().await?;
+        let rows = query(
+            &c,
+            "SELECT owner FROM owners WHERE alive_until < now() AND owner <> $1",
+            &[&me],
+        )
+        .await?;
+        Ok(GoneOwners::These(
+            rows.iter().map(|r| r.get::<_, String>(0)).collect(),
+        ))
+    }
+    async fn heartbeat(&self, me: &str) -> Result<(), StoreError> {
+        let c = self.client().await?;
+        let alive = i64::try_from(self.liveness.as_millis()).unwrap_or(i64::MAX);
+        execute(
+            &c,
+            "INSERT INTO owners (owner, alive_until) VALUES ($1, now() + $2 * interval '1 millisecond')
+             ON CONFLICT (owner) DO UPDATE SET alive_until = excluded.alive_until",
+            &[&me, &(alive as f64)],
+        )
+        .await?;
+        Ok(())
+    }
+    /// Ends the leases of the owners `gone` names and forgets those owners, in one transaction, only while their
+    /// heartbeat is still out (an owner that came back keeps its leases).
+    async fn end_leases(&self, gone: &GoneOwners, now: Option<i64>) -> Result<usize, StoreError> {
+        let mut c = self.client().await?;
+        let tx = c.transaction().await.map_err(super::pg)?;
+        let now = self.now(&tx, now).await?;
+        let mut ended = 0;
+        match gone {
+            GoneOwners::None => {}
+            GoneOwners::AllBut(me) => ended += t::end_leases(&tx, me, false, now).await?,
+            GoneOwners::These(owners) => {
+                for owner in owners {
+                    let registered = query_opt(
+                        &tx,
+                        "SELECT alive_until < now() FROM owners WHERE owner = $1 FOR UPDATE",
+                        &[owner],
+                    )
+                    .await?
+                    .map(|r| r.get::<_, bool>(0));
+                    if registered == Some(false) {
+                        continue;
+                    }
+                    ended += t::end_leases(&tx, owner, true, now).await?;
+                    execute(&tx, "DELETE FROM owners WHERE owner = $1", &[owner]).await?;
+                }
+            }
+        }
+        tx.commit().await.map_err(super::pg)?;
+        Ok(ended)
+    }
+    async fn give_back(&self, owner: &str, now: Option<i64>) -> Result<usize, StoreError> {
+        let c = self.client().await?;
+        let now = self.now(&c, now).await?;
+        let ended = t::end_leases(&c, owner, true, now).await?;
+        execute(&c, "DELETE FROM owners WHERE owner = $1", &[&owner]).await?;
+        Ok(ended)
+    }
+    /// Completed events past retention (their bodies with them, by the foreign key), and remembered bodies past
+    /// their window, at most `limit` of each in one statement each.
+    async fn purge(&self, limit: usize, now: Option<i64>) -> Result<Purged, StoreError> {
+        let c = self.client().await?;
+        let now = self.now(&c, now).await?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let events = execute(
+            &c,
+            "DELETE FROM events WHERE id IN
+                (SELECT id FROM events WHERE status = 'COMPLETED' AND expires_at <= $1 ORDER BY expires_at LIMIT $2
+                 FOR UPDATE SKIP LOCKED)",
+            &[&now, &limit],
+        )
+        .await?;
+        let bodies = execute(
+            &c,
+            "DELETE FROM bodies WHERE (source, event_type, payload_sha256) IN
+                (SELECT source, event_type, payload_sha256 FROM bodies WHERE expires_at <= $1
+                 ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)",
+            &[&now, &limit],
+        )
+        .await?;
+        Ok(Purged {
+            events: usize::try_from(events).unwrap_or(usize::MAX),
+            bodies: usize::try_from(bodies).unwrap_or(usize::MAX),
+        })
+    }
+    /// Other instances change the store all the time: every look is a sweep's worth (the jittered poll).
+    async fn changed_elsewhere(&self) -> Result<bool, StoreError> {
+        Ok(true)
+    }
+    async fn finish_bodies(&self, _limit: usize) -> Result<usize, StoreError> {
+        Ok(0)
+    }
+    /// A lost connection is a pool's business, not the process's: never.
+    async fn failure(&self) -> String {
+        std::future::pending().await
+    }
+}

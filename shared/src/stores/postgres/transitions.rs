@@ -1,0 +1,435 @@
+//! The SQL of each write: create (with the remembered bodies and a claim in the create), claim, settle, release,
+//! dead-letter, replay, lease endings and purge. Each is one conditional statement on the state it leaves; a refused
+//! one reads the record as it stands and lets [`rules`] say what that means. Every time is given (`now`): the caller
+//! took it from the database's clock or from the call.
+
+use deadpool_postgres::GenericClient;
+
+use super::rows::{find, record, with_payload, Prepared, COLUMNS};
+use super::{execute, query, query_opt};
+use crate::model::{Event, EventId, EventKey, Origin, Record, ResentBodies, Status};
+use crate::ports::{Claim, Created, MarkDead, Replay, Settled, Settlement, StoreError};
+use crate::rules::{self, Due};
+use crate::time::ms;
+
+/// Creates `prepared` as RECEIVED (or PROCESSING under its claim) unless its key is taken; see
+/// [`Ledger::create`](crate::ports::Ledger::create). Inside the caller's transaction.
+pub(super) async fn create(
+    c: &impl GenericClient,
+    prepared: &Prepared,
+    now: i64,
+    due: &Due,
+) -> Result<(Created, Option<Event>), StoreError> {
+    let event = &prepared.event;
+    // A body already stored under another id of this source and type, looked for in the insert's transaction.
+    let resent_of = match event.resent_bodies.within() {
+        None => None,
+        Some(_) => body_holder(c, prepared, now).await?,
+    };
+    if let (Some(holder), ResentBodies::Refused { .. }) = (&resent_of, event.resent_bodies) {
+        // A retry of this very event stays its own duplicate, whoever holds the body now.
+        return Ok((
+            match find(c, &event.key).await? {
+                Some((_, own)) if !own.is_expired(now) => rules::duplicate_of(&own),
+                _ => rules::duplicate_of(holder),
+            },
+            None,
+        ));
+    }
+    let resent_of = resent_of.map(|holder| holder.event_id);
+    if insert(c, prepared, resent_of.as_ref(), now, due).await? {
+        remember_body(c, prepared, resent_of.as_ref(), now).await?;
+        return Ok(created(prepared, resent_of, now));
+    }
+    let Some((id, existing)) = find(c, &event.key).await? else {
+        return Err(StoreError::Busy);
+    };
+    // Past retention a completed event no longer counts for dedup: a webhook reusing its id is a new event.
+    // Reconciliation never replaces a record: past retention it cannot tell "never received" from "done".
+    if existing.is_expired(now) && event.origin == Origin::Webhook {
+        // Conditional on the record still being that expired one: a concurrent replacement wins, and this create
+        // then finds it as its duplicate.
+        let n = execute(
+            c,
+            "DELETE FROM events WHERE id = $1 AND status = 'COMPLETED' AND expires_at <= $2",
+            &[&id, &now],
+        )
+        .await?;
+        if n == 1 && insert(c, prepared, resent_of.as_ref(), now, due).await? {
+            remember_body(c, prepared, resent_of.as_ref(), now).await?;
+            return Ok(created(prepared, resent_of, now));
+        }
+        return match find(c, &event.key).await? {
+            Some((_, existing)) => Ok((rules::duplicate_of(&existing), None)),
+            None => Err(StoreError::Busy),
+        };
+    }
+    Ok((rules::duplicate_of(&existing), None))
+}
+
+/// What a create that inserted `prepared` answers: the outcome and, where it was claimed in the write, the record
+/// as the insert left it.
+fn created(prepared: &Prepared, resent_of: Option<EventId>, now: i64) -> (Created, Option<Event>) {
+    let claimed = prepared.claim.as_ref().map(|(owner, lease)| {
+        let e = &prepared.event;
+        Record {
+            source: e.key.source.clone(),
+            event_id: e.key.event_id.clone(),
+            event_type: e.event_type.clone(),
+            status: Status::Processing,
+            payload_sha256: e.payload_sha256.clone(),
+            headers: e.headers.clone(),
+            received_at: now,
+            updated_at: now,
+            attempts: 1,
+            replays: 0,
+            lease_owner: Some(owner.clone()),
+            lease_until: Some(now.saturating_add(*lease)),
+            next_attempt_at: None,
+            last_error: None,
+            completed_at: None,
+            expires_at: None,
+            notified_at: None,
+            replayed_at: None,
+            origin: e.origin,
+            resent_of: resent_of.clone(),
+        }
+        .with_payload(e.payload.clone())
+    });
+    (rules::created(resent_of), claimed)
+}
+
+/// The live event that holds `prepared`'s body under another id of its source and type, if any.
+async fn body_holder(
+    c: &impl GenericClient,
+    prepared: &Prepared,
+    now: i64,
+) -> Result<Option<Record>, StoreError> {
+    let event = &prepared.event;
+    let row = query_opt(
+        c,
+        &format!(
+            "SELECT {COLUMNS} FROM events WHERE source = $1 AND event_id =
+                (SELECT event_id FROM bodies
+                 WHERE source = $1 AND event_type = $2 AND payload_sha256 = $3 AND expires_at > $4)"
+        ),
+        &[
+            &event.key.source.as_str(),
+            &event.event_type.as_deref().unwrap_or(""),
+            &event.payload_sha256,
+            &now,
+        ],
+    )
+    .await?;
+    Ok(row
+        .map(|r| record(&r))
+        .transpose()?
+        .map(|(_, holder)| holder)
+        .filter(|holder| {
+            holder.event_id != event.key.event_id
+                && !holder.is_expired(now)
+                && holder.event_type == event.event_type
+                && holder.payload_sha256 == event.payload_sha256
+        }))
+}
+
+/// Remembers the body of a just-created event as held by it, for the source's window, where the source looks for
+/// resent bodies and no other live event holds it.
+async fn remember_body(
+    c: &impl GenericClient,
+    prepared: &Prepared,
+    resent_of: Option<&EventId>,
+    now: i64,
+) -> Result<(), StoreError> {
+    let event = &prepared.event;
+    let (None, Some(within)) = (resent_of, event.resent_bodies.within()) else {
+        return Ok(());
+    };
+    execute(
+        c,
+        "INSERT INTO bodies (source, event_type, payload_sha256, event_id, expires_at) VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (source, event_type, payload_sha256)
+         DO UPDATE SET event_id = excluded.event_id, expires_at = excluded.expires_at",
+        &[
+            &event.key.source.as_str(),
+            &event.event_type.as_deref().unwrap_or(""),
+            &event.payload_sha256,
+            &event.key.event_id.as_str(),
+            &now.saturating_add(ms(within)),
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Inserts `prepared` as RECEIVED (or PROCESSING under its claim) unless its key is taken, and its body.
+async fn insert(
+    c: &impl GenericClient,
+    prepared: &Prepared,
+    resent_of: Option<&EventId>,
+    now: i64,
+    due: &Due,
+) -> Result<bool, StoreError> {
+    let e = &prepared.event;
+    let (status, attempts, owner, until, due_at) = match &prepared.claim {
+        None => (Status::Received, 0, None, None, due.received(now)),
+        Some((owner, lease)) => {
+            let until = now.saturating_add(*lease);
+            (
+                Status::Processing,
+                1,
+                Some(owner.as_str()),
+                Some(until),
+                due.processing(until),
+            )
+        }
+    };
+    let inserted = query_opt(
+        c,
+        "INSERT INTO events (source, event_id, event_type, status, payload_sha256, received_at, updated_at,
+                             due_at, origin, resent_of, attempts, lease_owner, lease_until)
+         VALUES ($1, $2, $3, $4, $5, $6, $6, $7, $8, $9, $10, $11, $12)
+         ON CONFLICT (source, event_id) DO NOTHING
+         RETURNING id",
+        &[
+            &e.key.source.as_str(),
+            &e.key.event_id.as_str(),
+            &e.event_type,
+            &status.as_str(),
+            &e.payload_sha256,
+            &now,
+            &due_at,
+            &e.origin.as_str(),
+            &resent_of.map(EventId::as_str),
+            &attempts,
+            &owner,
+            &until,
+        ],
+    )
+    .await?;
+    let Some(row) = inserted else {
+        return Ok(false);
+    };
+    let id: i64 = row.get(0);
+    execute(
+        c,
+        "INSERT INTO payloads (event, headers, body, encoding) VALUES ($1, $2, $3, $4)",
+        &[&id, &prepared.headers, &prepared.body, &prepared.encoding],
+    )
+    .await?;
+    Ok(true)
+}
+
+pub(super) async fn claim(
+    c: &impl GenericClient,
+    key: &EventKey,
+    owner: &str,
+    lease: i64,
+    now: i64,
+    due: &Due,
+) -> Result<Claim, StoreError> {
+    let until = now.saturating_add(lease);
+    let claimed = query_opt(
+        c,
+        &format!(
+            "UPDATE events SET status = 'PROCESSING', lease_owner = $3, lease_until = $4, due_at = $5,
+                    attempts = attempts + 1, updated_at = $6
+             WHERE source = $1 AND event_id = $2
+               AND (status = 'RECEIVED'
+                    OR (status = 'FAILED' AND next_attempt_at <= $7)
+                    OR (status = 'PROCESSING' AND lease_until <= $6))
+             RETURNING {COLUMNS}"
+        ),
+        &[
+            &key.source.as_str(),
+            &key.event_id.as_str(),
+            &owner,
+            &until,
+            &due.processing(until),
+            &now,
+            &rules::failed_claimable_by(now),
+        ],
+    )
+    .await?;
+    match claimed {
+        // The claim stands even when the body is gone: the caller holds the lease and settles it DEAD.
+        Some(row) => {
+            let (id, event) = record(&row)?;
+            Ok(match with_payload(c, id, event).await? {
+                Ok(event) => Claim::Claimed(Box::new(event)),
+                Err(event) => {
+                    let why = rules::missing_body(&event);
+                    Claim::Corrupt(Box::new(event), why)
+                }
+            })
+        }
+        None => Ok(rules::refused_claim(
+            find(c, key).await?.map(|(_, e)| e).as_ref(),
+            now,
+        )),
+    }
+}
+
+pub(super) async fn settle(
+    c: &impl GenericClient,
+    key: &EventKey,
+    owner: &str,
+    settlement: &Settlement,
+    now: i64,
+    due: &Due,
+) -> Result<Settled, StoreError> {
+    let (source, id) = (key.source.as_str(), key.event_id.as_str());
+    let n =
+        match settlement {
+            Settlement::Completed { retention } => execute(
+                c,
+                "UPDATE events SET status = 'COMPLETED', completed_at = $4, expires_at = $5, updated_at = $4,
+                        lease_owner = NULL, lease_until = NULL, next_attempt_at = NULL, due_at = NULL
+                 WHERE source = $1 AND event_id = $2 AND status = 'PROCESSING' AND lease_owner = $3",
+                &[&source, &id, &owner, &now, &now.saturating_add(ms(*retention))],
+            )
+            .await?,
+            Settlement::Failed { error, delay } => {
+                let next = now.saturating_add(ms(*delay));
+                execute(
+                    c,
+                    "UPDATE events SET status = 'FAILED', last_error = $4, next_attempt_at = $5, due_at = $7,
+                        updated_at = $6, lease_owner = NULL, lease_until = NULL
+                 WHERE source = $1 AND event_id = $2 AND status = 'PROCESSING' AND lease_owner = $3",
+                    &[&source, &id, &owner, error, &next, &now, &due.failed(next)],
+                )
+                .await?
+            }
+            Settlement::Dead { error } => {
+                execute(
+                    c,
+                    "UPDATE events SET status = 'DEAD', last_error = $4, updated_at = $5, due_at = $6,
+                        notified_at = NULL, lease_owner = NULL, lease_until = NULL, next_attempt_at = NULL
+                 WHERE source = $1 AND event_id = $2 AND status = 'PROCESSING' AND lease_owner = $3",
+                    &[&source, &id, &owner, error, &now, &due.dead(now)],
+                )
+                .await?
+            }
+        };
+    Ok(if n == 1 { Settled::Done } else { Settled::LeaseLost })
+}
+
+pub(super) async fn release(
+    c: &impl GenericClient,
+    key: &EventKey,
+    owner: &str,
+    now: i64,
+    due: &Due,
+) -> Result<Settled, StoreError> {
+    let n = execute(
+        c,
+        "UPDATE events SET lease_until = $4, due_at = $5, updated_at = $4
+         WHERE source = $1 AND event_id = $2 AND status = 'PROCESSING' AND lease_owner = $3",
+        &[
+            &key.source.as_str(),
+            &key.event_id.as_str(),
+            &owner,
+            &now,
+            &due.processing(now),
+        ],
+    )
+    .await?;
+    Ok(if n == 1 { Settled::Done } else { Settled::LeaseLost })
+}
+
+pub(super) async fn mark_dead(
+    c: &impl GenericClient,
+    key: &EventKey,
+    reason: &str,
+    now: i64,
+    due: &Due,
+) -> Result<MarkDead, StoreError> {
+    let dead = query_opt(
+        c,
+        &format!(
+            "UPDATE events SET status = 'DEAD', last_error = $3, updated_at = $4, due_at = $5,
+                    notified_at = NULL, lease_owner = NULL, lease_until = NULL, next_attempt_at = NULL
+             WHERE source = $1 AND event_id = $2
+               AND (status IN ('RECEIVED', 'FAILED') OR (status = 'PROCESSING' AND lease_until <= $4))
+             RETURNING {COLUMNS}"
+        ),
+        &[
+            &key.source.as_str(),
+            &key.event_id.as_str(),
+            &reason,
+            &now,
+            &due.dead(now),
+        ],
+    )
+    .await?;
+    Ok(match dead {
+        Some(row) => MarkDead::NewlyDead(Box::new(record(&row)?.1)),
+        None => rules::refused_mark_dead(find(c, key).await?.map(|(_, e)| e).as_ref(), now),
+    })
+}
+
+pub(super) async fn replay(
+    c: &impl GenericClient,
+    key: &EventKey,
+    force: bool,
+    now: i64,
+    due: &Due,
+) -> Result<Replay, StoreError> {
+    let n = execute(
+        c,
+        "UPDATE events SET status = 'RECEIVED', attempts = 0, replays = replays + 1, updated_at = $3,
+                replayed_at = $3, due_at = $5, lease_owner = NULL, lease_until = NULL,
+                next_attempt_at = NULL, completed_at = NULL, expires_at = NULL, notified_at = NULL
+         WHERE source = $1 AND event_id = $2
+           AND (status = 'DEAD' OR ($4 AND status = 'COMPLETED' AND expires_at > $3))",
+        &[
+            &key.source.as_str(),
+            &key.event_id.as_str(),
+            &now,
+            &force,
+            &due.replayed(now),
+        ],
+    )
+    .await?;
+    if n == 1 {
+        return Ok(Replay::Replayed);
+    }
+    Ok(rules::refused_replay(
+        find(c, key).await?.map(|(_, e)| e).as_ref(),
+    ))
+}
+
+/// Ends the live leases held by `owner` (`mine`), or by anyone else (`!mine`): a lease's owner is
+/// `{owner}:{token}`. How many.
+pub(super) async fn end_leases(
+    c: &impl GenericClient,
+    owner: &str,
+    mine: bool,
+    now: i64,
+) -> Result<usize, StoreError> {
+    let prefix = format!("{}:", escape_like(owner));
+    let n = execute(
+        c,
+        "UPDATE events SET lease_until = $1, due_at = $1, updated_at = $1
+         WHERE status = 'PROCESSING' AND lease_until > $1 AND (coalesce(lease_owner LIKE $2, false) = $3)",
+        &[&now, &format!("{prefix}%"), &mine],
+    )
+    .await?;
+    Ok(usize::try_from(n).unwrap_or(usize::MAX))
+}
+
+/// `text` matched literally by `LIKE` (its `%`, `_` and `\` escaped).
+fn escape_like(text: &str) -> String {
+    text.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_")
+}
+
+/// The records due before `before`, oldest due first.
+pub(super) async fn due(c: &impl GenericClient, before: i64, limit: i64) -> Result<Vec<Record>, StoreError> {
+    let rows = query(
+        c,
+        &format!("SELECT {COLUMNS} FROM events WHERE due_at <= $1 ORDER BY due_at LIMIT $2"),
+        &[&before, &limit],
+    )
+    .await?;
+    super::rows::records(&rows)
+}

@@ -194,8 +194,9 @@ enum EventsCommand {
     },
 }
 
-/// Where the events are: the data directory named by a config file or given directly, or, with `--aws`, the
-/// stack named by `INBOX_TABLE`, `INBOX_QUEUE_URL` and `INBOX_BUCKET` (default credential chain).
+/// Where the events are: the store a config file names (SQLite in its data directory, or PostgreSQL), a data
+/// directory given directly, or, with `--aws`, the stack named by `INBOX_TABLE`, `INBOX_QUEUE_URL` and
+/// `INBOX_BUCKET` (default credential chain).
 #[derive(Args)]
 struct StoreArgs {
     #[arg(long, conflicts_with_all = ["data_dir", "aws"])]
@@ -246,11 +247,28 @@ impl StoreArgs {
                 queue: Some(Arc::new(queue)),
             });
         }
+        if let Some(store) = self.shared().await? {
+            return Ok(store);
+        }
         let dir = self.data_dir()?;
         if !dir.join("inbox.db").exists() {
             bail!("no events stored in {} (no inbox.db there)", dir.display());
         }
         self.open_sqlite(&dir)
+    }
+
+    /// The PostgreSQL store the config names (`[store] kind = "postgres"`), if it names one: the database every
+    /// `inbox serve` of that config shares (a running one finds what is replayed by its poll).
+    async fn shared(&self) -> Result<Option<Store>> {
+        let Some(path) = &self.config else {
+            return Ok(None);
+        };
+        let config = load(path)?;
+        if config.store == inbox_core::config::StoreConfig::Sqlite {
+            return Ok(None);
+        }
+        let ledger = inbox_core::stores::open(&config, &inbox_core::clock::World::system(), false).await?;
+        Ok(Some(Store { ledger, queue: None }))
     }
 
     /// The local data directory: `--data-dir`, else the config's `server.data_dir`.

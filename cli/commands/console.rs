@@ -28,7 +28,12 @@ pub async fn run(
     } else {
         match (&store.data_dir, &store.config) {
             (Some(dir), _) => format!("SQLite in {}", dir.display()),
-            (None, Some(config)) => format!("SQLite named by {}", config.display()),
+            (None, Some(config)) => match load(config)?.store {
+                inbox_core::config::StoreConfig::Sqlite => format!("SQLite named by {}", config.display()),
+                inbox_core::config::StoreConfig::Postgres { .. } => {
+                    format!("PostgreSQL named by {}", config.display())
+                }
+            },
             (None, None) => String::new(),
         }
     };

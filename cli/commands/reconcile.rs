@@ -135,6 +135,9 @@ async fn open(store: &StoreArgs, dry_run: bool) -> Result<Store> {
     if store.aws {
         return store.open().await;
     }
+    if let Some(shared) = store.shared().await? {
+        return Ok(shared);
+    }
     let dir = store.data_dir()?;
     if !dir.is_dir() {
         bail!(

@@ -55,6 +55,8 @@ pub struct App {
     env: Vec<(String, String)>,
     child: Option<Child>,
     addr: SocketAddr,
+    /// The operator commands find the store by the config (a shared PostgreSQL store), not by the data directory.
+    by_config: bool,
 }
 
 /// Writes `config` into a fresh temp dir and starts `inbox serve --listen 127.0.0.1:0` on it. `env` (secrets) is
@@ -81,6 +83,7 @@ pub fn spawn_app_in(config: &str, env: &[(&str, &str)], data_dir: Option<&Path>)
             .collect(),
         child: None,
         addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+        by_config: config.contains("kind = \"postgres\""),
         dir,
     };
     if let Err(e) = app.start(SocketAddr::from(([127, 0, 0, 1], 0))) {
@@ -283,12 +286,18 @@ impl App {
         }
     }
 
-    /// Runs `inbox ARGS... --data-dir D` to completion.
+    /// Runs `inbox ARGS... --data-dir D` (or, for a shared store, `--config C`) to completion.
     pub fn inbox(&self, args: &[&str]) -> Output {
+        let (flag, path) = if self.by_config {
+            ("--config", &self.config_path)
+        } else {
+            ("--data-dir", &self.data_dir)
+        };
         Command::new(INBOX)
             .args(args)
-            .arg("--data-dir")
-            .arg(&self.data_dir)
+            .arg(flag)
+            .arg(path)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .output()
@@ -797,6 +806,8 @@ pub struct Resender {
     pub refused: std::sync::atomic::AtomicUsize,
     pub given_up: std::sync::atomic::AtomicUsize,
     pub done: std::sync::atomic::AtomicUsize,
+    /// Answers 5xx other than 503 (a store out of reach must be 503, never 500).
+    pub broken: std::sync::atomic::AtomicUsize,
 }
 
 impl Resender {
@@ -812,6 +823,7 @@ impl Resender {
             refused: Default::default(),
             given_up: Default::default(),
             done: Default::default(),
+            broken: Default::default(),
         })
     }
 
@@ -847,7 +859,12 @@ impl Resender {
                         self.acked.fetch_add(1, SeqCst);
                         break;
                     }
-                    Ok(_) => self.refused.fetch_add(1, SeqCst),
+                    Ok(resp) => {
+                        if resp.status().is_server_error() && resp.status().as_u16() != 503 {
+                            self.broken.fetch_add(1, SeqCst);
+                        }
+                        self.refused.fetch_add(1, SeqCst)
+                    }
                     Err(_) => self.errors.fetch_add(1, SeqCst),
                 };
                 if Instant::now() > give_up_at {

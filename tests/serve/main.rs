@@ -19,6 +19,7 @@ mod hostile;
 mod keys;
 mod lossy;
 mod memory;
+mod postgres;
 mod processing;
 mod providers;
 mod receive;

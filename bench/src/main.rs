@@ -9,6 +9,7 @@ mod durable;
 mod hardening;
 mod load;
 mod memory;
+mod postgres;
 mod proc;
 mod reconcile;
 mod verify;
@@ -34,8 +35,9 @@ use load::{EventGen, Stats};
 /// The secret the bench's Stripe source verifies with (never a real one).
 pub const SECRET: &str = "whsec_bench_secret";
 /// What `--only=` may name. `readers` and `slow`, `wrk` (Debian's
-/// package) and `memory` (clients hanging up while the writer is held) run only when named.
-const PARTS: [&str; 10] = [
+/// package), `memory` (clients hanging up while the writer is held) and `postgres` (Debian's PostgreSQL and wrk) run
+/// only when named.
+const PARTS: [&str; 11] = [
     "verify",
     "ceiling",
     "accept",
@@ -46,9 +48,10 @@ const PARTS: [&str; 10] = [
     "reconcile",
     "wrk",
     "memory",
+    "postgres",
 ];
 /// The parts a run without `--only` leaves out.
-const ON_REQUEST: [&str; 4] = ["readers", "slow", "wrk", "memory"];
+const ON_REQUEST: [&str; 5] = ["readers", "slow", "wrk", "memory", "postgres"];
 /// Connections of the closed-loop load (keep-alive).
 const CONNS: usize = 64;
 /// Handlers at a time in the end-to-end server (`server.workers`; the default is 16): `forward` waits on the
@@ -464,6 +467,10 @@ async fn run(opts: Opts, moto_port: Option<u16>) -> Result<()> {
     // 10. Clients hanging up while the writer is held: what the in-flight bound holds.
     if opts.runs("memory") {
         memory::hang_ups(&opts, &inbox, &mut rows).await?;
+    }
+    // 11. Many instances on one PostgreSQL, beside SQLite, and PostgreSQL's own commit rate.
+    if opts.runs("postgres") {
+        postgres::run_section(&opts, &inbox, &mut rows).await?;
     }
 
     println!("\n## summary");

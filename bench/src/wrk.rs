@@ -26,12 +26,12 @@ const CONNECTIONS: u32 = 32;
 const THREADS: u32 = 2;
 
 /// What one wrk run printed.
-struct Run {
-    rate: f64,
-    p50_ms: f64,
-    p99_ms: f64,
-    requests: u64,
-    non2xx: u64,
+pub(crate) struct Run {
+    pub rate: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub requests: u64,
+    pub non2xx: u64,
     /// The CPU (user + system) of wrk's sending threads per request, in µs: wrk shares the cores with the server
     /// under test. Its main thread is left out: it builds a Lua state for each thread before the run, reading
     /// every delivery of the round, seconds of CPU that no request waits on.
@@ -78,7 +78,7 @@ fn delivery_id(round: usize, n: usize) -> String {
 }
 
 /// Writes round `round`'s deliveries to `path`, a line each: the id and the body's `X-Hub-Signature-256`.
-fn sign_deliveries(key: &inbox_core::schemes::Key, round: usize, path: &Path) -> Result<()> {
+pub(crate) fn sign_deliveries(key: &inbox_core::schemes::Key, round: usize, path: &Path) -> Result<()> {
     let mut out = String::with_capacity(DELIVERIES * 110);
     for n in 0..DELIVERIES {
         let id = delivery_id(round, n);
@@ -110,7 +110,18 @@ fn github_signature(key: &inbox_core::schemes::Key, body: &str) -> Result<String
 /// its signature). Past the last one, ids go on fresh (a suffix) over bodies already sent: resends, cheaper for
 /// the store, so the file is sized past any rate seen.
 fn script(deliveries: &Path) -> String {
+    script_over(deliveries, THREADS, &[])
+}
+
+/// [`script`] for `threads` threads, thread `i` sending to `hosts[i % hosts.len()]` (several servers under one wrk);
+/// with no hosts, every thread to the address on wrk's command line.
+pub(crate) fn script_over(deliveries: &Path, threads: u32, hosts: &[std::net::SocketAddr]) -> String {
     let path = deliveries.display();
+    let hosts = hosts
+        .iter()
+        .map(|a| format!("{{\"{}\", \"{}\"}}", a.ip(), a.port()))
+        .collect::<Vec<_>>()
+        .join(", ");
     let tail = body_tail();
     format!(
         r#"local ids, sigs = {{}}, {{}}
@@ -120,15 +131,20 @@ for line in io.lines("{path}") do
   sigs[#sigs + 1] = sig
 end
 local threads = 0
+local hosts = {{{hosts}}}
 function setup(thread)
   threads = threads + 1
   thread:set("tid", threads)
+  if #hosts > 0 then
+    local host = hosts[(threads - 1) % #hosts + 1]
+    thread.addr = wrk.lookup(host[1], host[2])[1]
+  end
 end
 local n = 0
 local head = [==[{BODY_HEAD}]==]
 local tail = [==[{tail}]==]
 request = function()
-  local i = n * {THREADS} + tid
+  local i = n * {threads} + tid
   n = n + 1
   local k = (i - 1) % #ids + 1
   local id = ids[k]
@@ -192,8 +208,18 @@ fn parse(out: &str) -> Result<Run> {
 }
 
 async fn wrk(addr: std::net::SocketAddr, secs: u64, script_path: &Path) -> Result<Run> {
+    wrk_threads(addr, THREADS, secs, script_path).await
+}
+
+/// [`wrk`] with `threads` threads (the script made for as many: [`script_over`]).
+pub(crate) async fn wrk_threads(
+    addr: std::net::SocketAddr,
+    threads: u32,
+    secs: u64,
+    script_path: &Path,
+) -> Result<Run> {
     let child = Command::new("wrk")
-        .args(["-t", &THREADS.to_string(), "-c", &CONNECTIONS.to_string()])
+        .args(["-t", &threads.to_string(), "-c", &CONNECTIONS.to_string()])
         .args(["-d", &format!("{secs}s"), "--latency", "-s"])
         .arg(script_path)
         .arg(format!("http://{addr}"))
@@ -243,7 +269,8 @@ struct Measured {
     non2xx: u64,
 }
 
-const GITHUB: &str = "[sources.gh]\nscheme = \"github\"\nsecrets = [\"env:BENCH_STRIPE_SECRET\"]\n\
+pub(crate) const GITHUB: &str =
+    "[sources.gh]\nscheme = \"github\"\nsecrets = [\"env:BENCH_STRIPE_SECRET\"]\n\
                       refuse_resent_bodies = false\nhandler = { kind = \"log\" }\n";
 
 impl Measured {

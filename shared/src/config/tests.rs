@@ -574,3 +574,29 @@ fn the_store_is_sqlite_unless_postgres_is_named_with_a_url_reference() {
         assert!(!e.to_string().contains("hunter2"), "{e}");
     }
 }
+
+/// The sample configs the README, the compose file and the container image name load as they are.
+#[test]
+fn the_sample_configs_load() {
+    for (name, text) in [
+        (
+            "examples/inbox.toml",
+            include_str!("../../../examples/inbox.toml"),
+        ),
+        (
+            "examples/postgres.toml",
+            include_str!("../../../examples/postgres.toml"),
+        ),
+        (
+            "infra/docker/inbox.toml",
+            include_str!("../../../infra/docker/inbox.toml"),
+        ),
+    ] {
+        let config = Config::from_toml(text).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(
+            matches!(config.store, StoreConfig::Postgres { .. }),
+            name != "examples/inbox.toml",
+            "{name}"
+        );
+    }
+}

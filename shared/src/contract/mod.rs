@@ -165,6 +165,7 @@ macro_rules! contract_tests {
             only_the_leases_of_owners_the_store_proves_gone_end_at_once,
             an_owner_gives_back_every_lease_it_holds,
             a_purge_deletes_only_completed_events_past_retention,
+            a_role_has_one_holder_at_a_time_where_many_share_the_store,
         );
     };
     (@each $start:expr; $($name:ident),* $(,)?) => {

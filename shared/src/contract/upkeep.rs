@@ -133,3 +133,34 @@ pub async fn a_purge_deletes_only_completed_events_past_retention(h: &dyn Harnes
     let present = l.present(&source(), &olds).await.unwrap();
     assert_eq!(present.len(), if purged == 3 { 0 } else { 3 }, "{present:?}");
 }
+
+/// A pass one runtime at a time runs (the sweep, retention, a source's reconciliation) is led by one holder at a time
+/// where many runtimes share the store ([`Capabilities::shared_by_many`]): a second asker is refused while the
+/// holder holds it, the holder renews it in the same term, and roles are apart. Elsewhere whoever asks leads.
+///
+/// [`Capabilities::shared_by_many`]: crate::ports::Capabilities::shared_by_many
+pub async fn a_role_has_one_holder_at_a_time_where_many_share_the_store(h: &dyn Harness) {
+    let l = h.open(LONG).await;
+    let hold = Duration::from_secs(60);
+    let first = l.lead("sweep", "a:1", hold).await.unwrap();
+    assert!(first.is_some(), "the first asker leads");
+    let second = l.lead("sweep", "b:1", hold).await.unwrap();
+    if !l.capabilities().shared_by_many {
+        assert!(second.is_some(), "one runtime per store: whoever asks leads");
+        return;
+    }
+    assert_eq!(second, None, "a second holder while the first holds the role");
+    assert_eq!(
+        l.lead("sweep", "a:1", hold).await.unwrap(),
+        first,
+        "its holder renews it in the same term"
+    );
+    assert!(
+        l.lead("reconcile:src", "b:1", hold).await.unwrap().is_some(),
+        "another role has a holder of its own"
+    );
+    // Giving back its leases at shutdown gives back its roles: the next asker leads, in a later term.
+    l.give_back("a:1", None).await.unwrap();
+    let next = l.lead("sweep", "b:1", hold).await.unwrap();
+    assert!(next > first, "{next:?} after {first:?}");
+}

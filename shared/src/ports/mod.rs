@@ -149,6 +149,12 @@ pub trait Upkeep: Send + Sync + 'static {
     /// lock, a queue's visibility) has nothing to record.
     async fn heartbeat(&self, me: &str) -> Result<(), StoreError>;
 
+    /// Whether `me` leads `role` (a pass one runtime at a time runs: the sweep, retention, a source's
+    /// reconciliation) for the next `hold`, taking or renewing it: the role's term while `me` holds it, `None` while
+    /// another does. Where the store is [`Capabilities::shared_by_many`], a role has one holder at a time, measured on
+    /// the store's clock, and its term grows with every change of holder; elsewhere whoever asks leads (term 0).
+    async fn lead(&self, role: &str, me: &str, hold: Duration) -> Result<Option<u64>, StoreError>;
+
     /// Ends the leases `gone` names: their events can be claimed at once. How many ended.
     async fn end_leases(&self, gone: &GoneOwners, now: Option<i64>) -> Result<usize, StoreError>;
 
@@ -204,6 +210,10 @@ pub struct Capabilities {
     /// Reads of the sweeper's index and listings may lag the writes (DynamoDB's global secondary index): readers
     /// look again before they conclude.
     pub eventually_consistent_index: bool,
+    /// Any number of runtimes serve from it at once (PostgreSQL): [`Upkeep::lead`] gives each role to one holder at a
+    /// time. Without it, one process serves from the store (SQLite's lock) or each pass is scheduled once
+    /// (DynamoDB's functions), and whoever asks leads.
+    pub shared_by_many: bool,
 }
 
 /// Everything a runtime's store serves, by part: a runtime builds one and hands each user the part it needs (the

@@ -152,6 +152,7 @@ pub async fn run(
             metrics.clone(),
             slot,
             world.clone(),
+            owner.clone(),
             stop_rx.clone(),
         ));
     }

@@ -20,12 +20,19 @@ const FIRST_RECONCILE_AFTER: Duration = Duration::from_secs(2);
 const PURGE_BATCH: usize = 1_000;
 /// Bodies one sweep finishes at most.
 const FINISH_BODIES: usize = 1_000;
-/// How often the server looks for changes made by another process (`inbox replay`).
+/// How often the server looks for changes made by another process (`inbox replay`, another instance), at most.
 const WATCH_EVERY: Duration = Duration::from_secs(1);
+/// How long the sweep's role is held: its holder renews it at every look (at most a second apart), so another
+/// instance takes it this long after its holder stopped.
+const SWEEP_HOLD: Duration = Duration::from_secs(10);
 
 /// One source's reconciliation on its interval: the first run once the last recorded one is an interval old (at
 /// once on a fresh store, a moment after start), then every interval. A failed run is logged and counted, and the
 /// next one starts over from the checkpoint; receiving never waits for it.
+///
+/// On a store many runtimes share, one of them reconciles a source at a time: the holder of its role
+/// (`reconcile:{source}`), held for two intervals and renewed at each run.
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn run_reconciler(
     reconciler: Reconciler,
     ledger: Arc<dyn Store>,
@@ -33,8 +40,10 @@ pub(super) async fn run_reconciler(
     metrics: Arc<Metrics>,
     slot: usize,
     world: World,
+    owner: String,
     mut stop: watch::Receiver<bool>,
 ) {
+    let role = format!("reconcile:{}", reconciler.source());
     let interval = reconciler.interval();
     let last = match ledger.checkpoint(reconciler.source()).await {
         Ok(cp) => cp.and_then(|c| c.last_run).map(|r| r.finished_at),
@@ -51,6 +60,10 @@ pub(super) async fn run_reconciler(
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
             _ = stop.changed() => return,
+        }
+        if !leads(ledger.as_ref(), &role, &owner, interval.saturating_mul(2)).await {
+            wait = interval;
+            continue;
         }
         let run = reconciler
             .run(
@@ -83,18 +96,26 @@ pub(super) async fn run_sweeper(
     mut stop: watch::Receiver<bool>,
 ) {
     let mut full = tokio::time::interval(interval);
-    let mut watch = tokio::time::interval(WATCH_EVERY);
     full.tick().await; // the start-up sweep has just run
+                       // The sweep and retention: on a store many runtimes share, one at a time; its holder renews it at every look.
+    let hold = SWEEP_HOLD;
     loop {
+        // A look every 250 ms to 1 s, drawn each time, so that many instances' polls do not fall in step.
+        let look = WATCH_EVERY.mul_f64(0.25 + 0.75 * machine.world().random.up_to(1_000) as f64 / 1_000.0);
         let sweep = tokio::select! {
             _ = full.tick() => {
-                purge(store.as_ref(), &stop).await;
-                finish_bodies(store.as_ref()).await;
-                true
+                if leads(store.as_ref(), "sweep", &owner, hold).await {
+                    purge(store.as_ref(), &stop).await;
+                    finish_bodies(store.as_ref()).await;
+                    true
+                } else {
+                    false
+                }
             }
-            _ = watch.tick() => {
+            _ = tokio::time::sleep(look) => {
                 keep_alive(store.as_ref(), &owner).await;
                 store.changed_elsewhere().await.unwrap_or(false)
+                    && leads(store.as_ref(), "sweep", &owner, hold).await
             }
             _ = stop.changed() => return,
         };
@@ -102,6 +123,17 @@ pub(super) async fn run_sweeper(
             if let Err(e) = machine.sweep(queue.as_ref() as &dyn Queue, 10_000).await {
                 tracing::warn!(error = %e, "sweep failed");
             }
+        }
+    }
+}
+
+/// Whether `owner` leads `role` now (taking or renewing it); a store that cannot say is not followed blindly: no.
+async fn leads(store: &dyn Store, role: &str, owner: &str, hold: Duration) -> bool {
+    match store.lead(role, owner, hold).await {
+        Ok(term) => term.is_some(),
+        Err(e) => {
+            tracing::warn!(role, error = %e, "cannot tell who leads; this instance skips the pass");
+            false
         }
     }
 }

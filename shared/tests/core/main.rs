@@ -5,13 +5,15 @@
 //! `ledger` runs the store contract (`inbox_core::contract`) over every store, each in a module of its own with its
 //! harness (`ledger::memory::`, `ledger::sqlite::`, `ledger::dynamodb::` with the `aws` feature); `machine` and
 //! `reconcile` run over every store the same way. What one store does beyond the ports is tested beside it:
-//! `sqlite`, `dynamodb`.
+//! `sqlite`, `postgres`, `dynamodb`.
 
 #[cfg(feature = "aws")]
 mod dynamodb;
 mod ledger;
 mod machine;
 mod metrics_bench;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod properties;
 mod reconcile;
 mod reconcile_providers;

@@ -40,6 +40,7 @@ impl Ledger for DynamoLedger {
             indexes_every_listing: false,
             keeps_bodies_apart: self.payloads.is_some(),
             eventually_consistent_index: true,
+            shared_by_many: false,
         }
     }
     /// An eventually consistent `GetItem` of the record's metadata (half a read unit): a duplicate missed this

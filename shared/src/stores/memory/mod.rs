@@ -154,6 +154,7 @@ impl Ledger for MemoryStore {
             indexes_every_listing: true,
             keeps_bodies_apart: false,
             eventually_consistent_index: false,
+            shared_by_many: false,
         }
     }
     async fn create(&self, event: NewEvent, now: Option<i64>) -> Result<Created, StoreError> {
@@ -452,6 +453,10 @@ impl Upkeep for MemoryStore {
     /// One process holds it: no heartbeat to record.
     async fn heartbeat(&self, _me: &str) -> Result<(), StoreError> {
         Ok(())
+    }
+    /// One process holds it: whoever asks leads.
+    async fn lead(&self, _role: &str, _me: &str, _hold: Duration) -> Result<Option<u64>, StoreError> {
+        Ok(Some(0))
     }
     async fn end_leases(&self, gone: &GoneOwners, now: Option<i64>) -> Result<usize, StoreError> {
         match self.write(Write::EndLeases(gone.clone()), now) {

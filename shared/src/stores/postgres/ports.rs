@@ -61,6 +61,7 @@ impl Ledger for PostgresStore {
             indexes_every_listing: true,
             keeps_bodies_apart: false,
             eventually_consistent_index: false,
+            shared_by_many: true,
         }
     }
     async fn create(&self, event: NewEvent, now: Option<i64>) -> Result<Created, StoreError> {
@@ -439,6 +440,26 @@ impl Upkeep for PostgresStore {
         .await?;
         Ok(())
     }
+    /// A lease row per role on the database's clock: taken when free or run out, renewed by its holder, the term
+    /// counting every change of holder. Two that believe they lead at once (a holder paused past its hold) still
+    /// act once on each item: every write a pass makes is conditional.
+    async fn lead(&self, role: &str, me: &str, hold: Duration) -> Result<Option<u64>, StoreError> {
+        let c = self.client().await?;
+        let hold = i64::try_from(hold.as_millis()).unwrap_or(i64::MAX) as f64;
+        let row = query_opt(
+            &c,
+            "INSERT INTO leaders AS l (role, holder, term, until)
+                 VALUES ($1, $2, 1, now() + $3 * interval '1 millisecond')
+             ON CONFLICT (role) DO UPDATE
+                 SET holder = excluded.holder, until = excluded.until,
+                     term = CASE WHEN l.holder = excluded.holder THEN l.term ELSE l.term + 1 END
+                 WHERE l.holder = excluded.holder OR l.until < now()
+             RETURNING term",
+            &[&role, &me, &hold],
+        )
+        .await?;
+        Ok(row.map(|r| u64::try_from(r.get::<_, i64>(0)).unwrap_or(0)))
+    }
     /// Ends the leases of the owners `gone` names and forgets those owners, in one transaction, only while their
     /// heartbeat is still out (an owner that came back keeps its leases).
     async fn end_leases(&self, gone: &GoneOwners, now: Option<i64>) -> Result<usize, StoreError> {
@@ -462,6 +483,7 @@ impl Upkeep for PostgresStore {
                         continue;
                     }
                     ended += t::end_leases(&tx, owner, true, now).await?;
+                    execute(&tx, "UPDATE leaders SET until = '-infinity' WHERE holder = $1", &[owner]).await?;
                     execute(&tx, "DELETE FROM owners WHERE owner = $1", &[owner]).await?;
                 }
             }
@@ -473,6 +495,9 @@ impl Upkeep for PostgresStore {
         let c = self.client().await?;
         let now = self.now(&c, now).await?;
         let ended = t::end_leases(&c, owner, true, now).await?;
+        // Its roles too, so another instance leads at its next look rather than after the hold (in the next term:
+        // a role's row stays, so its term only grows).
+        execute(&c, "UPDATE leaders SET until = '-infinity' WHERE holder = $1", &[&owner]).await?;
         execute(&c, "DELETE FROM owners WHERE owner = $1", &[&owner]).await?;
         Ok(ended)
     }

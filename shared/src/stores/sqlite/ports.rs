@@ -28,6 +28,7 @@ impl Ledger for SqliteLedger {
             indexes_every_listing: true,
             keeps_bodies_apart: false,
             eventually_consistent_index: false,
+            shared_by_many: false,
         }
     }
     async fn create(&self, event: NewEvent, now: Option<i64>) -> Result<Created, StoreError> {
@@ -340,6 +341,10 @@ impl Upkeep for SqliteLedger {
     /// The data directory's lock proves the others gone: no heartbeat to record.
     async fn heartbeat(&self, _me: &str) -> Result<(), StoreError> {
         Ok(())
+    }
+    /// One `inbox serve` per data directory: whoever asks leads.
+    async fn lead(&self, _role: &str, _me: &str, _hold: Duration) -> Result<Option<u64>, StoreError> {
+        Ok(Some(0))
     }
     async fn end_leases(&self, gone: &GoneOwners, now: Option<i64>) -> Result<usize, StoreError> {
         self.ask(Op::EndLeases(gone.clone()), now).await

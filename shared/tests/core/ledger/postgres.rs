@@ -73,6 +73,11 @@ impl PostgresHarness {
         affected
     }
 
+    /// Drops the test's schema (a test that passed; a failed one leaves it to look at).
+    pub async fn finish_now(&self) {
+        self.sql(&format!("DROP SCHEMA {} CASCADE", self.schema)).await;
+    }
+
     /// A store over the test's schema whose due times use `grace`, on `clock` (`None`: the database's).
     pub async fn store(&self, grace: Duration, clock: Option<Arc<dyn Clock>>) -> PostgresStore {
         let mut options = Options::new(self.url(), grace);
@@ -118,7 +123,7 @@ impl Harness for PostgresHarness {
     }
 
     async fn finish(&self) {
-        self.sql(&format!("DROP SCHEMA {} CASCADE", self.schema)).await;
+        self.finish_now().await;
     }
 }
 

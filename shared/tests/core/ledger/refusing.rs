@@ -179,6 +179,9 @@ impl Upkeep for Refusing {
     async fn heartbeat(&self, me: &str) -> Result<(), StoreError> {
         self.store.heartbeat(me).await
     }
+    async fn lead(&self, role: &str, me: &str, hold: std::time::Duration) -> Result<Option<u64>, StoreError> {
+        self.store.lead(role, me, hold).await
+    }
     async fn end_leases(&self, gone: &GoneOwners, now: Option<i64>) -> Result<usize, StoreError> {
         self.store.end_leases(gone, now).await
     }

@@ -12,10 +12,14 @@ pub mod postgres;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 
+#[cfg(feature = "sqlite")]
 use std::sync::Arc;
 
+#[cfg(feature = "sqlite")]
 use crate::clock::World;
+#[cfg(feature = "sqlite")]
 use crate::config::{Config, StoreConfig};
+#[cfg(feature = "sqlite")]
 use crate::ports::{Store, StoreError};
 
 /// The store the configuration names (`[store] kind`), on `world`'s clock: SQLite in `server.data_dir` (created if

@@ -1,13 +1,15 @@
 //! Group commit of creates: one task takes every create waiting (up to `batch_max`) into one transaction, and the
-//! creates that arrive while it commits go in the next. Each job (one create, or a batched delivery's events) runs
-//! under a savepoint of its own, so a failing job takes no other down; jobs run in `(source, event_id)` order, so
-//! two instances' overlapping batches take their row locks in one order and do not deadlock. Every caller is
+//! creates that arrive while it commits go in the next. The batch is written in a few statements whatever its size
+//! ([`bulk`]), in `(source, event_id)` order, so that two instances' overlapping batches take their row locks in
+//! one order and do not deadlock. Should that fail, the batch is run again a job (one create, or a batched
+//! delivery's events) at a time, each under a savepoint of its own, so that a failing job takes no other down. Every caller is
 //! answered after `COMMIT` returned: a commit that failed or whose outcome is unknown answers every job of the
 //! batch with an error (503), never a create.
 
 use deadpool_postgres::{GenericClient, Pool};
 use tokio::sync::{mpsc, oneshot};
 
+use super::bulk::{self, Item};
 use super::rows::Prepared;
 use super::transitions::create;
 use super::{connection, db_now, pg};
@@ -19,7 +21,10 @@ use crate::rules::Due;
 const QUEUE: usize = 4096;
 
 /// What a job is answered: each create's outcome and, where it claimed, the claimed record; or the error.
-pub(super) type Answer = Result<Vec<(Created, Option<Event>)>, StoreError>;
+pub(super) type Answer = Result<Vec<Outcome>, StoreError>;
+
+/// One create's outcome and, where it claimed, the claimed record.
+pub(super) type Outcome = (Created, Option<Event>);
 
 /// One caller's creates, answered together.
 pub(super) struct Job {
@@ -71,12 +76,20 @@ fn first_key(job: &Job) -> Option<(&str, &str)> {
 
 async fn transaction(pool: &Pool, batch: &[Job], due: &Due) -> Result<Vec<Answer>, StoreError> {
     let mut client = connection(pool).await?;
+    {
+        let tx = client.transaction().await.map_err(pg)?;
+        let db_time = db_time(&tx, batch).await?;
+        if let Ok(answers) = all_at_once(&tx, batch, db_time, due).await {
+            crate::failpoint!("postgres_batch_before_commit");
+            // The one place a create becomes an answer: after this returns. Its failure (the connection lost, the
+            // server gone) leaves the outcome unknown, and every job is answered with it.
+            tx.commit().await.map_err(pg)?;
+            return Ok(answers);
+        }
+        // Rolled back as it drops: the batch again, a job at a time, so that a failing job takes no other down.
+    }
     let mut tx = client.transaction().await.map_err(pg)?;
-    let db_time = if batch.iter().any(|job| job.now.is_none()) {
-        Some(db_now(&tx).await?)
-    } else {
-        None
-    };
+    let db_time = db_time(&tx, batch).await?;
     let mut answers = Vec::with_capacity(batch.len());
     for job in batch {
         let now = job.now.or(db_time).unwrap_or_default();
@@ -93,10 +106,53 @@ async fn transaction(pool: &Pool, batch: &[Job], due: &Due) -> Result<Vec<Answer
         }
     }
     crate::failpoint!("postgres_batch_before_commit");
-    // The one place a create becomes an answer: after this returns. Its failure (the connection lost, the server
-    // gone) leaves the outcome unknown, and every job is answered with it.
     tx.commit().await.map_err(pg)?;
     Ok(answers)
+}
+
+/// The database's time for the jobs that run at it, read once for the batch.
+async fn db_time(c: &impl GenericClient, batch: &[Job]) -> Result<Option<i64>, StoreError> {
+    Ok(if batch.iter().any(|job| job.now.is_none()) {
+        Some(db_now(c).await?)
+    } else {
+        None
+    })
+}
+
+/// Every job's items in one run of [`bulk::create_all`], in key order; each job answered its own.
+async fn all_at_once(
+    c: &impl GenericClient,
+    batch: &[Job],
+    db_time: Option<i64>,
+    due: &Due,
+) -> Result<Vec<Answer>, StoreError> {
+    let mut order: Vec<(usize, usize)> = batch
+        .iter()
+        .enumerate()
+        .flat_map(|(j, job)| (0..job.items.len()).map(move |k| (j, k)))
+        .collect();
+    let key = |&(j, k): &(usize, usize)| {
+        let key = &batch[j].items[k].event.key;
+        (key.source.as_str(), key.event_id.as_str())
+    };
+    order.sort_by(|a, b| key(a).cmp(&key(b)));
+    let items: Vec<Item> = order
+        .iter()
+        .map(|&(j, k)| Item {
+            prepared: &batch[j].items[k],
+            now: batch[j].now.or(db_time).unwrap_or_default(),
+        })
+        .collect();
+    let answers = bulk::create_all(c, &items, due).await?;
+    let mut per_job: Vec<Vec<Option<Outcome>>> =
+        batch.iter().map(|job| vec![None; job.items.len()]).collect();
+    for ((j, k), answer) in order.into_iter().zip(answers) {
+        per_job[j][k] = Some(answer);
+    }
+    Ok(per_job
+        .into_iter()
+        .map(|answers| Ok(answers.into_iter().flatten().collect()))
+        .collect())
 }
 
 /// One job's items, in key order, answered in the order they came.

@@ -19,6 +19,7 @@
 //! migrations are in [`schema`], the rows in [`rows`], the port impls in [`ports`].
 
 mod batch;
+mod bulk;
 mod ports;
 mod rows;
 mod schema;

@@ -483,7 +483,12 @@ impl Upkeep for PostgresStore {
                         continue;
                     }
                     ended += t::end_leases(&tx, owner, true, now).await?;
-                    execute(&tx, "UPDATE leaders SET until = '-infinity' WHERE holder = $1", &[owner]).await?;
+                    execute(
+                        &tx,
+                        "UPDATE leaders SET until = '-infinity' WHERE holder = $1",
+                        &[owner],
+                    )
+                    .await?;
                     execute(&tx, "DELETE FROM owners WHERE owner = $1", &[owner]).await?;
                 }
             }
@@ -497,7 +502,12 @@ impl Upkeep for PostgresStore {
         let ended = t::end_leases(&c, owner, true, now).await?;
         // Its roles too, so another instance leads at its next look rather than after the hold (in the next term:
         // a role's row stays, so its term only grows).
-        execute(&c, "UPDATE leaders SET until = '-infinity' WHERE holder = $1", &[&owner]).await?;
+        execute(
+            &c,
+            "UPDATE leaders SET until = '-infinity' WHERE holder = $1",
+            &[&owner],
+        )
+        .await?;
         execute(&c, "DELETE FROM owners WHERE owner = $1", &[&owner]).await?;
         Ok(ended)
     }

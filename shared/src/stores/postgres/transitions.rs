@@ -69,7 +69,7 @@ pub(super) async fn create(
 
 /// What a create that inserted `prepared` answers: the outcome and, where it was claimed in the write, the record
 /// as the insert left it.
-fn created(prepared: &Prepared, resent_of: Option<EventId>, now: i64) -> (Created, Option<Event>) {
+pub(super) fn created(prepared: &Prepared, resent_of: Option<EventId>, now: i64) -> (Created, Option<Event>) {
     let claimed = prepared.claim.as_ref().map(|(owner, lease)| {
         let e = &prepared.event;
         Record {

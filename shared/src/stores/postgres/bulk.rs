@@ -5,11 +5,13 @@
 //! sees what was committed before it began). Items are in `(source, event_id)` order, so that two instances'
 //! overlapping batches lock their rows in one order, and a key's repeats within the batch are folded into its first.
 //!
-//! What this path does not decide is handed back for [`transitions::create`], item by item in the same transaction:
-//! an item that looks for resent bodies, and one whose key is held by a completed record past retention (a webhook
-//! reusing the id is a new event) or by none at all (deleted since the insert).
+//! The remembered bodies (the resent-body guard) are read for every watched item in one statement, and written for
+//! those inserted in one more. What this path does not decide is handed back for [`transitions::create`], item by item
+//! in the same transaction: a body a live event holds already (marked or refused), a key or a body repeated within
+//! the batch, and a key held by a completed record past retention (a webhook reusing the id is a new event) or by none
+//! at all (deleted since the insert).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use deadpool_postgres::GenericClient;
 
@@ -32,6 +34,16 @@ fn key<'a>(item: &Item<'a>) -> (&'a str, &'a str) {
     (key.source.as_str(), key.event_id.as_str())
 }
 
+/// An item's body as the resent-body guard knows it: its source, its type (`""` for none) and its SHA-256.
+fn body<'a>(item: &Item<'a>) -> (&'a str, &'a str, &'a str) {
+    let e = &item.prepared.event;
+    (
+        e.key.source.as_str(),
+        e.event_type.as_deref().unwrap_or(""),
+        e.payload_sha256.as_str(),
+    )
+}
+
 /// Runs `items` (in key order) and answers each, in their order.
 pub(super) async fn create_all(
     c: &impl GenericClient,
@@ -39,16 +51,28 @@ pub(super) async fn create_all(
     due: &Due,
 ) -> Result<Vec<(Created, Option<Event>)>, StoreError> {
     let mut answers: Vec<Option<(Created, Option<Event>)>> = vec![None; items.len()];
-    // The first of each key that needs no look at the remembered bodies: inserted in one statement.
-    let mut first: HashMap<(&str, &str), usize> = HashMap::new();
-    let mut plain = Vec::new();
+    // The first of each key, and of each watched body (source, type, SHA-256) within the batch: inserted in one
+    // statement, unless a live event of the source already holds its body. The others go one by one below, after
+    // the first is in: a repeat finds it.
+    let mut keys: HashSet<(&str, &str)> = HashSet::new();
+    let mut watched_bodies: HashSet<(&str, &str, &str)> = HashSet::new();
+    let (mut plain, mut watched) = (Vec::new(), Vec::new());
     for (i, item) in items.iter().enumerate() {
-        if item.prepared.event.resent_bodies.within().is_none() && !first.contains_key(&key(item)) {
-            first.insert(key(item), i);
-            plain.push(i);
+        if !keys.insert(key(item)) {
+            continue;
+        }
+        match item.prepared.event.resent_bodies.within() {
+            None => plain.push(i),
+            Some(_) if watched_bodies.insert(body(item)) => watched.push(i),
+            Some(_) => {}
         }
     }
+    let held = holders(c, items, &watched).await?;
+    let unheld: Vec<usize> = watched.iter().copied().filter(|i| !held.contains(i)).collect();
+    plain.extend(&unheld);
+    plain.sort_by_key(|&i| key(&items[i]));
     let inserted = insert(c, items, &plain, due).await?;
+    remember(c, items, &unheld, &inserted).await?;
     for &i in &plain {
         if inserted[i] {
             answers[i] = Some(created(items[i].prepared, None, items[i].now));
@@ -203,4 +227,82 @@ async fn standing(
         }
     }
     Ok(found)
+}
+
+/// Which of the watched items `which` names have a body that a live event of their source (another id, the same
+/// type and SHA-256) holds: those the slow path marks or refuses.
+async fn holders(
+    c: &impl GenericClient,
+    items: &[Item<'_>],
+    which: &[usize],
+) -> Result<HashSet<usize>, StoreError> {
+    if which.is_empty() {
+        return Ok(HashSet::new());
+    }
+    let (mut sources, mut types, mut shas, mut nows) = (vec![], vec![], vec![], vec![]);
+    for &i in which {
+        let (s, t, h) = body(&items[i]);
+        sources.push(s);
+        types.push(t);
+        shas.push(h);
+        nows.push(items[i].now);
+    }
+    let rows = query(
+        c,
+        "SELECT w.n, e.event_id, e.status, e.expires_at
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[]) WITH ORDINALITY AS w (s, t, h, now, n)
+         JOIN bodies b ON b.source = w.s AND b.event_type = w.t AND b.payload_sha256 = w.h AND b.expires_at > w.now
+         JOIN events e ON e.source = b.source AND e.event_id = b.event_id
+                      AND coalesce(e.event_type, '') = w.t AND e.payload_sha256 = w.h",
+        &[&sources, &types, &shas, &nows],
+    )
+    .await?;
+    let mut held = HashSet::new();
+    for row in &rows {
+        let n: i64 = row.get(0);
+        let Some(&i) = usize::try_from(n - 1).ok().and_then(|n| which.get(n)) else {
+            continue;
+        };
+        let (holder, status, expires_at): (&str, &str, Option<i64>) = (row.get(1), row.get(2), row.get(3));
+        let expired = status == "COMPLETED" && expires_at.is_some_and(|t| t <= items[i].now);
+        if holder != items[i].prepared.event.key.event_id.as_str() && !expired {
+            held.insert(i);
+        }
+    }
+    Ok(held)
+}
+
+/// Remembers the bodies of the watched items `which` names that were inserted, as held by them for their source's
+/// window, in body order (two instances' batches lock the remembered bodies in one order).
+async fn remember(
+    c: &impl GenericClient,
+    items: &[Item<'_>],
+    which: &[usize],
+    inserted: &[bool],
+) -> Result<(), StoreError> {
+    let mut mine: Vec<usize> = which.iter().copied().filter(|&i| inserted[i]).collect();
+    if mine.is_empty() {
+        return Ok(());
+    }
+    mine.sort_by_key(|&i| body(&items[i]));
+    let (mut sources, mut types, mut shas, mut ids, mut untils) = (vec![], vec![], vec![], vec![], vec![]);
+    for i in mine {
+        let (s, t, h) = body(&items[i]);
+        let within = items[i].prepared.event.resent_bodies.within().unwrap_or_default();
+        sources.push(s);
+        types.push(t);
+        shas.push(h);
+        ids.push(items[i].prepared.event.key.event_id.as_str());
+        untils.push(items[i].now.saturating_add(crate::time::ms(within)));
+    }
+    query(
+        c,
+        "INSERT INTO bodies (source, event_type, payload_sha256, event_id, expires_at)
+         SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[])
+         ON CONFLICT (source, event_type, payload_sha256)
+         DO UPDATE SET event_id = excluded.event_id, expires_at = excluded.expires_at",
+        &[&sources, &types, &shas, &ids, &untils],
+    )
+    .await?;
+    Ok(())
 }

@@ -21,7 +21,11 @@ use inbox_core::schemes::Scheme;
 /// One way of running: its label, its store's config lines, and its servers.
 struct Setup {
     label: String,
+    /// PostgreSQL's: the database's name, whose commits are counted.
+    database: Option<String>,
     servers: Vec<InboxServer>,
+    /// Transactions the database committed per event accepted, each round.
+    commits: Vec<f64>,
     rates: Vec<f64>,
     p50: Vec<f64>,
     p99: Vec<f64>,
@@ -29,14 +33,22 @@ struct Setup {
 }
 
 impl Setup {
-    async fn start(label: &str, inbox: &Path, store: &str, instances: usize) -> Result<Self> {
+    async fn start(
+        label: &str,
+        inbox: &Path,
+        store: &str,
+        instances: usize,
+        database: Option<String>,
+    ) -> Result<Self> {
         let mut servers = Vec::new();
         for _ in 0..instances {
             servers.push(InboxServer::start(inbox, "{ kind = \"log\" }", &format!("{store}{GITHUB}")).await?);
         }
         Ok(Self {
             label: label.to_owned(),
+            database,
             servers,
+            commits: vec![],
             rates: vec![],
             p50: vec![],
             p99: vec![],
@@ -137,6 +149,24 @@ impl Postgres {
         })
     }
 
+    /// Transactions `database` has committed so far (`pg_stat_database`; 0 for none).
+    async fn commits(&self, database: Option<&str>) -> Result<i64> {
+        let Some(database) = database else {
+            return Ok(0);
+        };
+        let (client, connection) = tokio_postgres::connect(&self.url, tokio_postgres::NoTls).await?;
+        tokio::spawn(connection);
+        // The statistics of this transaction's snapshot are not cached from an earlier read.
+        client.batch_execute("SELECT pg_stat_clear_snapshot()").await?;
+        let row = client
+            .query_one(
+                "SELECT xact_commit FROM pg_stat_database WHERE datname = $1",
+                &[&database],
+            )
+            .await?;
+        Ok(row.get(0))
+    }
+
     async fn sql(&self, sql: &str) -> Result<()> {
         let (client, connection) = tokio_postgres::connect(&self.url, tokio_postgres::NoTls).await?;
         tokio::spawn(connection);
@@ -228,7 +258,7 @@ pub async fn run_section(opts: &Opts, inbox: &Path, rows: &mut Vec<Row>) -> Resu
     let rounds = opts.rounds.clamp(3, 5);
     let pg = Postgres::start().await?;
     let dir = tempfile::TempDir::new()?;
-    let mut setups = vec![Setup::start("SQLite, 1 instance", inbox, "", 1).await?];
+    let mut setups = vec![Setup::start("SQLite, 1 instance", inbox, "", 1, None).await?];
     for n in 1..=3 {
         let url = pg.database(&format!("bench_{n}")).await?;
         let url_file = dir.path().join(format!("url{n}"));
@@ -238,7 +268,7 @@ pub async fn run_section(opts: &Opts, inbox: &Path, rows: &mut Vec<Row>) -> Resu
             url_file.display()
         );
         let label = format!("PostgreSQL, {n} instance{}", if n > 1 { "s" } else { "" });
-        setups.push(Setup::start(&label, inbox, &store, n).await?);
+        setups.push(Setup::start(&label, inbox, &store, n, Some(format!("bench_{n}"))).await?);
     }
     let key = Scheme::Github.key_from_secret(SECRET)?;
     for round in 0..rounds {
@@ -258,7 +288,12 @@ pub async fn run_section(opts: &Opts, inbox: &Path, rows: &mut Vec<Row>) -> Resu
             let threads = u32::try_from(addrs.len().max(2)).unwrap_or(2);
             let script = dir.path().join(format!("round{round}-{i}.lua"));
             std::fs::write(&script, script_over(&deliveries, threads, &addrs))?;
+            let commits_before = pg.commits(setup.database.as_deref()).await?;
             let run = wrk_threads(addrs[0], threads, secs, &script).await?;
+            let commits = pg.commits(setup.database.as_deref()).await? - commits_before;
+            if setup.database.is_some() {
+                setup.commits.push(commits as f64 / run.requests.max(1) as f64);
+            }
             println!(
                 "  round {round}: {} {:.0}/s (p50 {:.2} ms, p99 {:.2} ms, {} not 2xx)",
                 setup.label, run.rate, run.p50_ms, run.p99_ms, run.non2xx
@@ -289,11 +324,19 @@ pub async fn run_section(opts: &Opts, inbox: &Path, rows: &mut Vec<Row>) -> Resu
             rows,
             &format!("postgres: accept, {}, events/s", s.label),
             format!(
-                "{rate:.0} ({:.0}% of pgbench's); p50 {:.2} ms / p99 {:.2} ms; {} not 2xx",
+                "{rate:.0} ({:.0}% of pgbench's); p50 {:.2} ms / p99 {:.2} ms; {} not 2xx{}",
                 rate / reference * 100.0,
                 median(s.p50.clone()),
                 median(s.p99.clone()),
-                s.non2xx
+                s.non2xx,
+                if s.commits.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; {:.2} database commits an accepted event (its batch's share, and its settle)",
+                        median(s.commits.clone())
+                    )
+                }
             ),
             "-",
         );

@@ -29,6 +29,11 @@ impl Due {
         Self { grace: ms(grace) }
     }
 
+    /// The grace itself, in ms (for a store that computes due times in its own queries).
+    pub fn grace_ms(&self) -> i64 {
+        self.grace
+    }
+
     /// RECEIVED by the receiver: its message was sent with the write.
     pub fn received(&self, now: i64) -> i64 {
         now.saturating_add(self.grace)

@@ -171,6 +171,12 @@ impl PostgresStore {
         connection(&self.pool).await
     }
 
+    /// The time a call runs at where it is not the database's: its own, or the store's clock. `None`: the
+    /// database's `now()`, which the statement reads itself ([`DB_NOW`]).
+    fn given_now(&self, now: Option<i64>) -> Option<i64> {
+        now.or_else(|| self.clock.as_ref().map(|c| c.now_ms()))
+    }
+
     /// The time a call runs at: its own, the store's clock, or the database's `now()`.
     async fn now(&self, client: &impl GenericClient, now: Option<i64>) -> Result<i64, StoreError> {
         match now.or_else(|| self.clock.as_ref().map(|c| c.now_ms())) {
@@ -188,15 +194,12 @@ async fn connection(pool: &Pool) -> Result<Object, StoreError> {
     })
 }
 
+/// The database's `now()` in UTC milliseconds (the start of the current transaction), as SQL.
+const DB_NOW: &str = "(floor(extract(epoch FROM now()) * 1000))::int8";
+
 /// The database's `now()` in UTC milliseconds (the start of the current transaction).
 async fn db_now(client: &impl GenericClient) -> Result<i64, StoreError> {
-    Ok(query_one(
-        client,
-        "SELECT (floor(extract(epoch FROM now()) * 1000))::int8",
-        &[],
-    )
-    .await?
-    .get(0))
+    Ok(query_one(client, &format!("SELECT {DB_NOW}"), &[]).await?.get(0))
 }
 
 /// A PostgreSQL error as the ports say it: a conflict the server resolved by aborting (a deadlock, a serialization

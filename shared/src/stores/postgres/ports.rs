@@ -120,8 +120,7 @@ impl Ledger for PostgresStore {
         now: Option<i64>,
     ) -> Result<Claim, StoreError> {
         let c = self.client().await?;
-        let now = self.now(&c, now).await?;
-        t::claim(&c, key, owner, ms(lease), now, &self.due).await
+        t::claim(&c, key, owner, ms(lease), self.given_now(now)).await
     }
     async fn settle(
         &self,
@@ -131,8 +130,7 @@ impl Ledger for PostgresStore {
         now: Option<i64>,
     ) -> Result<Settled, StoreError> {
         let c = self.client().await?;
-        let now = self.now(&c, now).await?;
-        t::settle(&c, key, owner, &settlement, now, &self.due).await
+        t::settle(&c, key, owner, &settlement, self.given_now(now), &self.due).await
     }
     /// Bodies live beside their records: nothing is owed after completion.
     async fn completed(&self, _key: &EventKey, _owner: &str) -> Result<(), StoreError> {

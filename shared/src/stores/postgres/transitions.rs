@@ -6,7 +6,7 @@
 use deadpool_postgres::GenericClient;
 
 use super::rows::{find, record, with_payload, Prepared, COLUMNS};
-use super::{execute, query, query_opt};
+use super::{db_now, execute, query, query_opt, DB_NOW};
 use crate::model::{Event, EventId, EventKey, Origin, Record, ResentBodies, Status};
 use crate::ports::{Claim, Created, MarkDead, Replay, Settled, Settlement, StoreError};
 use crate::rules::{self, Due};
@@ -220,34 +220,35 @@ async fn insert(
     Ok(true)
 }
 
+/// Claims `key` for `owner` for `lease` ms, at `now` or, with `None`, at the database's `now()` read by the update
+/// itself (no round trip of its own).
 pub(super) async fn claim(
     c: &impl GenericClient,
     key: &EventKey,
     owner: &str,
     lease: i64,
-    now: i64,
-    due: &Due,
+    now: Option<i64>,
 ) -> Result<Claim, StoreError> {
-    let until = now.saturating_add(lease);
     let claimed = query_opt(
         c,
         &format!(
-            "UPDATE events SET status = 'PROCESSING', lease_owner = $3, lease_until = $4, due_at = $5,
-                    attempts = attempts + 1, updated_at = $6
+            "WITH t AS (SELECT coalesce($5::int8, {DB_NOW}) AS now)
+             UPDATE events SET status = 'PROCESSING', lease_owner = $3, lease_until = t.now + $4,
+                    due_at = t.now + $4, attempts = attempts + 1, updated_at = t.now
+             FROM t
              WHERE source = $1 AND event_id = $2
                AND (status = 'RECEIVED'
-                    OR (status = 'FAILED' AND next_attempt_at <= $7)
-                    OR (status = 'PROCESSING' AND lease_until <= $6))
+                    OR (status = 'FAILED' AND next_attempt_at <= t.now + $6)
+                    OR (status = 'PROCESSING' AND lease_until <= t.now))
              RETURNING {COLUMNS}"
         ),
         &[
             &key.source.as_str(),
             &key.event_id.as_str(),
             &owner,
-            &until,
-            &due.processing(until),
+            &lease,
             &now,
-            &rules::failed_claimable_by(now),
+            &rules::DUE_SLACK_MS,
         ],
     )
     .await?;
@@ -263,54 +264,74 @@ pub(super) async fn claim(
                 }
             })
         }
-        None => Ok(rules::refused_claim(
-            find(c, key).await?.map(|(_, e)| e).as_ref(),
-            now,
-        )),
+        None => {
+            let now = match now {
+                Some(now) => now,
+                None => db_now(c).await?,
+            };
+            Ok(rules::refused_claim(
+                find(c, key).await?.map(|(_, e)| e).as_ref(),
+                now,
+            ))
+        }
     }
 }
 
+/// Settles `owner`'s claim of `key`, at `now` or, with `None`, at the database's `now()` read by the update itself.
 pub(super) async fn settle(
     c: &impl GenericClient,
     key: &EventKey,
     owner: &str,
     settlement: &Settlement,
-    now: i64,
+    now: Option<i64>,
     due: &Due,
 ) -> Result<Settled, StoreError> {
     let (source, id) = (key.source.as_str(), key.event_id.as_str());
-    let n =
-        match settlement {
-            Settlement::Completed { retention } => execute(
+    let n = match settlement {
+        Settlement::Completed { retention } => {
+            execute(
                 c,
-                "UPDATE events SET status = 'COMPLETED', completed_at = $4, expires_at = $5, updated_at = $4,
-                        lease_owner = NULL, lease_until = NULL, next_attempt_at = NULL, due_at = NULL
-                 WHERE source = $1 AND event_id = $2 AND status = 'PROCESSING' AND lease_owner = $3",
-                &[&source, &id, &owner, &now, &now.saturating_add(ms(*retention))],
+                &format!(
+                    "WITH t AS (SELECT coalesce($4::int8, {DB_NOW}) AS now)
+                     UPDATE events SET status = 'COMPLETED', completed_at = t.now, expires_at = t.now + $5,
+                            updated_at = t.now, lease_owner = NULL, lease_until = NULL, next_attempt_at = NULL,
+                            due_at = NULL
+                     FROM t
+                     WHERE source = $1 AND event_id = $2 AND status = 'PROCESSING' AND lease_owner = $3"
+                ),
+                &[&source, &id, &owner, &now, &ms(*retention)],
             )
-            .await?,
-            Settlement::Failed { error, delay } => {
-                let next = now.saturating_add(ms(*delay));
-                execute(
-                    c,
-                    "UPDATE events SET status = 'FAILED', last_error = $4, next_attempt_at = $5, due_at = $7,
-                        updated_at = $6, lease_owner = NULL, lease_until = NULL
-                 WHERE source = $1 AND event_id = $2 AND status = 'PROCESSING' AND lease_owner = $3",
-                    &[&source, &id, &owner, error, &next, &now, &due.failed(next)],
-                )
-                .await?
-            }
-            Settlement::Dead { error } => {
-                execute(
-                    c,
-                    "UPDATE events SET status = 'DEAD', last_error = $4, updated_at = $5, due_at = $6,
-                        notified_at = NULL, lease_owner = NULL, lease_until = NULL, next_attempt_at = NULL
-                 WHERE source = $1 AND event_id = $2 AND status = 'PROCESSING' AND lease_owner = $3",
-                    &[&source, &id, &owner, error, &now, &due.dead(now)],
-                )
-                .await?
-            }
-        };
+            .await?
+        }
+        Settlement::Failed { error, delay } => {
+            execute(
+                c,
+                &format!(
+                    "WITH t AS (SELECT coalesce($5::int8, {DB_NOW}) AS now)
+                     UPDATE events SET status = 'FAILED', last_error = $4, next_attempt_at = t.now + $6,
+                            due_at = t.now + $6 + $7, updated_at = t.now, lease_owner = NULL, lease_until = NULL
+                     FROM t
+                     WHERE source = $1 AND event_id = $2 AND status = 'PROCESSING' AND lease_owner = $3"
+                ),
+                &[&source, &id, &owner, error, &now, &ms(*delay), &due.grace_ms()],
+            )
+            .await?
+        }
+        Settlement::Dead { error } => {
+            execute(
+                c,
+                &format!(
+                    "WITH t AS (SELECT coalesce($5::int8, {DB_NOW}) AS now)
+                     UPDATE events SET status = 'DEAD', last_error = $4, updated_at = t.now, due_at = t.now + $6,
+                            notified_at = NULL, lease_owner = NULL, lease_until = NULL, next_attempt_at = NULL
+                     FROM t
+                     WHERE source = $1 AND event_id = $2 AND status = 'PROCESSING' AND lease_owner = $3"
+                ),
+                &[&source, &id, &owner, error, &now, &due.grace_ms()],
+            )
+            .await?
+        }
+    };
     Ok(if n == 1 { Settled::Done } else { Settled::LeaseLost })
 }
 

@@ -1,5 +1,5 @@
-//! Group commit of creates: one task takes every create waiting (up to `batch_max`) into one transaction, up to
-//! [`IN_FLIGHT`] transactions at once, and the creates that arrive while they commit go in the next. The batch is
+//! Group commit of creates: one task takes every create waiting (up to `batch_max`) into one transaction,
+//! [`IN_FLIGHT`] transactions at once at most, and the creates that arrive while they commit go in the next. The batch is
 //! written in a few statements whatever its size ([`bulk`]), in `(source, event_id)` order, so that two batches (of
 //! this instance or another) take their row locks in one order and do not deadlock. Should that fail, the batch is
 //! run again a job (one create, or a batched delivery's events) at a time, each under a savepoint of its own, so that
@@ -21,9 +21,11 @@ use crate::rules::Due;
 
 /// Creates waiting for a transaction at most: past it, a create answers busy (503 with `Retry-After`) at once.
 const QUEUE: usize = 4096;
-/// Transactions of creates in flight at once: while one waits for its commit's flush, the next is written. Each
-/// is in key order, so two of them (of this instance or another) lock their rows in one order.
-const IN_FLIGHT: usize = 4;
+/// Transactions of creates in flight at once; while they commit, the next batch gathers. Each is in key order, so
+/// two of them (of this instance or another) lock their rows in one order. One: on the 2-core host of
+/// BENCHMARKS.md four in flight accepted fewer events a second than one (3,145/s against 3,858/s, one instance,
+/// `bench --only=postgres`), the cores, not the commits, being what they wait for there.
+const IN_FLIGHT: usize = 1;
 
 /// What a job is answered: each create's outcome and, where it claimed, the claimed record; or the error.
 pub(super) type Answer = Result<Vec<Outcome>, StoreError>;

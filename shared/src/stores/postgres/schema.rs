@@ -44,12 +44,12 @@ CREATE TABLE events (
     UNIQUE (source, event_id)
 ) WITH (fillfactor = 80, autovacuum_vacuum_scale_factor = 0.02, autovacuum_analyze_scale_factor = 0.02);
 CREATE INDEX events_due ON events (due_at) WHERE due_at IS NOT NULL;
+-- Listings by an open or dead status; a listing of COMPLETED ones (most of the table) walks events_received.
 CREATE INDEX events_open ON events (status, received_at) WHERE status <> 'COMPLETED';
 CREATE INDEX events_expiry ON events (expires_at) WHERE status = 'COMPLETED';
 CREATE INDEX events_received ON events (received_at, source, event_id);
 CREATE INDEX events_source ON events (source, received_at);
 CREATE INDEX events_type ON events (event_type, received_at);
-CREATE INDEX events_status ON events (status, received_at);
 CREATE TABLE payloads (
     event    int8 PRIMARY KEY REFERENCES events (id) ON DELETE CASCADE,
     headers  text NOT NULL,

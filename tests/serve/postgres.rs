@@ -543,3 +543,115 @@ async fn the_database_crashed_and_started_again_mid_storm_loses_nothing() {
          deliveries ({EVENTS} events) acknowledged and COMPLETED"
     );
 }
+
+/// GIVEN three instances with a notify URL, one attempt a source, and a downstream answering 500 to everything
+/// WHEN 60 events go DEAD across the instances (each alarm sent by the instance that buried it, any unsent one by
+/// the sweep's leader), then, the downstream fixed, two operators replay the dead events at once (two `inbox replay`
+/// beside the running servers)
+/// THEN each dead event's alarm went out exactly once, each was replayed once (`replays` 1, never 2), and each ends
+/// COMPLETED after exactly two deliveries (the failed attempt and the replayed one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 8)]
+async fn alarms_and_replays_raced_by_many_instances_happen_once() {
+    const EVENTS: usize = 60;
+    let Some(db) = Database::fresh().await else {
+        return;
+    };
+    let sink = Sink::start(&[], 500).await;
+    let notify = Sink::start(&[], 200).await;
+    let secret = rand_secret();
+    let config = format!(
+        "[store]\nkind = \"postgres\"\nurl = \"env:INBOX_DATABASE_URL\"\n\
+         [alarm]\nnotify_url = \"{}/alerts\"\n\
+         [retry]\nmax_attempts = 1\n[sweeper]\ngrace = \"1s\"\ninterval = \"2s\"\n\
+         [sources.{SOURCE}]\nscheme = \"github\"\nsecrets = [\"env:SHARED_SECRET\"]\n\
+         handler = {{ kind = \"forward\", url = \"{}/shared\", timeout = \"5s\" }}\n",
+        notify.url(),
+        sink.url()
+    );
+    let url = db.url();
+    let apps: Vec<App> = (0..INSTANCES)
+        .map(|_| {
+            spawn_app(
+                &config,
+                &[("SHARED_SECRET", &secret), ("INBOX_DATABASE_URL", &url)],
+            )
+        })
+        .collect();
+    let run = rand_id("dead");
+    let ids: Vec<String> = (0..EVENTS).map(|i| format!("{run}-{i:02}")).collect();
+    let senders = senders(&apps, &ids, &secret);
+    let give_up_at = Instant::now() + Duration::from_secs(60);
+    let workers: Vec<_> = senders
+        .iter()
+        .flat_map(|s| (0..4).map(move |_| tokio::spawn(s.clone().send_all(give_up_at))))
+        .collect();
+    all_acknowledged(&senders, workers, EVENTS).await;
+    wait_until(Duration::from_secs(60), "every event is DEAD", || {
+        apps[0].status_counts().get("DEAD").copied() == Some(EVENTS)
+    });
+    wait_until(Duration::from_secs(30), "an alarm for every dead event", || {
+        notify.count() >= EVENTS
+    });
+    // Past the grace and two sweeps: any second alarm would be out by now.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let mut alarms = std::collections::HashMap::<String, usize>::new();
+    for r in notify.requests() {
+        let body: serde_json::Value = serde_json::from_slice(&r.body).expect("an alarm is JSON");
+        *alarms.entry(str_field(&body, "event_id")).or_default() += 1;
+    }
+    assert_eq!(alarms.len(), EVENTS, "an alarm for each dead event");
+    assert!(
+        alarms.values().all(|n| *n == 1),
+        "an alarm sent twice: {alarms:?}"
+    );
+
+    sink.answer(200);
+    let replays: Vec<_> = apps[..2]
+        .iter()
+        .map(|app| {
+            let (config, env) = (
+                app.config_path().to_owned(),
+                [
+                    ("SHARED_SECRET", secret.clone()),
+                    ("INBOX_DATABASE_URL", url.clone()),
+                ],
+            );
+            std::thread::spawn(move || {
+                std::process::Command::new(INBOX)
+                    .args(["replay", "--status", "dead", "--config"])
+                    .arg(config)
+                    .envs(env)
+                    .output()
+                    .expect("run inbox replay")
+            })
+        })
+        .collect();
+    for replay in replays {
+        let out = replay.join().expect("a replay thread");
+        assert!(
+            out.status.success(),
+            "inbox replay: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    apps[1].wait_all_completed(
+        EVENTS,
+        Duration::from_secs(60),
+        "every replayed event is COMPLETED",
+    );
+    for event in apps[2].events() {
+        assert_eq!(event["replays"], 1, "replayed once: {event}");
+    }
+    let mut deliveries = std::collections::HashMap::<String, usize>::new();
+    for r in sink.requests() {
+        *deliveries
+            .entry(r.header("x-inbox-event-id").unwrap_or_default())
+            .or_default() += 1;
+    }
+    assert_eq!(deliveries.len(), EVENTS);
+    assert!(
+        deliveries.values().all(|n| *n == 2),
+        "not two deliveries each: {deliveries:?}"
+    );
+    db.drop().await;
+}

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::model::{EventId, Record, Status};
+use crate::model::{Event, EventId, NewEvent, Record, Status};
 use crate::ports::{Claim, Created, MarkDead, Replay};
 use crate::time::ms;
 
@@ -75,6 +75,41 @@ const MAX_RESEND_WAIT_MS: i64 = 3_600_000;
 /// The latest `next_attempt_at` that a claim at `now` accepts.
 pub fn failed_claimable_by(now: i64) -> i64 {
     now.saturating_add(DUE_SLACK_MS)
+}
+
+/// The record a create that claimed `event` in its own write left: PROCESSING under `owner`'s lease of `lease_ms`
+/// from `now`, its first attempt, with its body (what every store's `create_claimed` answers; nothing is read
+/// back).
+pub fn claimed_on_create(
+    event: &NewEvent,
+    owner: &str,
+    lease_ms: i64,
+    resent_of: Option<EventId>,
+    now: i64,
+) -> Event {
+    Record {
+        source: event.key.source.clone(),
+        event_id: event.key.event_id.clone(),
+        event_type: event.event_type.clone(),
+        status: Status::Processing,
+        payload_sha256: event.payload_sha256.clone(),
+        headers: event.headers.clone(),
+        received_at: now,
+        updated_at: now,
+        attempts: 1,
+        replays: 0,
+        lease_owner: Some(owner.to_owned()),
+        lease_until: Some(now.saturating_add(lease_ms)),
+        next_attempt_at: None,
+        last_error: None,
+        completed_at: None,
+        expires_at: None,
+        notified_at: None,
+        replayed_at: None,
+        origin: event.origin,
+        resent_of,
+    }
+    .with_payload(event.payload.clone())
 }
 
 /// A refused claim, from the record as it stands (`None`: there is none).

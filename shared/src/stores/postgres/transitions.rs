@@ -71,30 +71,7 @@ pub(super) async fn create(
 /// as the insert left it.
 pub(super) fn created(prepared: &Prepared, resent_of: Option<EventId>, now: i64) -> (Created, Option<Event>) {
     let claimed = prepared.claim.as_ref().map(|(owner, lease)| {
-        let e = &prepared.event;
-        Record {
-            source: e.key.source.clone(),
-            event_id: e.key.event_id.clone(),
-            event_type: e.event_type.clone(),
-            status: Status::Processing,
-            payload_sha256: e.payload_sha256.clone(),
-            headers: e.headers.clone(),
-            received_at: now,
-            updated_at: now,
-            attempts: 1,
-            replays: 0,
-            lease_owner: Some(owner.clone()),
-            lease_until: Some(now.saturating_add(*lease)),
-            next_attempt_at: None,
-            last_error: None,
-            completed_at: None,
-            expires_at: None,
-            notified_at: None,
-            replayed_at: None,
-            origin: e.origin,
-            resent_of: resent_of.clone(),
-        }
-        .with_payload(e.payload.clone())
+        rules::claimed_on_create(&prepared.event, owner, *lease, resent_of.clone(), now)
     });
     (rules::created(resent_of), claimed)
 }

@@ -204,30 +204,7 @@ impl Writer {
     /// record as the insert left it (every column known here, so nothing is read back).
     fn created(&self, prepared: &Prepared, resent_of: Option<EventId>, now: i64) -> (Created, Option<Event>) {
         let claimed = prepared.claim.as_ref().map(|claim| {
-            let e = &prepared.event;
-            Record {
-                source: e.key.source.clone(),
-                event_id: e.key.event_id.clone(),
-                event_type: e.event_type.clone(),
-                status: Status::Processing,
-                payload_sha256: e.payload_sha256.clone(),
-                headers: e.headers.clone(),
-                received_at: now,
-                updated_at: now,
-                attempts: 1,
-                replays: 0,
-                lease_owner: Some(claim.owner.clone()),
-                lease_until: Some(now.saturating_add(claim.lease)),
-                next_attempt_at: None,
-                last_error: None,
-                completed_at: None,
-                expires_at: None,
-                notified_at: None,
-                replayed_at: None,
-                origin: e.origin,
-                resent_of: resent_of.clone(),
-            }
-            .with_payload(e.payload.clone())
+            rules::claimed_on_create(&prepared.event, &claim.owner, claim.lease, resent_of.clone(), now)
         });
         (rules::created(resent_of), claimed)
     }

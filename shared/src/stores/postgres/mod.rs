@@ -20,6 +20,8 @@
 
 mod batch;
 mod bulk;
+#[cfg(test)]
+mod plans;
 mod ports;
 mod rows;
 mod schema;

@@ -5,6 +5,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use tokio_postgres::types::ToSql;
 
 use super::batch::Job;
 use super::rows::{find, prepare, records, with_payload, COLUMNS};
@@ -279,81 +280,111 @@ impl Checkpoints for PostgresStore {
     }
 }
 
+/// A listing's statement and its values: the newest first, past retention left out (`plans` checks that each filter
+/// is served by an index).
+pub(super) fn list_query(filter: &ListFilter, now: i64) -> (String, Vec<Box<dyn ToSql + Sync + Send>>) {
+    let mut values: Vec<Box<dyn ToSql + Sync + Send>> = vec![Box::new(now)];
+    let mut conditions = vec!["NOT (status = 'COMPLETED' AND expires_at <= $1)".to_owned()];
+    let mut bind = |condition: &str, value: Box<dyn ToSql + Sync + Send>| {
+        values.push(value);
+        conditions.push(condition.replace('?', &format!("${}", values.len())));
+    };
+    if let Some(st) = filter.status {
+        bind("status = ?", Box::new(st.as_str().to_owned()));
+    }
+    if let Some(source) = &filter.source {
+        bind("source = ?", Box::new(source.as_str().to_owned()));
+    }
+    if let Some(ty) = &filter.event_type {
+        bind("event_type = ?", Box::new(ty.clone()));
+    }
+    if let Some(id) = &filter.event_id {
+        bind("event_id = ?", Box::new(id.as_str().to_owned()));
+    }
+    if let Some(from) = filter.received_from {
+        bind("received_at >= ?", Box::new(from));
+    }
+    if let Some(to) = filter.received_to {
+        bind("received_at < ?", Box::new(to));
+    }
+    if let Some(cursor) = &filter.before {
+        values.push(Box::new(cursor.received_at));
+        values.push(Box::new(cursor.source.as_str().to_owned()));
+        values.push(Box::new(cursor.event_id.as_str().to_owned()));
+        let n = values.len();
+        conditions.push(format!(
+            "(received_at, source, event_id) < (${}, ${}, ${})",
+            n - 2,
+            n - 1,
+            n
+        ));
+    }
+    values.push(Box::new(i64::try_from(filter.limit).unwrap_or(i64::MAX)));
+    let sql = format!(
+        "SELECT {COLUMNS} FROM events WHERE {} ORDER BY received_at DESC, source DESC, event_id DESC LIMIT ${}",
+        conditions.join(" AND "),
+        values.len()
+    );
+    (sql, values)
+}
+
+/// Retention's deletes, at most `$2` rows a statement: the rows are picked (and locked) once in a materialized CTE
+/// and joined by key, since `WHERE id IN (SELECT … LIMIT n)` may run its subquery more than once and take more.
+pub(super) const PURGE_EVENTS: &str = "WITH doomed AS MATERIALIZED
+        (SELECT id FROM events WHERE status = 'COMPLETED' AND expires_at <= $1 ORDER BY expires_at LIMIT $2
+         FOR UPDATE SKIP LOCKED)
+    DELETE FROM events USING doomed WHERE events.id = doomed.id";
+pub(super) const PURGE_BODIES: &str = "WITH doomed AS MATERIALIZED
+        (SELECT source, event_type, payload_sha256 FROM bodies WHERE expires_at <= $1 ORDER BY expires_at LIMIT $2
+         FOR UPDATE SKIP LOCKED)
+    DELETE FROM bodies b USING doomed d
+    WHERE (b.source, b.event_type, b.payload_sha256) = (d.source, d.event_type, d.payload_sha256)";
+
 /// Hours the overview's chart covers.
 const TIMELINE_HOURS: i64 = 24;
 const HOUR_MS: i64 = 3_600_000;
 
+/// The overview's reads, each served by an index (`plans` checks it): the open and dead events by source and
+/// status; the completed ones kept, by source; the oldest open event; the last day's events by hour and status.
+pub(super) const SUMMARY_OPEN: &str =
+    "SELECT source, status, count(*) FROM events WHERE status <> 'COMPLETED' GROUP BY source, status";
+pub(super) const SUMMARY_COMPLETED: &str =
+    "SELECT source, count(*) FROM events WHERE status = 'COMPLETED' AND expires_at > $1 GROUP BY source";
+pub(super) const SUMMARY_OLDEST: &str =
+    "SELECT min(received_at) FROM events WHERE status IN ('RECEIVED', 'PROCESSING', 'FAILED')";
+pub(super) const SUMMARY_TIMELINE: &str =
+    "SELECT (received_at - $1) / $2, status, count(*) FROM events WHERE received_at >= $1 GROUP BY 1, 2";
+
 #[async_trait]
 impl Browse for PostgresStore {
     async fn list(&self, filter: &ListFilter, now: Option<i64>) -> Result<Vec<Record>, StoreError> {
-        use tokio_postgres::types::ToSql;
         let c = self.client().await?;
         let now = self.now(&c, now).await?;
-        let mut values: Vec<Box<dyn ToSql + Sync + Send>> = vec![Box::new(now)];
-        let mut conditions = vec!["NOT (status = 'COMPLETED' AND expires_at <= $1)".to_owned()];
-        let mut bind = |condition: &str, value: Box<dyn ToSql + Sync + Send>| {
-            values.push(value);
-            conditions.push(condition.replace('?', &format!("${}", values.len())));
-        };
-        if let Some(st) = filter.status {
-            bind("status = ?", Box::new(st.as_str().to_owned()));
-        }
-        if let Some(source) = &filter.source {
-            bind("source = ?", Box::new(source.as_str().to_owned()));
-        }
-        if let Some(ty) = &filter.event_type {
-            bind("event_type = ?", Box::new(ty.clone()));
-        }
-        if let Some(id) = &filter.event_id {
-            bind("event_id = ?", Box::new(id.as_str().to_owned()));
-        }
-        if let Some(from) = filter.received_from {
-            bind("received_at >= ?", Box::new(from));
-        }
-        if let Some(to) = filter.received_to {
-            bind("received_at < ?", Box::new(to));
-        }
-        if let Some(cursor) = &filter.before {
-            values.push(Box::new(cursor.received_at));
-            values.push(Box::new(cursor.source.as_str().to_owned()));
-            values.push(Box::new(cursor.event_id.as_str().to_owned()));
-            let n = values.len();
-            conditions.push(format!(
-                "(received_at, source, event_id) < (${}, ${}, ${})",
-                n - 2,
-                n - 1,
-                n
-            ));
-        }
-        values.push(Box::new(i64::try_from(filter.limit).unwrap_or(i64::MAX)));
-        let sql = format!(
-            "SELECT {COLUMNS} FROM events WHERE {} ORDER BY received_at DESC, source DESC, event_id DESC LIMIT ${}",
-            conditions.join(" AND "),
-            values.len()
-        );
+        let (sql, values) = list_query(filter, now);
         let params: Vec<&(dyn ToSql + Sync)> =
             values.iter().map(|v| v.as_ref() as &(dyn ToSql + Sync)).collect();
         records(&query(&c, &sql, &params).await?)
     }
-    /// Each count from an index: the open and dead events from `events_open`, the completed ones per source less
-    /// those past retention (from `events_expiry`).
+    /// Each count from an index: the open and dead events from `events_open`, the completed ones per source and not
+    /// yet past retention by an index-only scan of `events_expiry_source` (the plans are checked by `plans`).
     async fn summary(&self, now: Option<i64>) -> Result<Summary, StoreError> {
         let c = self.client().await?;
         let now = self.now(&c, now).await?;
-        let rows = query(
-            &c,
-            "SELECT source, status, count(*) FROM events
-             WHERE NOT (status = 'COMPLETED' AND expires_at <= $1) GROUP BY source, status",
-            &[&now],
-        )
-        .await?;
         let mut by_status: Vec<(Status, Option<u64>)> = Status::ALL.iter().map(|st| (*st, Some(0))).collect();
         let mut by_source = Vec::new();
         let mut oldest_open = None;
-        for r in &rows {
-            let source: &str = r.get(0);
-            let status: &str = r.get(1);
-            let n = u64::try_from(r.get::<_, i64>(2)).unwrap_or(0);
+        let open = query(&c, SUMMARY_OPEN, &[]).await?;
+        let completed = query(&c, SUMMARY_COMPLETED, &[&now]).await?;
+        let counted = open
+            .iter()
+            .map(|r| (r.get::<_, &str>(0), r.get::<_, &str>(1), r.get::<_, i64>(2)));
+        let counted = counted.chain(
+            completed
+                .iter()
+                .map(|r| (r.get::<_, &str>(0), "COMPLETED", r.get::<_, i64>(1))),
+        );
+        for (source, status, n) in counted {
+            let n = u64::try_from(n).unwrap_or(0);
             let source =
                 SourceName::parse(source).map_err(|_| StoreError::Corrupt(format!("bad source {source}")))?;
             let status: Status = status
@@ -364,13 +395,7 @@ impl Browse for PostgresStore {
             }
             by_source.push((source, status, n));
         }
-        for r in query(
-            &c,
-            "SELECT min(received_at) FROM events WHERE status IN ('RECEIVED', 'PROCESSING', 'FAILED')",
-            &[],
-        )
-        .await?
-        {
+        for r in query(&c, SUMMARY_OLDEST, &[]).await? {
             oldest_open = r.get::<_, Option<i64>>(0);
         }
         let first = (now / HOUR_MS - (TIMELINE_HOURS - 1)) * HOUR_MS;
@@ -380,14 +405,11 @@ impl Browse for PostgresStore {
                 ..Default::default()
             })
             .collect();
-        for r in query(
-            &c,
-            "SELECT (received_at - $1) / $2, status, count(*) FROM events WHERE received_at >= $1 GROUP BY 1, 2",
-            &[&first, &HOUR_MS],
-        )
-        .await?
-        {
-            let Some(bucket) = usize::try_from(r.get::<_, i64>(0)).ok().and_then(|h| timeline.get_mut(h)) else {
+        for r in query(&c, SUMMARY_TIMELINE, &[&first, &HOUR_MS]).await? {
+            let Some(bucket) = usize::try_from(r.get::<_, i64>(0))
+                .ok()
+                .and_then(|h| timeline.get_mut(h))
+            else {
                 continue;
             };
             let n = u64::try_from(r.get::<_, i64>(2)).unwrap_or(0);
@@ -515,22 +537,8 @@ impl Upkeep for PostgresStore {
         let c = self.client().await?;
         let now = self.now(&c, now).await?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let events = execute(
-            &c,
-            "DELETE FROM events WHERE id IN
-                (SELECT id FROM events WHERE status = 'COMPLETED' AND expires_at <= $1 ORDER BY expires_at LIMIT $2
-                 FOR UPDATE SKIP LOCKED)",
-            &[&now, &limit],
-        )
-        .await?;
-        let bodies = execute(
-            &c,
-            "DELETE FROM bodies WHERE (source, event_type, payload_sha256) IN
-                (SELECT source, event_type, payload_sha256 FROM bodies WHERE expires_at <= $1
-                 ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)",
-            &[&now, &limit],
-        )
-        .await?;
+        let events = execute(&c, PURGE_EVENTS, &[&now, &limit]).await?;
+        let bodies = execute(&c, PURGE_BODIES, &[&now, &limit]).await?;
         Ok(Purged {
             events: usize::try_from(events).unwrap_or(usize::MAX),
             bodies: usize::try_from(bodies).unwrap_or(usize::MAX),

@@ -421,13 +421,13 @@ fn escape_like(text: &str) -> String {
     text.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_")
 }
 
+/// The sweeper's read: what is due before `$1`, oldest first, at most `$2`, from the partial index `events_due`.
+pub(super) fn due_query() -> String {
+    format!("SELECT {COLUMNS} FROM events WHERE due_at <= $1 ORDER BY due_at LIMIT $2")
+}
+
 /// The records due before `before`, oldest due first.
 pub(super) async fn due(c: &impl GenericClient, before: i64, limit: i64) -> Result<Vec<Record>, StoreError> {
-    let rows = query(
-        c,
-        &format!("SELECT {COLUMNS} FROM events WHERE due_at <= $1 ORDER BY due_at LIMIT $2"),
-        &[&before, &limit],
-    )
-    .await?;
+    let rows = query(c, &due_query(), &[&before, &limit]).await?;
     super::rows::records(&rows)
 }

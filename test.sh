@@ -70,10 +70,16 @@ if [ -z "${INBOX_TEST_POSTGRES_URL:-}" ]; then
   fi
   pgport=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   "${as[@]}" "$pgbin/initdb" -D "$pgdir/data" -A trust -U inbox --no-sync > "$pgdir/initdb.log"
+  # TLS on (plain connections still welcome), with the test root's certificate for localhost and 127.0.0.1: the
+  # server wants its key private to it.
+  install -m 600 tests/data/keys/postgres-server.key "$pgdir/server.key"
+  install -m 644 tests/data/keys/postgres-server.pem "$pgdir/server.pem"
+  if [ "$(id -u)" = 0 ]; then chown postgres "$pgdir/server.key" "$pgdir/server.pem"; fi
   "${as[@]}" "$pgbin/pg_ctl" -D "$pgdir/data" -l "$pgdir/server.log" -w start \
-    -o "-p $pgport -k $pgdir -c listen_addresses=127.0.0.1 -c max_connections=400 -c fsync=on"
+    -o "-p $pgport -k $pgdir -c listen_addresses=127.0.0.1 -c max_connections=400 -c fsync=on \
+        -c ssl=on -c ssl_cert_file=$pgdir/server.pem -c ssl_key_file=$pgdir/server.key"
   stop_pg() { "${as[@]}" "$pgbin/pg_ctl" -D "$pgdir/data" -m immediate stop >/dev/null 2>&1 || true; rm -rf "$pgdir"; }
-  export INBOX_TEST_POSTGRES_URL="postgres://inbox@127.0.0.1:$pgport/postgres"
+  export INBOX_TEST_POSTGRES_URL="postgres://inbox@127.0.0.1:$pgport/postgres" INBOX_TEST_POSTGRES_TLS=1
   # The test that stops and starts a database mid-storm starts a cluster of its own with these binaries.
   export INBOX_TEST_POSTGRES_BIN="$pgbin"
 fi

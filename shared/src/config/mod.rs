@@ -73,6 +73,8 @@ pub enum StoreConfig {
         pool_size: usize,
         /// How long one statement may run before the server cancels it (default 10 s).
         statement_timeout: Duration,
+        /// A PEM file of roots to trust for the server's certificate, beside the web's (with `sslmode=require`).
+        ca_file: Option<PathBuf>,
     },
 }
 
@@ -285,6 +287,7 @@ struct RawStore {
     url: Option<String>,
     pool_size: Option<usize>,
     statement_timeout: Option<String>,
+    ca_file: Option<PathBuf>,
 }
 
 impl RawStore {
@@ -295,6 +298,7 @@ impl RawStore {
                     ("store.url", self.url.is_some()),
                     ("store.pool_size", self.pool_size.is_some()),
                     ("store.statement_timeout", self.statement_timeout.is_some()),
+                    ("store.ca_file", self.ca_file.is_some()),
                 ] {
                     if set {
                         return Err(ConfigError::new(field, "is for kind = \"postgres\" only"));
@@ -330,6 +334,7 @@ impl RawStore {
                     url,
                     pool_size,
                     statement_timeout,
+                    ca_file: self.ca_file.clone(),
                 })
             }
             other => Err(ConfigError::new(

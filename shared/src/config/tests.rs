@@ -556,6 +556,7 @@ fn the_store_is_sqlite_unless_postgres_is_named_with_a_url_reference() {
             url: SecretRef::Env("DATABASE_URL".into()),
             pool_size: 16,
             statement_timeout: Duration::from_secs(5),
+            ca_file: None,
         }
     );
     for (store, field) in [
@@ -567,6 +568,7 @@ fn the_store_is_sqlite_unless_postgres_is_named_with_a_url_reference() {
         ),
         ("kind=\"postgres\"\nurl=\"env:D\"\npool_size=1", "store.pool_size"),
         ("url=\"env:D\"", "store.url"),
+        ("ca_file=\"/etc/ssl/db.pem\"", "store.ca_file"),
         ("kind=\"mysql\"", "store.kind"),
     ] {
         let e = err(&format!("[store]\n{store}\n{source}"));

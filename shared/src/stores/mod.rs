@@ -40,12 +40,14 @@ pub async fn open(config: &Config, world: &World, serving: bool) -> Result<Arc<d
             url,
             pool_size,
             statement_timeout,
+            ca_file,
         } => {
             let url = crate::secrets::resolve_local(url)
                 .map_err(|e| StoreError::Unavailable(format!("store.url: {e}")))?;
             let mut options = postgres::Options::new(url.trim().to_owned(), config.sweeper.grace);
             options.pool_size = *pool_size;
             options.statement_timeout = *statement_timeout;
+            options.ca_file.clone_from(ca_file);
             Ok(Arc::new(postgres::PostgresStore::open(options).await?))
         }
         #[cfg(not(feature = "postgres"))]

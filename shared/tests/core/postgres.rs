@@ -165,3 +165,121 @@ async fn a_database_a_newer_binary_migrated_is_refused() {
     assert!(message.contains("999") && message.contains("newer"), "{message}");
     h.finish_now().await;
 }
+
+/// GIVEN another instance's transaction that has inserted an id and holds it, not yet committed
+/// WHEN this instance creates the same id (its insert waits on the other's row) and the other transaction rolls back
+///   (its connection lost, its statement failed)
+/// THEN this create stores the event, once, and answers it as new: a row nobody committed is no duplicate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_concurrent_duplicate_whose_first_transaction_rolls_back_is_stored_once() {
+    let Some(h) = PostgresHarness::start().await else {
+        return;
+    };
+    let store = Arc::new(h.store(LONG, None).await);
+    let (other, connection) = tokio_postgres::connect(&h.base, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    other
+        .batch_execute(&format!(
+            "SET search_path = {}; BEGIN;
+             INSERT INTO events (source, event_id, status, payload_sha256, received_at, updated_at, origin)
+             VALUES ('{}', 'raced', 'RECEIVED', 'sha-of-first', 1, 1, 'webhook')",
+            h.schema,
+            key("raced").source.as_str()
+        ))
+        .await
+        .unwrap();
+
+    let creating = tokio::spawn({
+        let store = store.clone();
+        async move { store.create(new_event("raced", "second"), None).await }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        !creating.is_finished(),
+        "the create did not wait for the other transaction's row"
+    );
+    other.batch_execute("ROLLBACK").await.unwrap();
+
+    let created = tokio::time::timeout(Duration::from_secs(10), creating)
+        .await
+        .expect("the create still waits after the rollback")
+        .unwrap()
+        .unwrap();
+    assert_eq!(created, Created::New);
+    assert_eq!(h.sql("SELECT 1 FROM events WHERE event_id = 'raced'").await, 1);
+    let stored = store.get(&key("raced"), None).await.unwrap().unwrap();
+    assert_eq!(&stored.payload[..], b"second");
+    h.finish_now().await;
+}
+
+/// The throwaway server ./test.sh starts speaks TLS with a certificate from the test root
+/// (tests/data/keys/postgres-root.pem) for localhost and 127.0.0.1: `INBOX_TEST_POSTGRES_TLS=1` says so.
+fn tls_server() -> bool {
+    let on = std::env::var("INBOX_TEST_POSTGRES_TLS").as_deref() == Ok("1");
+    if !on {
+        eprintln!(
+            "SKIPPED: TLS to PostgreSQL: INBOX_TEST_POSTGRES_TLS is unset (./test.sh's own server sets it)"
+        );
+    }
+    on
+}
+
+const TEST_ROOT: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../tests/data/keys/postgres-root.pem"
+);
+
+/// GIVEN a server whose certificate comes from a private root
+/// WHEN the store connects with `sslmode=require` and that root in `ca_file`
+/// THEN every connection it holds is TLS; without the root, the same URL is refused at open, the certificate
+///   named as the cause and the URL's password nowhere in the error; a `ca_file` that holds no certificate is
+///   refused as such.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sslmode_require_connects_over_tls_to_a_certificate_it_can_check_and_only_then() {
+    let Some(h) = PostgresHarness::start().await else {
+        return;
+    };
+    if !tls_server() {
+        return;
+    }
+    let name = format!("tls-{}", h.schema);
+    let url =
+        format!("{}&sslmode=require&application_name={name}", h.url()).replace("inbox@", "inbox:hunter2@");
+    let mut options = Options::new(url, LONG);
+    options.pool_size = 3;
+    options.ca_file = Some(TEST_ROOT.into());
+    let store = PostgresStore::open(options.clone()).await.unwrap();
+    store.create(new_event("over-tls", "b"), None).await.unwrap();
+    let held = format!(
+        "SELECT 1 FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid) WHERE a.application_name = '{name}'"
+    );
+    let all = h.sql(&held).await;
+    assert!(all >= 1, "no connection of the store's is open");
+    assert_eq!(
+        h.sql(&format!("{held} AND s.ssl AND s.version LIKE 'TLS%'"))
+            .await,
+        all
+    );
+
+    let mut unchecked = options.clone();
+    unchecked.ca_file = None;
+    let e = PostgresStore::open(unchecked)
+        .await
+        .err()
+        .expect("a certificate from an unknown root was trusted");
+    let e = e.to_string();
+    assert!(e.contains("certificate"), "{e}");
+    assert!(!e.contains("hunter2"), "{e}");
+
+    let mut not_pem = options;
+    not_pem.ca_file = Some(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml").into());
+    let e = PostgresStore::open(not_pem)
+        .await
+        .err()
+        .expect("a ca_file without a certificate was taken");
+    assert!(e.to_string().contains("no PEM certificate"), "{e}");
+    drop(store);
+    h.finish_now().await;
+}

@@ -51,3 +51,14 @@ for k in host signer untrusted; do openssl pkcs8 -topk8 -nocrypt -in $k.key -out
 openssl genpkey -algorithm ed25519 -out ed25519.key
 openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out p256.key
 for k in ed25519 p256 signer; do openssl pkey -in $k.key -pubout -out $k.pub; done
+# PostgreSQL over TLS (shared/tests/core/postgres.rs): a root of its own and the test server's certificate, for
+# localhost and 127.0.0.1; ./test.sh starts its throwaway server with it (ssl = on).
+openssl req -x509 -newkey rsa:2048 -nodes -keyout postgres-root.key -out postgres-root.pem -days $days \
+  -subj "/CN=webhook-inbox test PostgreSQL root" -addext "basicConstraints=critical,CA:TRUE" \
+  -addext "keyUsage=critical,keyCertSign,cRLSign"
+openssl req -newkey rsa:2048 -nodes -keyout postgres-server.key -out postgres-server.csr -subj "/CN=localhost"
+printf '%s\n' "subjectAltName=DNS:localhost,IP:127.0.0.1" "basicConstraints=CA:FALSE" "extendedKeyUsage=serverAuth" \
+  > postgres-server.ext
+openssl x509 -req -in postgres-server.csr -CA postgres-root.pem -CAkey postgres-root.key -CAcreateserial \
+  -out postgres-server.pem -days $days -extfile postgres-server.ext
+rm -f postgres-server.csr postgres-server.ext postgres-root.key *.srl

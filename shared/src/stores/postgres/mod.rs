@@ -25,6 +25,7 @@ mod plans;
 mod ports;
 mod rows;
 mod schema;
+mod tls;
 mod transitions;
 
 use std::sync::Arc;
@@ -61,6 +62,8 @@ pub struct Options {
     pub batch_max: usize,
     /// The clock a call without a time of its own runs at; `None`: the database's `now()`, as in production.
     pub clock: Option<Arc<dyn Clock>>,
+    /// More roots to check the server's certificate against, beside the web's (PEM), with `sslmode=require`.
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 impl Options {
@@ -73,6 +76,7 @@ impl Options {
             liveness: Duration::from_secs(30),
             batch_max: 500,
             clock: None,
+            ca_file: None,
         }
     }
 }
@@ -113,13 +117,13 @@ impl PostgresStore {
             config.application_name("webhook-inbox");
         }
         let timeout = options.statement_timeout.as_millis();
-        let manager = Manager::from_config(
-            config,
-            tokio_postgres::NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
+        let recycling = ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        };
+        let manager = match tls::connector(&config, options.ca_file.as_deref())? {
+            Some(tls) => Manager::from_config(config, tls, recycling),
+            None => Manager::from_config(config, tokio_postgres::NoTls, recycling),
+        };
         let pool = Pool::builder(manager)
             .max_size(options.pool_size.max(2))
             .wait_timeout(Some(Duration::from_secs(5)))
@@ -192,8 +196,23 @@ impl PostgresStore {
 async fn connection(pool: &Pool) -> Result<Object, StoreError> {
     pool.get().await.map_err(|e| match e {
         deadpool_postgres::PoolError::Timeout(_) => StoreError::Busy,
-        other => StoreError::Unavailable(format!("cannot reach PostgreSQL: {other}")),
+        other => StoreError::Unavailable(format!("cannot reach PostgreSQL: {}", with_causes(&other))),
     })
+}
+
+/// An error and its causes, outermost first (`error performing TLS handshake: invalid peer certificate: …`): the
+/// driver's own message leaves the cause out. None of them holds the URL or its password.
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let more = c.to_string();
+        if !text.ends_with(&more) {
+            text = format!("{text}: {more}");
+        }
+        cause = c.source();
+    }
+    text
 }
 
 /// The database's `now()` in UTC milliseconds (the start of the current transaction), as SQL.

@@ -910,3 +910,108 @@ async fn more_failures_than_a_checkpoint_keeps_end_the_run_with_the_checkpoint_u
     let summary = reconciler.once(&ledger, queue.as_ref()).await.unwrap();
     assert_eq!((summary.recovered, summary.kept), (600, 0));
 }
+
+/// GIVEN two instances on one PostgreSQL database (two store handles, each with its own queue), 150 Stripe events
+///   in the window, none delivered, and the webhooks of 40 of them arriving while reconciliation runs
+/// WHEN both instances run reconciliation of the source at the same moment (as two that each believe they lead
+///   would), while those webhooks are stored through either instance
+/// THEN every event is stored once, by exactly one of the three writers: the runs' `recovered` and the webhooks
+///   answered as new add up to the events, no id is enqueued twice across the instances, and the one checkpoint
+///   row reaches the window's end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_two_instances_reconciling_at_once_while_webhooks_arrive_store_each_event_once() {
+    let Some(h) = crate::ledger::postgres::PostgresHarness::start().await else {
+        return;
+    };
+    let s = source("stripe");
+    let events = stripe_events_over(150, 60 * HOUR_MS, "");
+    let fake = FakeStripe::new(events.clone());
+    let url = fake.start().await;
+    let clock: Arc<dyn inbox_core::clock::Clock> = Arc::new(SystemClock);
+    let stores = [
+        Arc::new(h.store(Duration::from_secs(30), Some(clock.clone())).await),
+        Arc::new(h.store(Duration::from_secs(30), Some(clock)).await),
+    ];
+    let created: Vec<_> = events.iter().map(|(id, at, _)| (id.clone(), at * 1000)).collect();
+    let wanted = in_window(&created, LOOKBACK, SETTLE);
+    let webhooks: Vec<String> = wanted.iter().step_by(3).take(40).cloned().collect();
+
+    let mut runs = Vec::new();
+    let mut queues = Vec::new();
+    for store in &stores {
+        let (queue, deliveries) = InProcessQueue::new(10_000);
+        queues.push(deliveries);
+        let reconciler = Reconciler::new(
+            s.clone(),
+            "stripe",
+            stripe(&url, "sk_test_good"),
+            LOOKBACK,
+            SETTLE,
+        );
+        let store = store.clone();
+        runs.push(tokio::spawn(async move {
+            reconciler.once(store.as_ref(), queue.as_ref()).await.unwrap()
+        }));
+    }
+    let mut arriving = Vec::new();
+    for (i, id) in webhooks.iter().enumerate() {
+        let store = stores[i % 2].clone();
+        let key = EventKey::new(s.clone(), EventId::parse(id).unwrap());
+        arriving.push(tokio::spawn(async move {
+            let event = NewEvent {
+                key,
+                event_type: Some("invoice.paid".into()),
+                payload: bytes::Bytes::from_static(b"{\"webhook\":true}"),
+                payload_sha256: "sha-of-the-webhook".into(),
+                headers: vec![],
+                origin: Origin::Webhook,
+                resent_bodies: Default::default(),
+            };
+            store.create(event, None).await.unwrap()
+        }));
+    }
+    let mut recovered = 0;
+    for run in runs {
+        let summary = run.await.unwrap();
+        assert_eq!((summary.listed, summary.failed), (wanted.len() as u64, 0));
+        recovered += summary.recovered;
+    }
+    let mut webhook_new = 0;
+    for created in arriving {
+        match created.await.unwrap() {
+            Created::New => webhook_new += 1,
+            Created::Duplicate { .. } => {}
+            other => panic!("a webhook answered {other:?}"),
+        }
+    }
+
+    let stored = h.sql("SELECT 1 FROM events WHERE source = 'stripe'").await;
+    assert_eq!(stored, wanted.len() as u64, "every event stored once");
+    assert_eq!(
+        recovered + webhook_new,
+        wanted.len() as u64,
+        "each event created by exactly one writer (recovered {recovered}, webhooks new {webhook_new})"
+    );
+    let mut enqueued: Vec<EventKey> = queues.iter_mut().flat_map(drain).collect();
+    assert_eq!(
+        enqueued.len() as u64,
+        recovered,
+        "each recovered event enqueued by the run that created it"
+    );
+    enqueued.sort_by(|a, b| a.event_id.as_str().cmp(b.event_id.as_str()));
+    enqueued.dedup();
+    assert_eq!(
+        enqueued.len() as u64,
+        recovered,
+        "an event enqueued by both instances"
+    );
+    assert_eq!(h.sql("SELECT 1 FROM checkpoints").await, 1);
+    let cp = stores[0].checkpoint(&s).await.unwrap().unwrap();
+    assert!((cp.scanned_to - (now_ms() - SETTLE.as_millis() as i64)).abs() < 60_000);
+    println!(
+        "two instances reconciling at once: {} events, recovered {recovered}, webhooks new {webhook_new} of {}",
+        wanted.len(),
+        webhooks.len()
+    );
+    h.finish_now().await;
+}

@@ -8,7 +8,8 @@
 //!   refused at open when `fsync` is off). A commit whose outcome is unknown (the connection lost on the way) is an
 //!   error, never an answer: the sender's retry finds the event or stores it.
 //! - **Every transition is one conditional statement** ([`transitions`]), a settle conditional on the lease's token,
-//!   so a paused or partitioned instance's late settle changes nothing.
+//!   so a paused or partitioned instance's late settle changes nothing. Completions, which every event ends with,
+//!   are group-committed too ([`completions`]), each row still conditional on its lease.
 //! - **Time is the database's**: a call without a time of its own (`now: None`) runs at the database's `now()`, so
 //!   leases, due times and retention are measured on one clock whatever the instances' clocks say (a test may give
 //!   the store a clock of its own instead: [`Options::clock`]).
@@ -20,6 +21,7 @@
 
 mod batch;
 mod bulk;
+mod completions;
 #[cfg(test)]
 mod plans;
 mod ports;
@@ -98,6 +100,7 @@ impl std::fmt::Debug for Options {
 pub struct PostgresStore {
     pool: Pool,
     creates: mpsc::Sender<batch::Job>,
+    completions: mpsc::Sender<completions::Completion>,
     due: Due,
     clock: Option<Arc<dyn Clock>>,
     liveness: Duration,
@@ -164,9 +167,11 @@ impl PostgresStore {
         schema::migrate(&client).await?;
         drop(client);
         let creates = batch::start(pool.clone(), options.batch_max, Due::new(options.grace));
+        let completions = completions::start(pool.clone(), options.batch_max, Due::new(options.grace));
         Ok(Self {
             pool,
             creates,
+            completions,
             due: Due::new(options.grace),
             clock: options.clock,
             liveness: options.liveness,

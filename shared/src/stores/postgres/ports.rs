@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use tokio_postgres::types::ToSql;
 
 use super::batch::Job;
+use super::completions::Completion;
 use super::rows::{find, prepare, records, with_payload, COLUMNS};
 use super::{execute, query, query_opt, transitions as t, PostgresStore};
 use crate::model::{Event, EventId, EventKey, NewEvent, Record, ResentBodies, SourceName, Status};
@@ -130,6 +131,20 @@ impl Ledger for PostgresStore {
         settlement: Settlement,
         now: Option<i64>,
     ) -> Result<Settled, StoreError> {
+        if let Settlement::Completed { retention } = settlement {
+            // Every event ends here: group-committed with the other completions waiting (`completions`).
+            let (reply, answer) = tokio::sync::oneshot::channel();
+            let completion = Completion {
+                key: key.clone(),
+                owner: owner.to_owned(),
+                now: self.given_now(now),
+                retention_ms: ms(retention),
+                reply,
+            };
+            let gone = || StoreError::Unavailable("the completion batcher stopped".into());
+            self.completions.send(completion).await.map_err(|_| gone())?;
+            return answer.await.map_err(|_| gone())?;
+        }
         let c = self.client().await?;
         t::settle(&c, key, owner, &settlement, self.given_now(now), &self.due).await
     }

@@ -1,0 +1,112 @@
+//! Group commit of completions, as [`batch`](super::batch) does for creates: the settles to COMPLETED that arrive
+//! while one statement commits go together in the next, one `UPDATE … FROM unnest(…)` in `(source, event_id)`
+//! order, each row still conditional on its lease (`status = 'PROCESSING' AND lease_owner = …`), so a late settle
+//! in a batch is refused as it is alone. Completions are what every event ends with: one commit for many is what
+//! keeps the database's commits per event well under one. Should the statement fail, the batch is settled again
+//! one completion at a time, so that no completion fails for another's sake; a commit whose outcome is unknown
+//! answers every caller with the error (the lease then runs out and the event runs again: the documented repeat).
+
+use std::collections::HashSet;
+
+use deadpool_postgres::Pool;
+use tokio::sync::{mpsc, oneshot};
+
+use super::transitions::settle;
+use super::{connection, query, DB_NOW};
+use crate::model::EventKey;
+use crate::ports::{Settled, Settlement, StoreError};
+use crate::rules::Due;
+
+/// Completions waiting for a statement at most: past it, a settle waits for room.
+const QUEUE: usize = 4096;
+
+/// One settle to COMPLETED: the lease it is conditional on, when it runs (`None`: the database's `now()`), how
+/// long the event is kept, and where its outcome goes.
+pub(super) struct Completion {
+    pub key: EventKey,
+    pub owner: String,
+    pub now: Option<i64>,
+    pub retention_ms: i64,
+    pub reply: oneshot::Sender<Result<Settled, StoreError>>,
+}
+
+/// Starts the batcher; it ends when every sender is gone.
+pub(super) fn start(pool: Pool, batch_max: usize, due: Due) -> mpsc::Sender<Completion> {
+    let (tx, rx) = mpsc::channel(QUEUE);
+    tokio::spawn(run(pool, rx, batch_max.max(1), due));
+    tx
+}
+
+async fn run(pool: Pool, mut rx: mpsc::Receiver<Completion>, batch_max: usize, due: Due) {
+    let mut batch = Vec::new();
+    loop {
+        batch.clear();
+        if rx.recv_many(&mut batch, batch_max).await == 0 {
+            return;
+        }
+        batch.sort_by(|a, b| key(a).cmp(&key(b)));
+        match all_at_once(&pool, &batch).await {
+            Ok(done) => {
+                for c in batch.drain(..) {
+                    let (source, id) = key(&c);
+                    let settled = if done.contains(&(source.to_owned(), id.to_owned(), c.owner.clone())) {
+                        Settled::Done
+                    } else {
+                        Settled::LeaseLost
+                    };
+                    let _ = c.reply.send(Ok(settled));
+                }
+            }
+            Err(_) => {
+                for c in batch.drain(..) {
+                    let settled = one(&pool, &c, &due).await;
+                    let _ = c.reply.send(settled);
+                }
+            }
+        }
+    }
+}
+
+fn key(c: &Completion) -> (&str, &str) {
+    (c.key.source.as_str(), c.key.event_id.as_str())
+}
+
+/// Every completion of `batch` in one statement: the `(source, event_id, owner)` of those whose lease held.
+async fn all_at_once(
+    pool: &Pool,
+    batch: &[Completion],
+) -> Result<HashSet<(String, String, String)>, StoreError> {
+    let client = connection(pool).await?;
+    let sources: Vec<&str> = batch.iter().map(|c| c.key.source.as_str()).collect();
+    let ids: Vec<&str> = batch.iter().map(|c| c.key.event_id.as_str()).collect();
+    let owners: Vec<&str> = batch.iter().map(|c| c.owner.as_str()).collect();
+    let at: Vec<Option<i64>> = batch.iter().map(|c| c.now).collect();
+    let retention: Vec<i64> = batch.iter().map(|c| c.retention_ms).collect();
+    let rows = query(
+        &client,
+        &format!(
+            "WITH s AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::int8[])
+                          AS s(source, event_id, owner, at, retention)),
+                  t AS (SELECT {DB_NOW} AS db_now)
+             UPDATE events e SET status = 'COMPLETED', completed_at = coalesce(s.at, t.db_now),
+                    expires_at = coalesce(s.at, t.db_now) + s.retention, updated_at = coalesce(s.at, t.db_now),
+                    lease_owner = NULL, lease_until = NULL, next_attempt_at = NULL, due_at = NULL
+             FROM s, t
+             WHERE e.source = s.source AND e.event_id = s.event_id AND e.status = 'PROCESSING'
+               AND e.lease_owner = s.owner
+             RETURNING s.source, s.event_id, s.owner"
+        ),
+        &[&sources, &ids, &owners, &at, &retention],
+    )
+    .await?;
+    Ok(rows.iter().map(|r| (r.get(0), r.get(1), r.get(2))).collect())
+}
+
+/// One completion alone, as the port's single settle writes it.
+async fn one(pool: &Pool, c: &Completion, due: &Due) -> Result<Settled, StoreError> {
+    let client = connection(pool).await?;
+    let settlement = Settlement::Completed {
+        retention: std::time::Duration::from_millis(u64::try_from(c.retention_ms).unwrap_or(0)),
+    };
+    settle(&client, &c.key, &c.owner, &settlement, c.now, due).await
+}

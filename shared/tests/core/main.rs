@@ -5,7 +5,7 @@
 //! `ledger` runs the store contract (`inbox_core::contract`) over every store, each in a module of its own with its
 //! harness (`ledger::memory::`, `ledger::sqlite::`, `ledger::dynamodb::` with the `aws` feature); `machine` and
 //! `reconcile` run over every store the same way. What one store does beyond the ports is tested beside it:
-//! `sqlite`, `postgres`, `dynamodb`.
+//! `sqlite`, `postgres`, `dynamodb`. `simulation` plays thousands of seeds of one process under faults.
 
 #[cfg(feature = "aws")]
 mod dynamodb;
@@ -17,4 +17,5 @@ mod postgres;
 mod properties;
 mod reconcile;
 mod reconcile_providers;
+mod simulation;
 mod sqlite;

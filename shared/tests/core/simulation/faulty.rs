@@ -1,0 +1,262 @@
+//! The store of the simulation: the reference store (`MemoryStore`, its writes durable only when synced) behind a
+//! layer that injects what a real store does under faults, each drawn from the seed: latency, an error before
+//! the write (nothing done), an error after it (done, but the caller cannot know: a commit whose outcome is
+//! unknown, a connection lost mid-batch), and a pause between a write and its sync (so that a crash there loses a
+//! write nobody was answered for). Every write is synced before it is answered, as `inbox serve`'s stores promise;
+//! [`Mutation::AnswerBeforeSync`] breaks that on purpose, to show that the checks catch it.
+//!
+//! It also records what the checks need and only a store sees: each settle to COMPLETED answered `Done`.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use inbox_core::model::{Event, EventKey, NewEvent, Record, Status};
+use inbox_core::ports::{
+    Capabilities, Claim, Created, Ledger, MarkDead, Replay, Settled, Settlement, StoreError, SweepIndex,
+};
+use inbox_core::stores::memory::MemoryStore;
+use rand::rngs::StdRng;
+use rand::Rng;
+
+/// A defect put in on purpose (`SIM_MUTATION`), to show that a seed catches it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mutation {
+    None,
+    /// A create answered before its write is synced: a crash after the answer loses an acknowledged event.
+    AnswerBeforeSync,
+}
+
+/// The fault rates, in per mille of calls.
+#[derive(Clone, Copy, Debug)]
+pub struct Rates {
+    pub error_before: u32,
+    pub error_after: u32,
+    pub slow: u32,
+    /// A call held past any lease (a process paused, a stop-the-world pause): 8 to 15 s.
+    pub stall: u32,
+    pub pause_before_sync: u32,
+}
+
+pub struct Faulty {
+    pub inner: MemoryStore,
+    rng: Arc<Mutex<StdRng>>,
+    rates: Rates,
+    /// Faults happen only while this is set (the simulation's last phase runs without).
+    pub on: AtomicBool,
+    mutation: Mutation,
+    /// `(event id, lease token)` of each settle to COMPLETED answered `Done`.
+    pub completed: Mutex<Vec<(String, String)>>,
+    /// Faults injected, for the figures.
+    pub injected: Mutex<u64>,
+    /// Settles answered `Done` while another attempt (or none) held the lease: always a defect.
+    pub unleased: Mutex<Vec<String>>,
+}
+
+impl Faulty {
+    pub fn new(inner: MemoryStore, rng: Arc<Mutex<StdRng>>, rates: Rates, mutation: Mutation) -> Self {
+        Self {
+            inner,
+            rng,
+            rates,
+            on: AtomicBool::new(true),
+            mutation,
+            completed: Mutex::default(),
+            injected: Mutex::new(0),
+            unleased: Mutex::default(),
+        }
+    }
+
+    fn draw(&self, per_mille: u32) -> bool {
+        self.on.load(Ordering::SeqCst) && self.rng.lock().unwrap().random_range(0..1000) < per_mille
+    }
+
+    fn fault(&self, what: &str) -> StoreError {
+        *self.injected.lock().unwrap() += 1;
+        StoreError::Unavailable(format!("simulated: {what}"))
+    }
+
+    /// Before a call: maybe a delay, maybe an error with nothing done.
+    async fn before(&self) -> Result<(), StoreError> {
+        if self.draw(self.rates.slow) {
+            let ms = self.rng.lock().unwrap().random_range(1..400);
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+        }
+        if self.draw(self.rates.stall) {
+            *self.injected.lock().unwrap() += 1;
+            let ms = self.rng.lock().unwrap().random_range(8_000..15_000);
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+        }
+        if self.draw(self.rates.error_before) {
+            return Err(self.fault("refused before the write"));
+        }
+        Ok(())
+    }
+
+    /// After a write: synced (maybe after a pause a crash can fall into), then maybe answered with an error
+    /// although it was done.
+    async fn after<T>(&self, done: Result<T, StoreError>, sync: bool) -> Result<T, StoreError> {
+        if self.draw(self.rates.pause_before_sync) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        if sync {
+            self.inner.sync();
+        }
+        let done = done?;
+        if self.draw(self.rates.error_after) {
+            return Err(self.fault("outcome unknown (written, the answer lost)"));
+        }
+        Ok(done)
+    }
+
+    fn sync_creates(&self) -> bool {
+        self.mutation != Mutation::AnswerBeforeSync
+    }
+}
+
+#[async_trait]
+impl Ledger for Faulty {
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+    async fn create(&self, event: NewEvent, now: Option<i64>) -> Result<Created, StoreError> {
+        self.before().await?;
+        let done = self.inner.create(event, now).await;
+        self.after(done, self.sync_creates()).await
+    }
+    async fn create_announced(&self, event: NewEvent, now: Option<i64>) -> Result<Created, StoreError> {
+        self.before().await?;
+        let done = self.inner.create_announced(event, now).await;
+        self.after(done, self.sync_creates()).await
+    }
+    async fn create_batch(
+        &self,
+        events: Vec<NewEvent>,
+        now: Option<i64>,
+    ) -> Result<Vec<Created>, StoreError> {
+        self.before().await?;
+        let done = self.inner.create_batch(events, now).await;
+        self.after(done, self.sync_creates()).await
+    }
+    async fn create_claimed(
+        &self,
+        event: NewEvent,
+        owner: &str,
+        lease: Duration,
+        now: Option<i64>,
+    ) -> Result<(Created, Option<Event>), StoreError> {
+        self.before().await?;
+        let done = self.inner.create_claimed(event, owner, lease, now).await;
+        self.after(done, self.sync_creates()).await
+    }
+    async fn peek(&self, key: &EventKey, now: Option<i64>) -> Result<Option<Record>, StoreError> {
+        self.before().await?;
+        self.inner.peek(key, now).await
+    }
+    async fn claim(
+        &self,
+        key: &EventKey,
+        owner: &str,
+        lease: Duration,
+        now: Option<i64>,
+    ) -> Result<Claim, StoreError> {
+        self.before().await?;
+        let done = self.inner.claim(key, owner, lease, now).await;
+        self.after(done, true).await
+    }
+    async fn settle(
+        &self,
+        key: &EventKey,
+        owner: &str,
+        settlement: Settlement,
+        now: Option<i64>,
+    ) -> Result<Settled, StoreError> {
+        self.before().await?;
+        let completing = matches!(settlement, Settlement::Completed { .. });
+        // Who holds the lease as the settle lands (nothing runs between this read and the write: one thread, no
+        // await between them).
+        let holder = self
+            .inner
+            .state()
+            .applied
+            .events
+            .get(&(key.source.clone(), key.event_id.clone()))
+            .filter(|s| s.record.status == Status::Processing)
+            .and_then(|s| s.record.lease_owner.clone());
+        let done = self.inner.settle(key, owner, settlement, now).await;
+        if matches!(done, Ok(Settled::Done)) && holder.as_deref() != Some(owner) {
+            self.unleased.lock().unwrap().push(format!(
+                "{}: the attempt {owner} settled while {} held the lease",
+                key.event_id.as_str(),
+                holder.as_deref().unwrap_or("no attempt")
+            ));
+        }
+        if completing && matches!(done, Ok(Settled::Done)) {
+            self.completed
+                .lock()
+                .unwrap()
+                .push((key.event_id.as_str().to_owned(), owner.to_owned()));
+        }
+        self.after(done, true).await
+    }
+    async fn completed(&self, key: &EventKey, owner: &str) -> Result<(), StoreError> {
+        self.inner.completed(key, owner).await
+    }
+    async fn release(&self, key: &EventKey, owner: &str, now: Option<i64>) -> Result<Settled, StoreError> {
+        self.before().await?;
+        let done = self.inner.release(key, owner, now).await;
+        self.after(done, true).await
+    }
+    async fn mark_dead(
+        &self,
+        key: &EventKey,
+        reason: &str,
+        now: Option<i64>,
+    ) -> Result<MarkDead, StoreError> {
+        self.before().await?;
+        let done = self.inner.mark_dead(key, reason, now).await;
+        self.after(done, true).await
+    }
+    async fn mark_notified(&self, key: &EventKey, now: Option<i64>) -> Result<(), StoreError> {
+        self.before().await?;
+        let done = self.inner.mark_notified(key, now).await;
+        self.after(done, true).await
+    }
+    async fn replay(&self, key: &EventKey, force: bool, now: Option<i64>) -> Result<Replay, StoreError> {
+        self.before().await?;
+        let done = self.inner.replay(key, force, now).await;
+        self.after(done, true).await
+    }
+    async fn get(&self, key: &EventKey, now: Option<i64>) -> Result<Option<Event>, StoreError> {
+        self.before().await?;
+        self.inner.get(key, now).await
+    }
+    fn check(&self) -> Result<(), StoreError> {
+        self.inner.check()
+    }
+}
+
+#[async_trait]
+impl SweepIndex for Faulty {
+    async fn due(&self, due_before: i64, limit: usize) -> Result<Vec<Record>, StoreError> {
+        self.before().await?;
+        self.inner.due(due_before, limit).await
+    }
+    async fn sent_again(
+        &self,
+        key: &EventKey,
+        status: Status,
+        updated_at: i64,
+        now: Option<i64>,
+    ) -> Result<(), StoreError> {
+        self.before().await?;
+        let done = self.inner.sent_again(key, status, updated_at, now).await;
+        self.after(done, true).await
+    }
+    async fn defer_alarm(&self, key: &EventKey, until: i64) -> Result<(), StoreError> {
+        self.before().await?;
+        let done = self.inner.defer_alarm(key, until).await;
+        self.after(done, true).await
+    }
+}

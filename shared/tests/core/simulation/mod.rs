@@ -1,0 +1,643 @@
+//! A seeded simulation of one `inbox serve` process and its senders (docs/DESIGN.md, "The simulation"): the
+//! receiver's intake, the state machine's workers, the sweeper and delivery health, over the reference store behind
+//! a layer of faults ([`faulty`]), with a handler that succeeds, fails or hangs, and crashes that drop every future
+//! in flight and lose every write not synced; then the faults stop and the process is left to finish. Everything
+//! runs on one current-thread runtime on tokio's paused clock, and every draw comes from the seed, so a seed plays
+//! the same way every time: a failing one prints the command that replays it.
+//!
+//! What is checked, per seed, from the history it records:
+//! - every event answered 200 is stored (after every crash, and at the end);
+//! - once the faults stop, every answered event ends COMPLETED or DEAD;
+//! - no event is completed twice (two settles to COMPLETED answered `Done`), and the attempt that completed it ran
+//!   its handler; no settle lands without its lease (a call stalled past its lease, as a paused process's, finds
+//!   another attempt holding it and is refused);
+//! - every handler effect is the completing attempt's, or one caught in flight: its attempt's settle never
+//!   answered (a crash, an injected error) or lost its lease;
+//! - the source's secret appears in no record and no line of the history.
+//!
+//! `cargo test -p inbox-core --test core simulation:: -- --nocapture` runs `SIM_SEEDS` seeds (6,000 by default,
+//! split over two tests) and prints the figures; `SIM_SEED=N` plays one seed and prints its history;
+//! `SIM_MUTATION=answer_before_sync` plays with creates answered before their sync.
+
+mod faulty;
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use inbox_core::clock::{Clock, SeededRandom, World};
+use inbox_core::config::Config;
+use inbox_core::delivery_health::{DeliveryHealth, Thresholds};
+use inbox_core::handlers::{http_client, Handler, HandlerError, Registry};
+use inbox_core::intake::{Intake, Order, Taken};
+use inbox_core::machine::{Machine, Notifier, NotifyError};
+use inbox_core::metrics::Metrics;
+use inbox_core::model::{Event, EventId, EventKey, NewEvent, Origin, Record, SourceName, Status};
+use inbox_core::ports::{Ledger, SweepIndex, Upkeep};
+use inbox_core::secrets::LocalSecrets;
+use inbox_core::serve::{Deliveries, InProcessQueue};
+use inbox_core::source::Sources;
+use inbox_core::stores::memory::{Durability, MemoryStore};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use sha2::Digest;
+use tokio::task::JoinSet;
+
+use faulty::{Faulty, Mutation, Rates};
+
+const SECRET: &str = "sim-secret-never-shown";
+const SOURCE: &str = "sim";
+/// Distinct events a seed delivers.
+const EVENTS: usize = 6;
+/// Steps of the faulty phase.
+const STEPS: usize = 120;
+const WORKERS: usize = 2;
+/// The simulation's epoch: a fixed wall-clock start, so that no real time leaks into a seed.
+const EPOCH_MS: i64 = 1_800_000_000_000;
+
+/// The wall clock of the simulation: a fixed epoch moved by tokio's paused clock.
+struct SimClock {
+    start: tokio::time::Instant,
+}
+
+impl Clock for SimClock {
+    fn now_ms(&self) -> i64 {
+        EPOCH_MS + i64::try_from(self.start.elapsed().as_millis()).unwrap_or(i64::MAX)
+    }
+}
+
+/// The handler: from the seed, an effect after a while, a retryable failure, or a hang past its timeout (no
+/// effect). Every effect is recorded with its attempt's lease token.
+struct SimHandler {
+    rng: Arc<Mutex<StdRng>>,
+    faults: Arc<std::sync::atomic::AtomicBool>,
+    effects: Mutex<Vec<(String, String)>>,
+    history: Arc<Mutex<Vec<String>>>,
+    clock: Arc<dyn Clock>,
+}
+
+impl SimHandler {
+    fn log(&self, line: String) {
+        let at = self.clock.now_ms() - EPOCH_MS;
+        self.history.lock().unwrap().push(format!("{at:>9} ms  {line}"));
+    }
+}
+
+#[async_trait]
+impl Handler for SimHandler {
+    async fn handle(&self, event: &Event) -> Result<(), HandlerError> {
+        let token = event.lease_owner.clone().unwrap_or_default();
+        let faults = self.faults.load(Ordering::SeqCst);
+        let (roll, wait) = {
+            let mut rng = self.rng.lock().unwrap();
+            (rng.random_range(0..100), rng.random_range(0..600))
+        };
+        tokio::time::sleep(Duration::from_millis(wait)).await;
+        let id = event.event_id.as_str();
+        if faults && roll < 15 {
+            self.log(format!("handler {id} (attempt {}): fails", event.attempts));
+            return Err(HandlerError::Retryable("the downstream answered 503".into()));
+        }
+        if faults && roll < 22 {
+            // Past the handler's timeout: the machine gives up on it, and nothing took effect.
+            self.log(format!("handler {id} (attempt {}): hangs", event.attempts));
+            tokio::time::sleep(Duration::from_secs(60)).await;
+        }
+        self.log(format!("handler {id} (attempt {}): takes effect", event.attempts));
+        self.effects
+            .lock()
+            .unwrap()
+            .push((event.event_id.as_str().to_owned(), token));
+        Ok(())
+    }
+}
+
+#[derive(Default)]
+struct Alarms(Mutex<u64>);
+
+#[async_trait]
+impl Notifier for Alarms {
+    async fn dead(&self, _event: &Record) -> Result<(), NotifyError> {
+        *self.0.lock().unwrap() += 1;
+        Ok(())
+    }
+}
+
+struct NoAlarm;
+impl inbox_core::delivery_health::HealthAlarm for NoAlarm {
+    fn raise(&self, _alarm: serde_json::Value) {}
+}
+
+/// What one seed did, for the figures.
+#[derive(Default, Debug, Clone)]
+struct Figures {
+    deliveries: u64,
+    acknowledged: u64,
+    refused: u64,
+    crashes: u64,
+    store_faults: u64,
+    effects: u64,
+    repeats: u64,
+    completed: u64,
+    dead: u64,
+}
+
+/// One seed's run: its figures and history, or the first violated property.
+struct Played {
+    figures: Figures,
+    history: Vec<String>,
+    violation: Option<String>,
+}
+
+fn mutation() -> Mutation {
+    match std::env::var("SIM_MUTATION").as_deref() {
+        Ok("answer_before_sync") => Mutation::AnswerBeforeSync,
+        Ok(other) if !other.is_empty() => panic!("SIM_MUTATION: unknown {other:?} (answer_before_sync)"),
+        _ => Mutation::None,
+    }
+}
+
+/// Plays `seed` on a runtime of its own: one thread, tokio's clock paused.
+fn play(seed: u64, mutation: Mutation) -> Played {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    rt.block_on(simulate(seed, mutation))
+}
+
+/// One incarnation of the process: its tasks (dropped whole by a crash) and its intake.
+struct Process {
+    tasks: JoinSet<()>,
+    intake: Arc<Intake>,
+}
+
+struct Rig {
+    store: Arc<Faulty>,
+    sources: Sources,
+    handler: Arc<SimHandler>,
+    world: World,
+    acks: Arc<Mutex<Vec<String>>>,
+    refused: Arc<Mutex<u64>>,
+    history: Arc<Mutex<Vec<String>>>,
+    grace: Duration,
+}
+
+impl Rig {
+    fn log(&self, line: String) {
+        let at = self.world.now_ms() - EPOCH_MS;
+        self.history.lock().unwrap().push(format!("{at:>9} ms  {line}"));
+    }
+
+    /// A process starting: what its predecessor held is given up, what is open is handed out, and its workers and
+    /// sweeper start, as `inbox serve` starts.
+    async fn start(&self, incarnation: u64) -> Process {
+        let owner = format!("sim:{incarnation}");
+        let metrics = Arc::new(Metrics::new(self.sources.names()));
+        let ledger: Arc<dyn Ledger> = self.store.clone();
+        let index: Arc<dyn SweepIndex> = self.store.clone();
+        let machine = Arc::new(
+            Machine::new(
+                ledger.clone(),
+                index,
+                self.sources.clone(),
+                metrics.clone(),
+                Arc::new(Alarms::default()),
+                Duration::from_secs(3600),
+                owner.clone(),
+            )
+            .with_world(self.world.clone()),
+        );
+        let (queue, deliveries) = InProcessQueue::new(10_000);
+        let gone = self.store.inner.gone_owners(&owner).await.unwrap();
+        self.store.inner.end_leases(&gone, None).await.unwrap();
+        self.store.inner.sync();
+        let mut tasks = JoinSet::new();
+        let deliveries = Arc::new(tokio::sync::Mutex::new(deliveries));
+        for _ in 0..WORKERS {
+            tasks.spawn(work(machine.clone(), deliveries.clone()));
+        }
+        tasks.spawn(sweep(machine.clone(), queue.clone(), self.grace));
+        let health = Arc::new(DeliveryHealth::new(
+            self.sources.names(),
+            Thresholds::default(),
+            Arc::new(NoAlarm),
+            self.world.clone(),
+        ));
+        let intake = Arc::new(Intake {
+            ledger,
+            queue,
+            metrics,
+            health,
+            resend_grace: self.grace,
+            order: Order::WriteThenEnqueue,
+            runner: None,
+            world: self.world.clone(),
+        });
+        Process { tasks, intake }
+    }
+
+    /// A sender's delivery of `id`, in the process: answered 200 (recorded) or refused (503).
+    fn deliver(&self, process: &mut Process, id: usize) {
+        let intake = process.intake.clone();
+        let source = self.sources.get(SOURCE).unwrap().clone();
+        let (acks, refused, history, world) = (
+            self.acks.clone(),
+            self.refused.clone(),
+            self.history.clone(),
+            self.world.clone(),
+        );
+        process.tasks.spawn(async move {
+            let id = format!("evt-{id}");
+            let body = format!("{{\"id\":\"{id}\"}}");
+            let event = NewEvent {
+                key: EventKey::new(SourceName::parse(SOURCE).unwrap(), EventId::parse(&id).unwrap()),
+                event_type: Some("sim.event".into()),
+                payload_sha256: hex::encode(sha2::Sha256::digest(body.as_bytes())),
+                payload: bytes::Bytes::from(body),
+                headers: vec![],
+                origin: Origin::Webhook,
+                resent_bodies: Default::default(),
+            };
+            let answer = intake.take(&source, event, None).await;
+            let at = world.now_ms() - EPOCH_MS;
+            match answer {
+                Ok(Taken::Accepted { .. }) | Ok(Taken::Duplicate { .. }) => {
+                    history.lock().unwrap().push(format!("{at:>9} ms  200 {id}"));
+                    acks.lock().unwrap().push(id);
+                }
+                Err(e) => {
+                    history.lock().unwrap().push(format!("{at:>9} ms  503 {id}: {e}"));
+                    *refused.lock().unwrap() += 1;
+                }
+            }
+        });
+    }
+}
+
+async fn work(machine: Arc<Machine>, deliveries: Arc<tokio::sync::Mutex<Deliveries>>) {
+    loop {
+        let Some(key) = deliveries.lock().await.next().await else {
+            return;
+        };
+        // An error is the store's: the event stays where it was, and the sweeper hands it out again.
+        let _ = machine.process(&key, machine.lease_for(&key)).await;
+    }
+}
+
+async fn sweep(machine: Arc<Machine>, queue: Arc<InProcessQueue>, grace: Duration) {
+    // At start everything open is handed out (the in-memory queue died with the last process), then every second.
+    let _ = machine.sweep_due_before(queue.as_ref(), i64::MAX, 1000).await;
+    loop {
+        tokio::time::sleep(grace / 2).await;
+        let _ = machine.sweep(queue.as_ref(), 1000).await;
+    }
+}
+
+async fn simulate(seed: u64, mutation: Mutation) -> Played {
+    std::env::set_var("SIM_SECRET", SECRET);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let faults_rng = Arc::new(Mutex::new(StdRng::seed_from_u64(seed ^ 0x9e37_79b9_7f4a_7c15)));
+    let clock: Arc<dyn Clock> = Arc::new(SimClock {
+        start: tokio::time::Instant::now(),
+    });
+    let world = World {
+        clock: clock.clone(),
+        random: SeededRandom::new(seed.wrapping_mul(31)),
+    };
+    let grace = Duration::from_secs(2);
+    let config = Config::from_toml(&format!(
+        "[retry]\nbase = \"500ms\"\ncap = \"4s\"\nmax_attempts = 5\nmax_age = \"1h\"\n\
+         [sources.{SOURCE}]\nscheme = \"github\"\nsecrets = [\"env:SIM_SECRET\"]\n\
+         handler = {{ kind = \"custom\", name = \"sim\", timeout = \"2s\" }}\n"
+    ))
+    .unwrap();
+    let handler_faults = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let history: Arc<Mutex<Vec<String>>> = Arc::default();
+    let handler = Arc::new(SimHandler {
+        rng: faults_rng.clone(),
+        faults: handler_faults.clone(),
+        effects: Mutex::default(),
+        history: history.clone(),
+        clock: clock.clone(),
+    });
+    let registry = Registry::new(http_client()).register("sim", handler.clone());
+    let sources = Sources::build(&config, Some(&LocalSecrets), &registry)
+        .await
+        .unwrap();
+    let memory = MemoryStore::new(grace)
+        .with_clock(clock.clone())
+        .with_durability(Durability::Deferred);
+    let rates = Rates {
+        error_before: 40,
+        error_after: 30,
+        slow: 100,
+        stall: 8,
+        pause_before_sync: 50,
+    };
+    let store = Arc::new(Faulty::new(memory, faults_rng, rates, mutation));
+    let rig = Rig {
+        store: store.clone(),
+        sources,
+        handler: handler.clone(),
+        world,
+        acks: Arc::default(),
+        refused: Arc::default(),
+        history,
+        grace,
+    };
+    let mut figures = Figures::default();
+    let mut incarnation = 0;
+    let mut process = rig.start(incarnation).await;
+    let mut violation = None;
+
+    // The faulty phase: deliveries (repeats among them), time passing, crashes.
+    for _ in 0..STEPS {
+        match rng.random_range(0..100) {
+            0..=44 => {
+                let id = rng.random_range(0..EVENTS);
+                rig.log(format!("deliver evt-{id}"));
+                figures.deliveries += 1;
+                rig.deliver(&mut process, id);
+            }
+            45..=96 => {
+                let ms = rng.random_range(1..1500);
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+            }
+            _ => {
+                rig.log("crash: every future dropped, every unsynced write lost".into());
+                figures.crashes += 1;
+                process.tasks.shutdown().await;
+                store.inner.crash();
+                if let Some(lost) = lost_acks(&rig) {
+                    violation.get_or_insert(format!("after a crash, {lost}"));
+                }
+                incarnation += 1;
+                process = rig.start(incarnation).await;
+            }
+        }
+    }
+
+    // The faults stop; the senders go on sending what was never answered 200, and the process finishes.
+    store.on.store(false, Ordering::SeqCst);
+    handler_faults.store(false, Ordering::SeqCst);
+    rig.log("faults stop".into());
+    for round in 0..30 {
+        let acked: std::collections::HashSet<String> = rig.acks.lock().unwrap().iter().cloned().collect();
+        let waiting: Vec<usize> = (0..EVENTS)
+            .filter(|i| !acked.contains(&format!("evt-{i}")) && delivered(&rig, *i))
+            .collect();
+        if waiting.is_empty() && round > 0 {
+            break;
+        }
+        for id in waiting {
+            rig.log(format!("deliver evt-{id} again"));
+            figures.deliveries += 1;
+            rig.deliver(&mut process, id);
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let mut settled = false;
+    for _ in 0..600 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        if unfinished(&rig).is_empty() {
+            settled = true;
+            break;
+        }
+    }
+    process.tasks.shutdown().await;
+    if !settled {
+        violation.get_or_insert(format!(
+            "10 minutes after the faults stopped, answered events are not COMPLETED or DEAD: {:?}",
+            unfinished(&rig)
+        ));
+    }
+    if let Some(lost) = lost_acks(&rig) {
+        violation.get_or_insert(lost);
+    }
+    if let Some(unleased) = store.unleased.lock().unwrap().first() {
+        violation.get_or_insert(unleased.clone());
+    }
+    if let Some(broken) = effects_and_completions(&rig, &mut figures) {
+        violation.get_or_insert(broken);
+    }
+    let history = rig.history.lock().unwrap().clone();
+    let records = store.inner.state().applied;
+    let shown = format!("{history:?}{records:?}");
+    if shown.contains(SECRET) {
+        violation.get_or_insert("the source's secret appears in the history or a record".into());
+    }
+    figures.acknowledged = rig.acks.lock().unwrap().len() as u64;
+    figures.refused = *rig.refused.lock().unwrap();
+    figures.store_faults = *store.injected.lock().unwrap();
+    Played {
+        figures,
+        history,
+        violation,
+    }
+}
+
+/// Whether `id` was ever sent (a sender retries only what it sent).
+fn delivered(rig: &Rig, id: usize) -> bool {
+    let wanted = format!("deliver evt-{id}");
+    rig.history.lock().unwrap().iter().any(|l| l.ends_with(&wanted))
+}
+
+/// An acknowledged event the store's durable state does not hold, with its body.
+fn lost_acks(rig: &Rig) -> Option<String> {
+    let durable = rig.store.inner.state().durable;
+    let acks = rig.acks.lock().unwrap().clone();
+    acks.iter()
+        .find(|id| {
+            let (source, id) = key_parts(id);
+            durable
+                .events
+                .get(&(source, id))
+                .is_none_or(|s| s.payload.is_none())
+        })
+        .map(|id| format!("{id} was answered 200 and is not stored"))
+}
+
+fn key_parts(id: &str) -> (SourceName, EventId) {
+    (SourceName::parse(SOURCE).unwrap(), EventId::parse(id).unwrap())
+}
+
+/// The acknowledged events not COMPLETED nor DEAD, with their status.
+fn unfinished(rig: &Rig) -> Vec<(String, Option<Status>)> {
+    let acks: std::collections::BTreeSet<String> = rig.acks.lock().unwrap().iter().cloned().collect();
+    acks.into_iter()
+        .map(|id| {
+            let status = status(rig, &id);
+            (id, status)
+        })
+        .filter(|(_, status)| !matches!(status, Some(Status::Completed | Status::Dead)))
+        .collect()
+}
+
+/// The status of `id` as reads see it.
+fn status(rig: &Rig, id: &str) -> Option<Status> {
+    rig.store
+        .inner
+        .state()
+        .applied
+        .events
+        .get(&key_parts(id))
+        .map(|s| s.record.status)
+}
+
+/// No event completed twice; the completing attempt ran its handler; every other effect was caught in flight.
+fn effects_and_completions(rig: &Rig, figures: &mut Figures) -> Option<String> {
+    let completed = rig.store.completed.lock().unwrap().clone();
+    let effects = rig.handler.effects.lock().unwrap().clone();
+    figures.effects = effects.len() as u64;
+    let mut by_event: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (id, token) in &completed {
+        by_event.entry(id).or_default().push(token);
+    }
+    for (id, tokens) in &by_event {
+        if tokens.len() > 1 {
+            return Some(format!(
+                "{id} was settled COMPLETED twice, by the attempts {tokens:?}"
+            ));
+        }
+        if !effects.iter().any(|(e, t)| e == id && t == tokens[0]) {
+            return Some(format!(
+                "{id} was completed by {} whose handler never took effect",
+                tokens[0]
+            ));
+        }
+    }
+    let completing: HashMap<&str, &str> = by_event.iter().map(|(id, t)| (*id, t[0])).collect();
+    // Every other effect is a repeat, which only an interruption explains: a crash, or an injected store fault
+    // between the effect and its settle (the handler's own timeout leaves no effect behind).
+    figures.repeats = effects
+        .iter()
+        .filter(|(id, token)| completing.get(id.as_str()) != Some(&token.as_str()))
+        .count() as u64;
+    let interruptions = figures.crashes + *rig.store.injected.lock().unwrap();
+    if figures.repeats > interruptions {
+        return Some(format!(
+            "{} handler effects were repeats, more than the {interruptions} crashes and store faults explain",
+            figures.repeats
+        ));
+    }
+    let acks: std::collections::BTreeSet<String> = rig.acks.lock().unwrap().iter().cloned().collect();
+    for id in &acks {
+        match status(rig, id) {
+            Some(Status::Completed) => figures.completed += 1,
+            Some(Status::Dead) => figures.dead += 1,
+            _ => {}
+        }
+    }
+    None
+}
+
+fn replay_command(seed: u64, mutation: Mutation) -> String {
+    let mutation = match mutation {
+        Mutation::None => String::new(),
+        Mutation::AnswerBeforeSync => "SIM_MUTATION=answer_before_sync ".into(),
+    };
+    format!(
+        "{mutation}SIM_SEED={seed} cargo test -p inbox-core --test core simulation::one_seed -- --nocapture"
+    )
+}
+
+/// Plays `seeds`, panicking on the first seed that breaks a property, with its history's end and the command that
+/// replays it.
+fn play_all(seeds: std::ops::Range<u64>) -> Figures {
+    let mutation = mutation();
+    let mut total = Figures::default();
+    let started = std::time::Instant::now();
+    let count = seeds.end - seeds.start;
+    for seed in seeds.clone() {
+        let played = play(seed, mutation);
+        if let Some(violation) = played.violation {
+            let tail: Vec<_> = played.history.iter().rev().take(30).rev().cloned().collect();
+            panic!(
+                "seed {seed}: {violation}\nthe history's last lines:\n{}\nreplay it: {}",
+                tail.join("\n"),
+                replay_command(seed, mutation)
+            );
+        }
+        let f = played.figures;
+        total.deliveries += f.deliveries;
+        total.acknowledged += f.acknowledged;
+        total.refused += f.refused;
+        total.crashes += f.crashes;
+        total.store_faults += f.store_faults;
+        total.effects += f.effects;
+        total.repeats += f.repeats;
+        total.completed += f.completed;
+        total.dead += f.dead;
+    }
+    println!(
+        "simulation: seeds {}..{} ({count}) in {:.1} s: {total:?}",
+        seeds.start,
+        seeds.end,
+        started.elapsed().as_secs_f64()
+    );
+    total
+}
+
+fn seeds() -> u64 {
+    std::env::var("SIM_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(6000)
+}
+
+#[test]
+fn seeds_first_half() {
+    let n = seeds();
+    let f = play_all(0..n / 2);
+    assert!(
+        f.acknowledged > 0 && f.crashes > 0 && f.store_faults > 0,
+        "the seeds exercised nothing: {f:?}"
+    );
+}
+
+#[test]
+fn seeds_second_half() {
+    let n = seeds();
+    let f = play_all(n / 2..n);
+    assert!(
+        f.acknowledged > 0 && f.crashes > 0 && f.store_faults > 0,
+        "the seeds exercised nothing: {f:?}"
+    );
+}
+
+/// `SIM_SEED=N`: plays that one seed and prints its whole history (seed 7 when unset).
+#[test]
+fn one_seed() {
+    let seed = std::env::var("SIM_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(7);
+    let mutation = mutation();
+    let played = play(seed, mutation);
+    let mut out = String::new();
+    for line in &played.history {
+        let _ = writeln!(out, "{line}");
+    }
+    println!("{out}seed {seed}: {:?}", played.figures);
+    if let Some(violation) = played.violation {
+        panic!(
+            "seed {seed}: {violation}\nreplay it: {}",
+            replay_command(seed, mutation)
+        );
+    }
+}
+
+/// A seed replays exactly: the same history, line for line, twice.
+#[test]
+fn a_seed_replays_exactly() {
+    for seed in [3, 11, 12345] {
+        let (a, b) = (play(seed, Mutation::None), play(seed, Mutation::None));
+        assert!(a.history.len() > 20, "seed {seed} did little: {:?}", a.history);
+        assert_eq!(a.history, b.history, "seed {seed} played two ways");
+    }
+}

@@ -11,6 +11,9 @@
 //! - **Errors reported once per descriptor** (Linux's `errseq_t`): a failed sync is also reported by the next
 //!   sync through every descriptor of the file that was open when it failed, and to no descriptor opened after.
 //! - **Power loss** ([`Disk::power_cut`]): every file's cache becomes what its disk holds.
+//! - **A slow disk** ([`Disk::slow_fsync`]): every `fsync` takes that long before it stores anything. The file
+//!   system answers one request at a time, so while a sync is under way the reads and writes behind it wait too,
+//!   as on a disk saturated by its writeback.
 //!
 //! Mounting needs `/dev/fuse` and root (CI runs as root); [`Disk::mount`] says so when it cannot.
 
@@ -94,15 +97,24 @@ impl Disk {
         self.state().met.clone()
     }
 
-    /// Power loss: every file holds what its last successful syncs stored, and nothing else.
-    pub fn power_cut(&self) {
+    /// Power loss: every file holds what its last successful syncs stored, and nothing else. Answers how many pages
+    /// written were never synced (and are gone).
+    pub fn power_cut(&self) -> usize {
         let mut state = self.state();
+        let mut gone = 0;
         for node in state.nodes.values_mut() {
             if let Kind::File(f) = &mut node.kind {
+                gone += f.dirty.len();
                 f.cache = f.disk.clone();
                 f.dirty.clear();
             }
         }
+        gone
+    }
+
+    /// From now on every `fsync` takes `delay` (zero: as fast as the memory) before it stores anything.
+    pub fn slow_fsync(&self, delay: Duration) {
+        self.state().slow = delay;
     }
 
     /// Syncs answered (successful or not), and bytes stored by them, so far.
@@ -134,6 +146,8 @@ struct State {
     met: Vec<Met>,
     syncs: u64,
     stored: u64,
+    /// How long each `fsync` takes ([`Disk::slow_fsync`]).
+    slow: Duration,
 }
 
 struct Node {
@@ -226,6 +240,7 @@ impl State {
             met: Vec::new(),
             syncs: 0,
             stored: 0,
+            slow: Duration::ZERO,
         }
     }
 
@@ -513,6 +528,12 @@ impl Filesystem for FaultFs {
 
     fn fsync(&self, req: &Request, ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
         let thread = thread_name(req.pid());
+        // A slow disk: the sync takes this long (the lock is not held meanwhile; the session serves one request
+        // at a time, so what comes behind it waits).
+        let slow = self.state().slow;
+        if !slow.is_zero() {
+            std::thread::sleep(slow);
+        }
         let mut state = self.state();
         state.syncs += 1;
         let name = match state.nodes.get(&ino.0) {

@@ -234,6 +234,15 @@ impl App {
         }
     }
 
+    /// Sends the server process a signal with `kill` (`-STOP`, `-CONT`, ...).
+    pub fn signal(&self, name: &str) {
+        let sent = Command::new("kill")
+            .args([name, &self.pid().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(sent.success(), "kill {name}");
+    }
+
     /// SIGKILL: the process dies at once, whatever it was doing.
     pub fn kill(&mut self) {
         let mut child = self.child.take().expect("the server is not running");
@@ -876,4 +885,258 @@ impl Resender {
         }
         self.done.fetch_add(1, SeqCst);
     }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Senders that record every answer, and what the store holds: for the fault suites (`disk`, `faults`).
+
+/// One delivery as its client saw it: the id, the SHA-256 of the body sent, when it was sent and answered, the
+/// status (`None`: no answer, the connection failed) and a 503's `Retry-After`.
+#[derive(Clone, Debug)]
+pub struct Sent {
+    pub id: String,
+    pub digest: [u8; 32],
+    pub sent: Instant,
+    pub answered: Instant,
+    pub status: Option<u16>,
+    pub retry_after: Option<String>,
+}
+
+impl Sent {
+    pub fn acked(&self) -> bool {
+        self.status.is_some_and(|c| (200..300).contains(&c))
+    }
+}
+
+/// The load [`Clients`] send: to `source`, `clients` at once, bodies of `body` random characters (which compress
+/// little), a share `duplicates` of the sends repeating an id the client sent before (with the same body), each
+/// client's bodies and choices drawn from `seed` and its number.
+#[derive(Clone, Debug)]
+pub struct Load {
+    pub source: &'static str,
+    pub clients: usize,
+    pub body: usize,
+    pub duplicates: f64,
+    pub seed: u64,
+}
+
+/// Clients sending signed GitHub-style events until `stop`, each answered or not; every 2xx is an acknowledgement
+/// the server must keep. `acked` and `refused` (503s) count the answers as they come.
+pub struct Clients {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    pub acked: Arc<std::sync::atomic::AtomicUsize>,
+    pub refused: Arc<std::sync::atomic::AtomicUsize>,
+    tasks: Vec<tokio::task::JoinHandle<Vec<Sent>>>,
+}
+
+impl Clients {
+    pub fn start(base: String, secret: &str, run: &str, load: Load) -> Clients {
+        use rand::{Rng, SeedableRng};
+        use sha2::Digest;
+        use std::sync::atomic::{AtomicBool, AtomicUsize};
+        let stop = Arc::new(AtomicBool::new(false));
+        let acked = Arc::new(AtomicUsize::new(0));
+        let refused = Arc::new(AtomicUsize::new(0));
+        let signer = Arc::new(Signer::new(Scheme::Github, secret));
+        let tasks = (0..load.clients)
+            .map(|c| {
+                let (stop, acked, refused, signer, base, run, load) = (
+                    stop.clone(),
+                    acked.clone(),
+                    refused.clone(),
+                    signer.clone(),
+                    base.clone(),
+                    run.to_owned(),
+                    load.clone(),
+                );
+                tokio::spawn(async move {
+                    let http = reqwest::Client::builder()
+                        .no_proxy()
+                        .timeout(Duration::from_secs(10))
+                        .build()
+                        .expect("client");
+                    let mut rng =
+                        rand::rngs::StdRng::seed_from_u64(load.seed ^ (c as u64).wrapping_mul(0x9e37_79b9));
+                    let mut sent = Vec::new();
+                    let mut mine: Vec<(String, String)> = Vec::new();
+                    let url = format!("{base}/webhooks/{}", load.source);
+                    for i in 0.. {
+                        if stop.load(Ordering::SeqCst) {
+                            break;
+                        }
+                        let (id, payload) = if !mine.is_empty() && rng.random_bool(load.duplicates) {
+                            mine[rng.random_range(0..mine.len())].clone()
+                        } else {
+                            let id = format!("{run}-{c}-{i}");
+                            let pad: String = (0..load.body)
+                                .map(|_| char::from(rng.sample(rand::distr::Alphanumeric)))
+                                .collect();
+                            let payload = serde_json::json!({"id": id, "pad": pad}).to_string();
+                            mine.push((id.clone(), payload.clone()));
+                            (id, payload)
+                        };
+                        let digest: [u8; 32] = sha2::Sha256::digest(payload.as_bytes()).into();
+                        let mut req = http.post(&url).header("content-type", "application/json");
+                        for (name, value) in signer.headers(payload.as_bytes(), &id, Some("push")) {
+                            req = req.header(name, value);
+                        }
+                        let at = Instant::now();
+                        let answer = req.body(payload).send().await.ok();
+                        let status = answer.as_ref().map(|r| r.status().as_u16());
+                        let retry_after = answer
+                            .as_ref()
+                            .and_then(|r| r.headers().get("retry-after"))
+                            .and_then(|v| v.to_str().ok())
+                            .map(str::to_owned);
+                        match status {
+                            Some(200..=299) => acked.fetch_add(1, Ordering::SeqCst),
+                            Some(503) => refused.fetch_add(1, Ordering::SeqCst),
+                            _ => 0,
+                        };
+                        sent.push(Sent {
+                            id,
+                            digest,
+                            sent: at,
+                            answered: Instant::now(),
+                            status,
+                            retry_after,
+                        });
+                        if !status.is_some_and(|c| (200..300).contains(&c)) {
+                            // Refused, or the server is gone (or going): do not spin.
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                        }
+                    }
+                    sent
+                })
+            })
+            .collect();
+        Clients {
+            stop,
+            acked,
+            refused,
+            tasks,
+        }
+    }
+
+    pub async fn stop(self) -> Vec<Sent> {
+        self.stop.store(true, Ordering::SeqCst);
+        let mut all = Vec::new();
+        for t in self.tasks {
+            all.extend(t.await.expect("a client panicked"));
+        }
+        all
+    }
+}
+
+/// Counts of the answers by kind: `200` (2xx), `503`, other statuses, and no answer.
+pub fn tally(sent: &[Sent]) -> std::collections::BTreeMap<&'static str, usize> {
+    let mut t = std::collections::BTreeMap::new();
+    for s in sent {
+        let kind = match s.status {
+            Some(200..=299) => "200",
+            Some(503) => "503",
+            Some(_) => "other",
+            None => "none",
+        };
+        *t.entry(kind).or_insert(0) += 1;
+    }
+    t
+}
+
+/// The ids answered 2xx at least once, each once.
+pub fn acknowledged(sent: &[Sent]) -> Vec<&str> {
+    let mut seen = std::collections::HashSet::new();
+    sent.iter()
+        .filter(|s| s.acked() && seen.insert(s.id.as_str()))
+        .map(|s| s.id.as_str())
+        .collect()
+}
+
+/// Each stored event's id, and the SHA-256 of every body stored under it (`None`: missing, or not decoding).
+pub type Bodies = std::collections::HashMap<String, Vec<Option<[u8; 32]>>>;
+
+/// Every event of `source` in the SQLite store at `data_dir`, read from its files (the server stopped): its id
+/// and the SHA-256 of each stored body under that id (more than one would be a double), `None` for a body that
+/// is missing or does not decode. Also `PRAGMA integrity_check`'s answer.
+pub fn stored_bodies(data_dir: &Path, source: &str) -> (String, Bodies) {
+    use sha2::Digest;
+    let conn = rusqlite::Connection::open(data_dir.join("inbox.db")).expect("open the store's database");
+    let intact = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get::<_, String>(0))
+        .unwrap_or_else(|e| e.to_string());
+    let mut stmt = conn
+        .prepare(
+            "SELECT e.event_id, p.body, p.encoding FROM events e LEFT JOIN payloads p ON p.event = e.id \
+             WHERE e.source = ?1",
+        )
+        .expect("prepare");
+    let mut all = Bodies::default();
+    let rows = stmt
+        .query_map([source], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, Option<Vec<u8>>>(1)?,
+                r.get::<_, Option<i64>>(2)?,
+            ))
+        })
+        .expect("read the events");
+    for row in rows {
+        let (id, body, encoding) = row.expect("a row");
+        let body = match (body, encoding) {
+            (Some(b), Some(0)) => Some(b),
+            (Some(b), Some(1)) => inbox_core::compression::decompress(&b).ok(),
+            _ => None,
+        };
+        all.entry(id)
+            .or_default()
+            .push(body.map(|b| sha2::Sha256::digest(&b).into()));
+    }
+    (intact, all)
+}
+
+/// The events sent checked against the store: how many were acknowledged, how many of those are missing, and how
+/// many sent are stored with another body than the one sent, or more than once.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Kept {
+    pub acked: usize,
+    pub lost: usize,
+    pub wrong: usize,
+    pub doubled: usize,
+}
+
+/// Every id sent is looked at: an acknowledged one must be stored; one stored (acknowledged or not) must hold the
+/// body sent under it (every send of an id carries the same body), once.
+pub fn kept(sent: &[Sent], stored: &Bodies) -> Kept {
+    let acked: std::collections::HashSet<&str> = acknowledged(sent).into_iter().collect();
+    let mut k = Kept {
+        acked: acked.len(),
+        ..Kept::default()
+    };
+    let mut seen = std::collections::HashSet::new();
+    for s in sent {
+        if !seen.insert(s.id.as_str()) {
+            continue;
+        }
+        match stored.get(&s.id).map(Vec::as_slice) {
+            None | Some([]) => k.lost += usize::from(acked.contains(s.id.as_str())),
+            Some([one]) => k.wrong += usize::from(*one != Some(s.digest)),
+            Some(_) => k.doubled += 1,
+        }
+    }
+    k
+}
+
+/// `VmHWM` (peak resident memory) or `VmRSS` of a process, in bytes.
+pub fn proc_status_bytes(pid: u32, field: &str) -> usize {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read /proc/PID/status");
+    let kib: usize = status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"));
+    kib * 1024
+}
+
+pub fn mib(bytes: usize) -> f64 {
+    bytes as f64 / f64::from(1 << 20)
 }

@@ -14,15 +14,12 @@
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 use std::process::ExitStatus;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
 use testkit::faultfs::{Disk, FsyncFault};
 
 use crate::common::*;
-use inbox_core::schemes::Scheme;
 
 const SOURCE: &str = "disk";
 
@@ -31,104 +28,6 @@ fn config() -> String {
         "[sweeper]\ninterval = \"1s\"\ngrace = \"1s\"\n\
          [sources.{SOURCE}]\nscheme = \"github\"\nsecrets = [\"env:DISK_SECRET\"]\nhandler = {{ kind = \"log\" }}\n"
     )
-}
-
-/// One delivery as its client saw it: the id, when it was sent and answered, and the status (`None`: no answer,
-/// the connection failed).
-#[derive(Clone, Debug)]
-struct Sent {
-    id: String,
-    sent: Instant,
-    answered: Instant,
-    status: Option<u16>,
-}
-
-/// Clients sending new events (bodies of `body` random characters, which compress little) until `stop`, each
-/// answered or not; every 2xx is an acknowledgement the server must keep.
-struct Clients {
-    stop: Arc<AtomicBool>,
-    tasks: Vec<tokio::task::JoinHandle<Vec<Sent>>>,
-}
-
-impl Clients {
-    fn start(base: String, secret: &str, run: &str, clients: usize, body: usize) -> Clients {
-        let stop = Arc::new(AtomicBool::new(false));
-        let signer = Arc::new(Signer::new(Scheme::Github, secret));
-        let tasks = (0..clients)
-            .map(|c| {
-                let (stop, signer, base, run) = (stop.clone(), signer.clone(), base.clone(), run.to_owned());
-                tokio::spawn(async move {
-                    let http = reqwest::Client::builder()
-                        .no_proxy()
-                        .timeout(Duration::from_secs(10))
-                        .build()
-                        .expect("client");
-                    let mut rng = rand::rngs::StdRng::seed_from_u64(c as u64);
-                    let mut sent = Vec::new();
-                    let url = format!("{base}/webhooks/{SOURCE}");
-                    for i in 0.. {
-                        if stop.load(Ordering::SeqCst) {
-                            break;
-                        }
-                        let id = format!("{run}-{c}-{i}");
-                        let pad: String = (0..body)
-                            .map(|_| char::from(rng.sample(rand::distr::Alphanumeric)))
-                            .collect();
-                        let payload = serde_json::json!({"id": id, "pad": pad}).to_string();
-                        let mut req = http.post(&url).header("content-type", "application/json");
-                        for (name, value) in signer.headers(payload.as_bytes(), &id, Some("push")) {
-                            req = req.header(name, value);
-                        }
-                        let at = Instant::now();
-                        let status = req.body(payload).send().await.ok().map(|r| r.status().as_u16());
-                        sent.push(Sent {
-                            id,
-                            sent: at,
-                            answered: Instant::now(),
-                            status,
-                        });
-                        if status.is_none() {
-                            // The server is gone (or going): do not spin.
-                            tokio::time::sleep(Duration::from_millis(20)).await;
-                        }
-                    }
-                    sent
-                })
-            })
-            .collect();
-        Clients { stop, tasks }
-    }
-
-    async fn stop(self) -> Vec<Sent> {
-        self.stop.store(true, Ordering::SeqCst);
-        let mut all = Vec::new();
-        for t in self.tasks {
-            all.extend(t.await.expect("a client panicked"));
-        }
-        all
-    }
-}
-
-/// Counts of the answers by kind: `200` (2xx), `503`, other statuses, and no answer.
-fn tally(sent: &[Sent]) -> BTreeMap<&'static str, usize> {
-    let mut t = BTreeMap::new();
-    for s in sent {
-        let kind = match s.status {
-            Some(200..=299) => "200",
-            Some(503) => "503",
-            Some(_) => "other",
-            None => "none",
-        };
-        *t.entry(kind).or_insert(0) += 1;
-    }
-    t
-}
-
-fn acknowledged(sent: &[Sent]) -> Vec<&str> {
-    sent.iter()
-        .filter(|s| s.status.is_some_and(|c| (200..300).contains(&c)))
-        .map(|s| s.id.as_str())
-        .collect()
 }
 
 /// Waits for the server to exit on its own, for at most `deadline`.
@@ -167,7 +66,18 @@ async fn end_of_trust_at(point: &str, at: u32, clients: usize, body: usize, path
     );
     app.set_env("INBOX_FAILPOINT", None);
     let run = rand_id(point);
-    let senders = Clients::start(app.url(), &secret, &run, clients, body);
+    let senders = Clients::start(
+        app.url(),
+        &secret,
+        &run,
+        Load {
+            source: SOURCE,
+            clients,
+            body,
+            duplicates: 0.0,
+            seed: 0,
+        },
+    );
     let status = exit_of(&mut app, Duration::from_secs(90)).await;
     let sent = senders.stop().await;
     let log = app.log();
@@ -270,7 +180,18 @@ async fn power_loss_trial((path, thread, min_extent): (&'static str, &str, u64),
     let mut app = spawn_app_in(&config(), &[("DISK_SECRET", &secret)], Some(&data));
     let run = rand_id("power");
     let body = if path == "inline checkpoint" { 4_000 } else { 1_000 };
-    let senders = Clients::start(app.url(), &secret, &run, 8, body);
+    let senders = Clients::start(
+        app.url(),
+        &secret,
+        &run,
+        Load {
+            source: SOURCE,
+            clients: 8,
+            body,
+            duplicates: 0.0,
+            seed,
+        },
+    );
     tokio::time::sleep(Duration::from_millis(300)).await;
     disk.fail_fsync(FsyncFault {
         file: "inbox.db-wal".into(),

@@ -13,6 +13,7 @@ mod sender;
 mod crash;
 mod crashpoints;
 mod disk;
+mod faults;
 mod hardening;
 mod health;
 mod hostile;

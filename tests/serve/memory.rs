@@ -32,21 +32,6 @@ const RETRY_AFTER: Duration = Duration::from_secs(1);
 /// which frees that batch's bytes; before the fix the clients are all through well within this.
 const SEND_FOR: Duration = Duration::from_secs(20);
 
-/// `VmHWM` (peak resident memory) or `VmRSS` of a process, in bytes.
-fn proc_status_bytes(pid: u32, field: &str) -> usize {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read /proc/PID/status");
-    let kib: usize = status
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"));
-    kib * 1024
-}
-
-fn mib(bytes: usize) -> f64 {
-    bytes as f64 / f64::from(1 << 20)
-}
-
 /// GIVEN a server with 32 MiB for request bodies in memory and room for 2,000 waiting writes, whose SQLite writer
 /// is held up (another connection keeps `BEGIN IMMEDIATE` open on its database)
 /// WHEN 2,000 clients, 200 at a time, each send a signed 1 MiB body under its own delivery id and hang up once the

@@ -318,21 +318,14 @@ async fn a_paused_instances_late_settle_changes_nothing() {
         "the first attempt reaches the downstream",
         || sink.count() >= 1,
     );
-    let signal = |name: &str| {
-        let sent = std::process::Command::new("kill")
-            .args([name, &apps[0].pid().to_string()])
-            .status()
-            .expect("run kill");
-        assert!(sent.success(), "kill {name}");
-    };
-    signal("-STOP");
+    apps[0].signal("-STOP");
     // Its lease (the 5 s handler timeout and the margin) runs out; another instance's sweep takes the event.
     wait_until(
         Duration::from_secs(40),
         "another instance completes the event",
         || apps[1].status_of(SOURCE, &id) == "COMPLETED",
     );
-    signal("-CONT");
+    apps[0].signal("-CONT");
     wait_until(
         Duration::from_secs(20),
         "the resumed instance finds its lease lost",

@@ -151,11 +151,13 @@ async fn power_cut_trial(seed: u64) -> Cut {
 
     app.restart();
     let stored = app.events().len();
-    app.wait_all_completed(
-        stored,
-        Duration::from_secs(60),
-        "everything stored completes after the cut",
-    );
+    if stored > 0 {
+        app.wait_all_completed(
+            stored,
+            Duration::from_secs(60),
+            "everything stored completes after the cut",
+        );
+    }
     app.kill();
     let (intact, bodies) = stored_bodies(&data, SOURCE);
     drop(disk);

@@ -19,12 +19,15 @@
 //! - `a_paused_process_settles_late_with_only_the_documented_repeats`: four events in the hands of a `forward`
 //!   handler whose downstream holds each request 2 s; the server is stopped (SIGSTOP) for 10 s, past the 7 s
 //!   leases (handler timeout 3 s + 4 s), and resumed (SIGCONT). Its sweeper was stopped with it, so a late settle
-//!   that nobody took over stands; the sweeper or the handler's timeout may instead run an event again, which the
-//!   design allows. Every event ends COMPLETED, each with as many deliveries downstream as attempts recorded, at
-//!   most two.
+//!   that nobody took over stands. What runs an event again is named in the log: the handler's time-out (tokio's
+//!   monotonic clock ran on through the pause, so it fires as the process resumes, though the downstream answered
+//!   meanwhile: a retryable failure, retried), or the sweeper taking an ended lease over (the late settle then
+//!   refused). Every event ends COMPLETED, each with as many deliveries downstream as attempts recorded, at most
+//!   two, under one idempotency key.
 //!
 //! Each trial prints one line (`--nocapture`): runs, acknowledged, 503s, lost, doubled (and memory where it is
-//! measured). The seed of the random draws is printed; `INBOX_FAULTS_SEED=N` repeats a run.
+//! measured). The seed of the random draws is printed; `INBOX_FAULTS_SEED=N` draws the same bodies, repeats and
+//! moments of the cuts again (the timing of the processes is not repeated).
 //!
 //! Run them: `cargo test --test serve faults:: -- --nocapture` (as root, with `/dev/fuse`: CI has both; without
 //! them, and outside CI, the tests that need them say SKIPPED).

@@ -1,7 +1,7 @@
 //! A seeded simulation of one `inbox serve` process and its senders (docs/DESIGN.md, "The simulation"): the
 //! receiver's intake, the state machine's workers, the sweeper and delivery health, over the reference store behind
-//! a layer of faults ([`faulty`]), with a handler that succeeds, fails or hangs, and crashes that drop every future
-//! in flight and lose every write not synced; then the faults stop and the process is left to finish. Everything
+//! a layer of faults ([`faulty`]), with a handler that succeeds, fails or hangs, the wall clock stepped forward and
+//! back by up to 20 s, and crashes that drop every future in flight and lose every write not synced; then the faults stop and the process is left to finish. Everything
 //! runs on one current-thread runtime on tokio's paused clock, and every draw comes from the seed, so a seed plays
 //! the same way every time: a failing one prints the command that replays it.
 //!
@@ -58,14 +58,18 @@ const WORKERS: usize = 2;
 /// The simulation's epoch: a fixed wall-clock start, so that no real time leaks into a seed.
 const EPOCH_MS: i64 = 1_800_000_000_000;
 
-/// The wall clock of the simulation: a fixed epoch moved by tokio's paused clock.
+/// The wall clock of the simulation: a fixed epoch moved by tokio's paused clock, and stepped forward or back as
+/// NTP steps a machine's (tokio's own clock, the monotonic one, never steps).
 struct SimClock {
     start: tokio::time::Instant,
+    step: std::sync::atomic::AtomicI64,
 }
 
 impl Clock for SimClock {
     fn now_ms(&self) -> i64 {
-        EPOCH_MS + i64::try_from(self.start.elapsed().as_millis()).unwrap_or(i64::MAX)
+        EPOCH_MS
+            + i64::try_from(self.start.elapsed().as_millis()).unwrap_or(i64::MAX)
+            + self.step.load(Ordering::SeqCst)
     }
 }
 
@@ -138,6 +142,7 @@ struct Figures {
     acknowledged: u64,
     refused: u64,
     crashes: u64,
+    clock_steps: u64,
     store_faults: u64,
     effects: u64,
     repeats: u64,
@@ -302,9 +307,11 @@ async fn simulate(seed: u64, mutation: Mutation) -> Played {
     std::env::set_var("SIM_SECRET", SECRET);
     let mut rng = StdRng::seed_from_u64(seed);
     let faults_rng = Arc::new(Mutex::new(StdRng::seed_from_u64(seed ^ 0x9e37_79b9_7f4a_7c15)));
-    let clock: Arc<dyn Clock> = Arc::new(SimClock {
+    let sim_clock = Arc::new(SimClock {
         start: tokio::time::Instant::now(),
+        step: Default::default(),
     });
+    let clock: Arc<dyn Clock> = sim_clock.clone();
     let world = World {
         clock: clock.clone(),
         random: SeededRandom::new(seed.wrapping_mul(31)),
@@ -364,9 +371,15 @@ async fn simulate(seed: u64, mutation: Mutation) -> Played {
                 figures.deliveries += 1;
                 rig.deliver(&mut process, id);
             }
-            45..=96 => {
+            45..=95 => {
                 let ms = rng.random_range(1..1500);
                 tokio::time::sleep(Duration::from_millis(ms)).await;
+            }
+            96 => {
+                let step = rng.random_range(-20_000..20_000);
+                rig.log(format!("the wall clock steps {step} ms"));
+                figures.clock_steps += 1;
+                sim_clock.step.fetch_add(step, Ordering::SeqCst);
             }
             _ => {
                 rig.log("crash: every future dropped, every unsynced write lost".into());
@@ -518,10 +531,13 @@ fn effects_and_completions(rig: &Rig, figures: &mut Figures) -> Option<String> {
         .iter()
         .filter(|(id, token)| completing.get(id.as_str()) != Some(&token.as_str()))
         .count() as u64;
-    let interruptions = figures.crashes + *rig.store.injected.lock().unwrap();
+    // A step of the wall clock forward ends leases early: the attempts then in flight may run twice.
+    let interruptions =
+        figures.crashes + *rig.store.injected.lock().unwrap() + figures.clock_steps * WORKERS as u64;
     if figures.repeats > interruptions {
         return Some(format!(
-            "{} handler effects were repeats, more than the {interruptions} crashes and store faults explain",
+            "{} handler effects were repeats, more than the {interruptions} crashes, store faults and clock steps \
+             explain",
             figures.repeats
         ));
     }
@@ -568,6 +584,7 @@ fn play_all(seeds: std::ops::Range<u64>) -> Figures {
         total.acknowledged += f.acknowledged;
         total.refused += f.refused;
         total.crashes += f.crashes;
+        total.clock_steps += f.clock_steps;
         total.store_faults += f.store_faults;
         total.effects += f.effects;
         total.repeats += f.repeats;

@@ -67,6 +67,16 @@ impl MemoryStore {
         }
     }
 
+    /// A store that holds `state` (one taken by [`MemoryStore::state`]), whose due times use `grace`, on the
+    /// system's clock: the model check (`shared/tests/core/model/`) runs each step on a store rebuilt from the
+    /// state it holds, and takes the state back after.
+    pub fn from_state(state: State, grace: Duration) -> Self {
+        Self {
+            state: Arc::new(Mutex::new(state)),
+            ..Self::new(grace)
+        }
+    }
+
     /// The clock a call without a time of its own runs at.
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;

@@ -12,6 +12,7 @@ mod dynamodb;
 mod ledger;
 mod machine;
 mod metrics_bench;
+mod model;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod properties;

@@ -5,8 +5,8 @@
 //!
 //! **Why stateright.** It checks a Rust model in the test binary itself, over any `Clone + Hash + Eq` state: the
 //! reference store's [`State`] is one, so each step runs the real code on a store rebuilt from the state held
-//! ([`MemoryStore::from_state`]) and the state is taken back after. Its breadth-first search gives the depth of a
-//! counterexample and the shortest path to it. (A TLA+ model would be a copy of the rules, checked apart from them;
+//! ([`MemoryStore::from_state`]) and the state is taken back after. Its breadth-first search gives the depth explored and
+//! a short path to a counterexample (shortest up to how its two threads share one depth's states). (A TLA+ model would be a copy of the rules, checked apart from them;
 //! `loom` and `shuttle` explore thread schedules, not a protocol's steps.)
 //!
 //! **No copies of the rules.** Every action calls the core: the intake (`Intake::take`, which creates or creates
@@ -31,12 +31,14 @@
 //!
 //! **Liveness.** stateright's `eventually` is judged at terminal states only, and a path that revisits a state is
 //! not one: it holds only where every path ends. [`Bounds::liveness`] makes every path end: no replay, two
-//! attempts, bounded adversity (one crash, one dead letter, one owner declared gone), a last tick, and fairness as
-//! urgency: the clock moves only when no other action can change the state, and an action that changes nothing is
-//! no step. Every other step moves the state forward in a well-founded order (time; a record's status and attempts;
-//! messages consumed), so no path revisits a state, and a terminal state is one where time has run out or nothing
-//! is left to do. Each event is delivered on every such path, so "every accepted event is COMPLETED or DEAD" at a
-//! terminal state means no event is left open for good.
+//! attempts, bounded adversity (one crash, perhaps its owner declared gone, perhaps one dead letter), a last tick,
+//! and fairness as urgency: the clock moves only when the system itself (a first delivery, a claim, a handler, a
+//! settle, a sweep) has no step left that changes the state; what the world may do and need not (a crash, a gone
+//! owner, a dead letter, a duplicate, a reconciliation) never holds the clock up, so paths where it never comes
+//! are checked too. An action that changes nothing is no step, every budget is spent once, attempts only grow
+//! without replays and the clock is bounded, so no path revisits a state, and a terminal state is one where the
+//! clock has run out with nothing left to do. Each event is delivered on every such path, so "every accepted event
+//! is COMPLETED or DEAD" at a terminal state means no event is left open for good.
 #![allow(clippy::unwrap_used)]
 
 use std::cell::RefCell;
@@ -1040,7 +1042,8 @@ impl Model for Inbox {
 /// Runs the checker on `bounds`: breadth first, to the end; prints the figures; asserts that it finished, that
 /// every property holds (and every "reach" was reached), and that it explored at least `floor` states.
 ///
-/// Larger bounds, by hand: `MODEL_TICKS`, `MODEL_CRASHES`, `MODEL_MAX_ATTEMPTS` (e.g. `MODEL_TICKS=3`).
+/// Wider bounds, by hand: `MODEL_TICKS`, `MODEL_CRASHES`, `MODEL_MAX_ATTEMPTS`, `MODEL_DELIVERIES`,
+/// `MODEL_RECONCILE` (0 or 1), `MODEL_DEAD_LETTERS` (e.g. `MODEL_TICKS=3`).
 fn check(name: &str, mut bounds: Bounds, floor: usize) {
     let env = |name: &str| std::env::var(name).ok().map(|v| v.parse::<u8>().unwrap());
     if let Some(t) = env("MODEL_TICKS") {

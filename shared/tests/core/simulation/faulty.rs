@@ -5,17 +5,23 @@
 //! write nobody was answered for). Every write is synced before it is answered, as `inbox serve`'s stores promise;
 //! [`Mutation::AnswerBeforeSync`] breaks that on purpose, to show that the checks catch it.
 //!
-//! It also records what the checks need and only a store sees: each settle to COMPLETED answered `Done`.
+//! It also records what the checks need and only a store sees: each settle to COMPLETED answered `Done` (after its
+//! sync), and each settle that landed without its lease.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use inbox_core::model::{Event, EventKey, NewEvent, Record, Status};
+use std::collections::HashSet;
+
+use inbox_core::model::{Event, EventId, EventKey, NewEvent, Record, SourceName, Status};
 use inbox_core::ports::{
-    Capabilities, Claim, Created, Ledger, MarkDead, Replay, Settled, Settlement, StoreError, SweepIndex,
+    Browse, Capabilities, Checkpoint, Checkpoints, Claim, Created, GoneOwners, Ledger, ListFilter, MarkDead,
+    Purged, Queue, QueueDepth, QueueError, Replay, Settled, Settlement, StoreError, Summary, SweepIndex,
+    Upkeep,
 };
+use inbox_core::serve::InProcessQueue;
 use inbox_core::stores::memory::MemoryStore;
 use rand::rngs::StdRng;
 use rand::Rng;
@@ -192,13 +198,16 @@ impl Ledger for Faulty {
                 holder.as_deref().unwrap_or("no attempt")
             ));
         }
-        if completing && matches!(done, Ok(Settled::Done)) {
+        // A completion counts once it is durable and answered: a crash before its sync loses it, and the event
+        // rightly runs again.
+        let answered = self.after(done, true).await;
+        if completing && matches!(answered, Ok(Settled::Done)) {
             self.completed
                 .lock()
                 .unwrap()
                 .push((key.event_id.as_str().to_owned(), owner.to_owned()));
         }
-        self.after(done, true).await
+        answered
     }
     async fn completed(&self, key: &EventKey, owner: &str) -> Result<(), StoreError> {
         self.inner.completed(key, owner).await
@@ -258,5 +267,133 @@ impl SweepIndex for Faulty {
         self.before().await?;
         let done = self.inner.defer_alarm(key, until).await;
         self.after(done, true).await
+    }
+}
+
+#[async_trait]
+impl Checkpoints for Faulty {
+    async fn present(&self, source: &SourceName, ids: &[EventId]) -> Result<HashSet<EventId>, StoreError> {
+        self.before().await?;
+        self.inner.present(source, ids).await
+    }
+    async fn checkpoint(&self, source: &SourceName) -> Result<Option<Checkpoint>, StoreError> {
+        self.before().await?;
+        self.inner.checkpoint(source).await
+    }
+    async fn save_checkpoint(&self, source: &SourceName, checkpoint: &Checkpoint) -> Result<(), StoreError> {
+        self.before().await?;
+        let done = self.inner.save_checkpoint(source, checkpoint).await;
+        self.after(done, true).await
+    }
+}
+
+/// Listings and upkeep go to the reference store unfaulted: the simulation's process reads no listing, and its
+/// upkeep is the restart's (a process that cannot end its predecessor's leases does not start).
+#[async_trait]
+impl Browse for Faulty {
+    async fn list(&self, filter: &ListFilter, now: Option<i64>) -> Result<Vec<Record>, StoreError> {
+        self.inner.list(filter, now).await
+    }
+    async fn summary(&self, now: Option<i64>) -> Result<Summary, StoreError> {
+        self.inner.summary(now).await
+    }
+    fn lists_by_scan(&self, filter: &ListFilter) -> bool {
+        self.inner.lists_by_scan(filter)
+    }
+}
+
+#[async_trait]
+impl Upkeep for Faulty {
+    async fn gone_owners(&self, me: &str) -> Result<GoneOwners, StoreError> {
+        self.inner.gone_owners(me).await
+    }
+    async fn heartbeat(&self, me: &str) -> Result<(), StoreError> {
+        self.inner.heartbeat(me).await
+    }
+    async fn lead(&self, role: &str, me: &str, hold: Duration) -> Result<Option<u64>, StoreError> {
+        self.inner.lead(role, me, hold).await
+    }
+    async fn end_leases(&self, gone: &GoneOwners, now: Option<i64>) -> Result<usize, StoreError> {
+        let done = self.inner.end_leases(gone, now).await;
+        self.inner.sync();
+        done
+    }
+    async fn give_back(&self, owner: &str, now: Option<i64>) -> Result<usize, StoreError> {
+        let done = self.inner.give_back(owner, now).await;
+        self.inner.sync();
+        done
+    }
+    async fn purge(&self, limit: usize, now: Option<i64>) -> Result<Purged, StoreError> {
+        let done = self.inner.purge(limit, now).await;
+        self.inner.sync();
+        done
+    }
+    async fn changed_elsewhere(&self) -> Result<bool, StoreError> {
+        self.inner.changed_elsewhere().await
+    }
+    async fn finish_bodies(&self, limit: usize) -> Result<usize, StoreError> {
+        self.inner.finish_bodies(limit).await
+    }
+    async fn failure(&self) -> String {
+        self.inner.failure().await
+    }
+}
+
+/// The in-process queue under faults, each drawn from the seed: a message lost (the enqueue answered, nothing
+/// delivered: the sweeper must find the event), delivered twice, or refused.
+pub struct FaultyQueue {
+    pub inner: Arc<InProcessQueue>,
+    rng: Arc<Mutex<StdRng>>,
+    on: Arc<AtomicBool>,
+    /// Messages lost, doubled or refused, for the figures (shared by every incarnation's queue).
+    pub injected: Arc<Mutex<u64>>,
+}
+
+impl FaultyQueue {
+    pub fn new(
+        inner: Arc<InProcessQueue>,
+        rng: Arc<Mutex<StdRng>>,
+        on: Arc<AtomicBool>,
+        injected: Arc<Mutex<u64>>,
+    ) -> Self {
+        Self {
+            inner,
+            rng,
+            on,
+            injected,
+        }
+    }
+}
+
+#[async_trait]
+impl Queue for FaultyQueue {
+    async fn enqueue(&self, key: &EventKey, delay: Duration) -> Result<(), QueueError> {
+        let roll = if self.on.load(Ordering::SeqCst) {
+            self.rng.lock().unwrap().random_range(0..1000)
+        } else {
+            1000
+        };
+        match roll {
+            0..=19 => {
+                *self.injected.lock().unwrap() += 1;
+                Ok(())
+            }
+            20..=39 => {
+                *self.injected.lock().unwrap() += 1;
+                self.inner.enqueue(key, delay).await?;
+                self.inner.enqueue(key, delay).await
+            }
+            40..=54 => {
+                *self.injected.lock().unwrap() += 1;
+                Err(QueueError("simulated: the queue refused the message".into()))
+            }
+            _ => self.inner.enqueue(key, delay).await,
+        }
+    }
+    async fn announce(&self, key: &EventKey, until: i64) -> Result<(), QueueError> {
+        self.inner.announce(key, until).await
+    }
+    async fn depth(&self) -> Result<Option<QueueDepth>, QueueError> {
+        self.inner.depth().await
     }
 }

@@ -1,13 +1,16 @@
 //! A seeded simulation of one `inbox serve` process and its senders (docs/DESIGN.md, "The simulation"): the
-//! receiver's intake, the state machine's workers, the sweeper and delivery health, over the reference store behind
-//! a layer of faults ([`faulty`]), with a handler that succeeds, fails or hangs, the wall clock stepped forward and
+//! receiver's intake, the state machine's workers, the sweeper, delivery health and reconciliation (against a
+//! provider's API of its own, [`provider`]), over the reference store and the in-process queue behind layers of
+//! faults ([`faulty`]: the queue loses, doubles and refuses messages; the provider fails and rate-limits), with a
+//! handler that succeeds, fails or hangs, the wall clock stepped forward and
 //! back by up to 20 s, and crashes that drop every future in flight and lose every write not synced; then the faults stop and the process is left to finish. Everything
 //! runs on one current-thread runtime on tokio's paused clock, and every draw comes from the seed, so a seed plays
 //! the same way every time: a failing one prints the command that replays it.
 //!
 //! What is checked, per seed, from the history it records:
 //! - every event answered 200 is stored (after every crash, and at the end);
-//! - once the faults stop, every answered event ends COMPLETED or DEAD;
+//! - once the faults stop, every answered event ends COMPLETED or DEAD, and so does every event the provider lists,
+//!   the quarter of them whose webhooks were never sent included (reconciliation finds them);
 //! - no event is completed twice (two settles to COMPLETED answered `Done`), and the attempt that completed it ran
 //!   its handler; no settle lands without its lease (a call stalled past its lease, as a paused process's, finds
 //!   another attempt holding it and is refused);
@@ -20,6 +23,7 @@
 //! `SIM_MUTATION=answer_before_sync` plays with creates answered before their sync.
 
 mod faulty;
+mod provider;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -36,7 +40,8 @@ use inbox_core::intake::{Intake, Order, Taken};
 use inbox_core::machine::{Machine, Notifier, NotifyError};
 use inbox_core::metrics::Metrics;
 use inbox_core::model::{Event, EventId, EventKey, NewEvent, Origin, Record, SourceName, Status};
-use inbox_core::ports::{Ledger, SweepIndex, Upkeep};
+use inbox_core::ports::{Ledger, Queue, SweepIndex, Upkeep};
+use inbox_core::reconcile::{Reconciler, RunOptions};
 use inbox_core::secrets::LocalSecrets;
 use inbox_core::serve::{Deliveries, InProcessQueue};
 use inbox_core::source::Sources;
@@ -46,7 +51,8 @@ use rand::{Rng, SeedableRng};
 use sha2::Digest;
 use tokio::task::JoinSet;
 
-use faulty::{Faulty, Mutation, Rates};
+use faulty::{Faulty, FaultyQueue, Mutation, Rates};
+use provider::SimProvider;
 
 const SECRET: &str = "sim-secret-never-shown";
 const SOURCE: &str = "sim";
@@ -144,6 +150,9 @@ struct Figures {
     crashes: u64,
     clock_steps: u64,
     store_faults: u64,
+    queue_faults: u64,
+    never_sent: u64,
+    reconciled: u64,
     effects: u64,
     repeats: u64,
     completed: u64,
@@ -183,6 +192,11 @@ struct Process {
 
 struct Rig {
     store: Arc<Faulty>,
+    provider: Arc<SimProvider>,
+    /// The switch of the queue's, the handler's and the provider's faults (the store has its own).
+    faults: Arc<std::sync::atomic::AtomicBool>,
+    faults_rng: Arc<Mutex<StdRng>>,
+    queue_faults: Arc<Mutex<u64>>,
     sources: Sources,
     handler: Arc<SimHandler>,
     world: World,
@@ -217,7 +231,13 @@ impl Rig {
             )
             .with_world(self.world.clone()),
         );
-        let (queue, deliveries) = InProcessQueue::new(10_000);
+        let (inner_queue, deliveries) = InProcessQueue::new(10_000);
+        let queue: Arc<dyn Queue> = Arc::new(FaultyQueue::new(
+            inner_queue,
+            self.faults_rng.clone(),
+            self.faults.clone(),
+            self.queue_faults.clone(),
+        ));
         let gone = self.store.inner.gone_owners(&owner).await.unwrap();
         self.store.inner.end_leases(&gone, None).await.unwrap();
         self.store.inner.sync();
@@ -227,6 +247,16 @@ impl Rig {
             tasks.spawn(work(machine.clone(), deliveries.clone()));
         }
         tasks.spawn(sweep(machine.clone(), queue.clone(), self.grace));
+        let reconciler = Reconciler::new(
+            SourceName::parse(SOURCE).unwrap(),
+            "sim",
+            self.provider.clone(),
+            Duration::from_secs(3600),
+            Duration::from_secs(5),
+        )
+        .with_world(self.world.clone());
+        tasks.spawn(reconcile(reconciler, self.store.clone(), queue.clone()));
+
         let health = Arc::new(DeliveryHealth::new(
             self.sources.names(),
             Thresholds::default(),
@@ -294,7 +324,17 @@ async fn work(machine: Arc<Machine>, deliveries: Arc<tokio::sync::Mutex<Deliveri
     }
 }
 
-async fn sweep(machine: Arc<Machine>, queue: Arc<InProcessQueue>, grace: Duration) {
+/// Reconciliation every 15 s, as `inbox serve` runs it on its interval.
+async fn reconcile(reconciler: Reconciler, store: Arc<Faulty>, queue: Arc<dyn Queue>) {
+    loop {
+        tokio::time::sleep(Duration::from_secs(15)).await;
+        let _ = reconciler
+            .run(store.as_ref(), queue.as_ref(), RunOptions::default(), &mut |_| {})
+            .await;
+    }
+}
+
+async fn sweep(machine: Arc<Machine>, queue: Arc<dyn Queue>, grace: Duration) {
     // At start everything open is handed out (the in-memory queue died with the last process), then every second.
     let _ = machine.sweep_due_before(queue.as_ref(), i64::MAX, 1000).await;
     loop {
@@ -346,9 +386,23 @@ async fn simulate(seed: u64, mutation: Mutation) -> Played {
         stall: 8,
         pause_before_sync: 50,
     };
-    let store = Arc::new(Faulty::new(memory, faults_rng, rates, mutation));
+    let store = Arc::new(Faulty::new(memory, faults_rng.clone(), rates, mutation));
+    let provider = Arc::new(SimProvider {
+        events: (0..EVENTS)
+            .map(|i| (format!("evt-{i}"), EPOCH_MS + 1000 * i as i64))
+            .collect(),
+        rng: faults_rng.clone(),
+        on: handler_faults.clone(),
+    });
+    // The webhooks the provider never sends (a quarter of the events): reconciliation must find them.
+    let never_sent: Vec<usize> = (0..EVENTS).filter(|_| rng.random_range(0..4) == 0).collect();
+    let sent: Vec<usize> = (0..EVENTS).filter(|i| !never_sent.contains(i)).collect();
     let rig = Rig {
         store: store.clone(),
+        provider,
+        faults: handler_faults.clone(),
+        faults_rng: faults_rng.clone(),
+        queue_faults: Arc::default(),
         sources,
         handler: handler.clone(),
         world,
@@ -365,13 +419,13 @@ async fn simulate(seed: u64, mutation: Mutation) -> Played {
     // The faulty phase: deliveries (repeats among them), time passing, crashes.
     for _ in 0..STEPS {
         match rng.random_range(0..100) {
-            0..=44 => {
-                let id = rng.random_range(0..EVENTS);
+            0..=44 if !sent.is_empty() => {
+                let id = sent[rng.random_range(0..sent.len())];
                 rig.log(format!("deliver evt-{id}"));
                 figures.deliveries += 1;
                 rig.deliver(&mut process, id);
             }
-            45..=95 => {
+            0..=95 => {
                 let ms = rng.random_range(1..1500);
                 tokio::time::sleep(Duration::from_millis(ms)).await;
             }
@@ -425,7 +479,7 @@ async fn simulate(seed: u64, mutation: Mutation) -> Played {
     process.tasks.shutdown().await;
     if !settled {
         violation.get_or_insert(format!(
-            "10 minutes after the faults stopped, answered events are not COMPLETED or DEAD: {:?}",
+            "10 minutes after the faults stopped, answered or listed events are not COMPLETED or DEAD: {:?}",
             unfinished(&rig)
         ));
     }
@@ -447,6 +501,13 @@ async fn simulate(seed: u64, mutation: Mutation) -> Played {
     figures.acknowledged = rig.acks.lock().unwrap().len() as u64;
     figures.refused = *rig.refused.lock().unwrap();
     figures.store_faults = *store.injected.lock().unwrap();
+    figures.queue_faults = *rig.queue_faults.lock().unwrap();
+    figures.never_sent = never_sent.len() as u64;
+    figures.reconciled = records
+        .events
+        .values()
+        .filter(|s| s.record.origin == Origin::Reconciled)
+        .count() as u64;
     Played {
         figures,
         history,
@@ -479,10 +540,13 @@ fn key_parts(id: &str) -> (SourceName, EventId) {
     (SourceName::parse(SOURCE).unwrap(), EventId::parse(id).unwrap())
 }
 
-/// The acknowledged events not COMPLETED nor DEAD, with their status.
+/// The events acknowledged or listed by the provider (all of them: reconciliation must store the ones never sent)
+/// that are not COMPLETED nor DEAD, with their status.
 fn unfinished(rig: &Rig) -> Vec<(String, Option<Status>)> {
-    let acks: std::collections::BTreeSet<String> = rig.acks.lock().unwrap().iter().cloned().collect();
-    acks.into_iter()
+    let mut wanted: std::collections::BTreeSet<String> = rig.acks.lock().unwrap().iter().cloned().collect();
+    wanted.extend(rig.provider.events.iter().map(|(id, _)| id.clone()));
+    wanted
+        .into_iter()
         .map(|id| {
             let status = status(rig, &id);
             (id, status)
@@ -541,8 +605,7 @@ fn effects_and_completions(rig: &Rig, figures: &mut Figures) -> Option<String> {
             figures.repeats
         ));
     }
-    let acks: std::collections::BTreeSet<String> = rig.acks.lock().unwrap().iter().cloned().collect();
-    for id in &acks {
+    for (id, _) in &rig.provider.events {
         match status(rig, id) {
             Some(Status::Completed) => figures.completed += 1,
             Some(Status::Dead) => figures.dead += 1,
@@ -586,6 +649,9 @@ fn play_all(seeds: std::ops::Range<u64>) -> Figures {
         total.crashes += f.crashes;
         total.clock_steps += f.clock_steps;
         total.store_faults += f.store_faults;
+        total.queue_faults += f.queue_faults;
+        total.never_sent += f.never_sent;
+        total.reconciled += f.reconciled;
         total.effects += f.effects;
         total.repeats += f.repeats;
         total.completed += f.completed;

@@ -301,6 +301,22 @@ pub struct HttpsKeys {
     connect_to: HashMap<String, SocketAddr>,
 }
 
+/// Why a PEM file of roots could not be read.
+#[derive(Debug)]
+pub enum RootsFileError {
+    Read(std::io::Error),
+    NotPem(rustls_pki_types::pem::Error),
+}
+
+/// The certificates of a PEM file of roots an operator trusts beside the web's: `INBOX_TRUST_ROOTS` for the
+/// providers' key hosts, `store.ca_file` for PostgreSQL. Each caller names its setting in its own error.
+pub fn read_roots(path: &std::path::Path) -> Result<Vec<CertificateDer<'static>>, RootsFileError> {
+    let pem = std::fs::read(path).map_err(RootsFileError::Read)?;
+    CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(RootsFileError::NotPem)
+}
+
 impl HttpsKeys {
     /// From the environment: `INBOX_TRUST_ROOTS` (a PEM file of roots trusted beside Mozilla's) and
     /// `INBOX_CONNECT_TO` (`host=ip:port,...`). Both are for private deployments and tests; unset, the adapter
@@ -308,16 +324,12 @@ impl HttpsKeys {
     pub fn from_env() -> Result<Self, KeyFetchError> {
         let extra = match std::env::var_os("INBOX_TRUST_ROOTS") {
             None => Vec::new(),
-            Some(path) => {
-                let pem = std::fs::read(&path).map_err(|e| {
-                    KeyFetchError::Unavailable(format!("INBOX_TRUST_ROOTS {}: {e}", path.to_string_lossy()))
-                })?;
-                CertificateDer::pem_slice_iter(&pem)
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(|e| {
-                        KeyFetchError::Unavailable(format!("INBOX_TRUST_ROOTS: not PEM certificates: {e}"))
-                    })?
-            }
+            Some(path) => read_roots(std::path::Path::new(&path)).map_err(|e| {
+                KeyFetchError::Unavailable(match e {
+                    RootsFileError::Read(e) => format!("INBOX_TRUST_ROOTS {}: {e}", path.to_string_lossy()),
+                    RootsFileError::NotPem(e) => format!("INBOX_TRUST_ROOTS: not PEM certificates: {e}"),
+                })
+            })?,
         };
         let mut connect_to = HashMap::new();
         if let Ok(spec) = std::env::var("INBOX_CONNECT_TO") {

@@ -16,6 +16,7 @@ use super::{connection, query, DB_NOW};
 use crate::model::EventKey;
 use crate::ports::{Settled, Settlement, StoreError};
 use crate::rules::Due;
+use crate::time::ms;
 
 /// Completions waiting for a statement at most: past it, a settle waits for room.
 const QUEUE: usize = 4096;
@@ -26,7 +27,7 @@ pub(super) struct Completion {
     pub key: EventKey,
     pub owner: String,
     pub now: Option<i64>,
-    pub retention_ms: i64,
+    pub retention: std::time::Duration,
     pub reply: oneshot::Sender<Result<Settled, StoreError>>,
 }
 
@@ -81,7 +82,7 @@ async fn all_at_once(
     let ids: Vec<&str> = batch.iter().map(|c| c.key.event_id.as_str()).collect();
     let owners: Vec<&str> = batch.iter().map(|c| c.owner.as_str()).collect();
     let at: Vec<Option<i64>> = batch.iter().map(|c| c.now).collect();
-    let retention: Vec<i64> = batch.iter().map(|c| c.retention_ms).collect();
+    let retention: Vec<i64> = batch.iter().map(|c| ms(c.retention)).collect();
     let rows = query(
         &client,
         &format!(
@@ -106,7 +107,7 @@ async fn all_at_once(
 async fn one(pool: &Pool, c: &Completion, due: &Due) -> Result<Settled, StoreError> {
     let client = connection(pool).await?;
     let settlement = Settlement::Completed {
-        retention: std::time::Duration::from_millis(u64::try_from(c.retention_ms).unwrap_or(0)),
+        retention: c.retention,
     };
     settle(&client, &c.key, &c.owner, &settlement, c.now, due).await
 }

@@ -138,7 +138,7 @@ impl Ledger for PostgresStore {
                 key: key.clone(),
                 owner: owner.to_owned(),
                 now: self.given_now(now),
-                retention_ms: ms(retention),
+                retention,
                 reply,
             };
             let gone = || StoreError::Unavailable("the completion batcher stopped".into());

@@ -7,11 +7,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::CertificateDer;
 use tokio_postgres::config::SslMode;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
+use crate::keys::{read_roots, RootsFileError};
 use crate::ports::StoreError;
 
 /// The connector `config` asks for: `None` without TLS.
@@ -28,10 +27,10 @@ pub(super) fn connector(
         let unreadable = |e: &dyn std::fmt::Display| {
             StoreError::Unavailable(format!("store.ca_file {}: {e}", path.display()))
         };
-        let pem = std::fs::read(path).map_err(|e| unreadable(&e))?;
-        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&pem)
-            .collect::<Result<_, _>>()
-            .map_err(|e| unreadable(&e))?;
+        let certs = read_roots(path).map_err(|e| match e {
+            RootsFileError::Read(e) => unreadable(&e),
+            RootsFileError::NotPem(e) => unreadable(&e),
+        })?;
         if certs.is_empty() {
             return Err(unreadable(&"holds no PEM certificate"));
         }

@@ -180,16 +180,14 @@ impl Ledger for Faulty {
     ) -> Result<Settled, StoreError> {
         self.before().await?;
         let completing = matches!(settlement, Settlement::Completed { .. });
-        // Who holds the lease as the settle lands (nothing runs between this read and the write: one thread, no
-        // await between them).
+        // Who holds the lease as the settle lands (nothing runs between this read and the write: one thread, and the
+        // reference store's calls never wait).
         let holder = self
             .inner
-            .state()
-            .applied
-            .events
-            .get(&(key.source.clone(), key.event_id.clone()))
-            .filter(|s| s.record.status == Status::Processing)
-            .and_then(|s| s.record.lease_owner.clone());
+            .peek(key, now)
+            .await?
+            .filter(|r| r.status == Status::Processing)
+            .and_then(|r| r.lease_owner);
         let done = self.inner.settle(key, owner, settlement, now).await;
         if matches!(done, Ok(Settled::Done)) && holder.as_deref() != Some(owner) {
             self.unleased.lock().unwrap().push(format!(

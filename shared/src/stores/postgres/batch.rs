@@ -1,15 +1,15 @@
-//! Group commit of creates: one task takes every create waiting (up to `batch_max`) into one transaction,
-//! [`IN_FLIGHT`] transactions at once at most, and the creates that arrive while they commit go in the next. The batch is
-//! written in a few statements whatever its size ([`bulk`]), in `(source, event_id)` order, so that two batches (of
-//! this instance or another) take their row locks in one order and do not deadlock. Should that fail, the batch is
-//! run again a job (one create, or a batched delivery's events) at a time, each under a savepoint of its own, so that
-//! a failing job takes no other down. Every caller is answered after `COMMIT` returned: a commit that failed or whose
-//! outcome is unknown answers every job of the batch with an error (503), never a create.
-
-use std::sync::Arc;
+//! Group commit of creates: one task takes every create waiting (up to `batch_max`) into one transaction, and the
+//! creates that arrive while it commits go in the next. One transaction in flight: on the 2-core host of
+//! BENCHMARKS.md four in flight accepted fewer events a second than one (3,145/s against 3,858/s), the cores, not
+//! the commits, being what they wait for there. The batch is written in a few statements whatever its size
+//! ([`bulk`]), in `(source, event_id)` order, so that two batches (of this instance or another) take their row locks
+//! in one order and do not deadlock. Should that fail, the batch is run again a job (one create, or a batched
+//! delivery's events) at a time, each under a savepoint of its own, so that a failing job takes no other down. Every
+//! caller is answered after `COMMIT` returned: a commit that failed or whose outcome is unknown answers every job of
+//! the batch with an error (503), never a create.
 
 use deadpool_postgres::{GenericClient, Pool};
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::sync::{mpsc, oneshot};
 
 use super::bulk::{self, Item};
 use super::rows::Prepared;
@@ -21,11 +21,6 @@ use crate::rules::Due;
 
 /// Creates waiting for a transaction at most: past it, a create answers busy (503 with `Retry-After`) at once.
 const QUEUE: usize = 4096;
-/// Transactions of creates in flight at once; while they commit, the next batch gathers. Each is in key order, so
-/// two of them (of this instance or another) lock their rows in one order. One: on the 2-core host of
-/// BENCHMARKS.md four in flight accepted fewer events a second than one (3,145/s against 3,858/s, one instance,
-/// `bench --only=postgres`), the cores, not the commits, being what they wait for there.
-const IN_FLIGHT: usize = 1;
 
 /// What a job is answered: each create's outcome and, where it claimed, the claimed record; or the error.
 pub(super) type Answer = Result<Vec<Outcome>, StoreError>;
@@ -49,25 +44,15 @@ pub(super) fn start(pool: Pool, batch_max: usize, due: Due) -> mpsc::Sender<Job>
 }
 
 async fn run(pool: Pool, mut rx: mpsc::Receiver<Job>, batch_max: usize, due: Due) {
-    // A permit per transaction in flight, taken before the jobs: while every one is out, the creates that arrive
-    // wait in the channel and go together into the next.
-    let in_flight = Arc::new(Semaphore::new(IN_FLIGHT));
-    loop {
-        let Ok(permit) = in_flight.clone().acquire_owned().await else {
-            return;
-        };
-        let mut batch = Vec::new();
-        if rx.recv_many(&mut batch, batch_max).await == 0 {
-            return;
+    // One transaction at a time: the creates that arrive while it commits wait in the channel and go together into
+    // the next.
+    let mut jobs = Vec::new();
+    while rx.recv_many(&mut jobs, batch_max).await > 0 {
+        let batch = std::mem::take(&mut jobs);
+        let (answers, replies) = commit(&pool, batch, &due).await;
+        for (answer, reply) in answers.into_iter().zip(replies) {
+            let _ = reply.send(answer);
         }
-        let pool = pool.clone();
-        tokio::spawn(async move {
-            let (answers, replies) = commit(&pool, batch, &due).await;
-            for (answer, reply) in answers.into_iter().zip(replies) {
-                let _ = reply.send(answer);
-            }
-            drop(permit);
-        });
     }
 }
 

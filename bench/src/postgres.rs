@@ -384,7 +384,7 @@ async fn claim_latency(pg: &Postgres, rows: &mut Vec<Row>) -> Result<()> {
     let (mut due, mut claims) = (vec![], vec![]);
     for _ in 0..200 {
         let t = std::time::Instant::now();
-        let found = store.due(i64::MAX, 100).await?;
+        let found = store.due(Duration::MAX, None, 100).await?;
         due.push(t.elapsed().as_secs_f64() * 1e3);
         if found.len() != 100 {
             bail!("the sweeper read {} due events, not 100", found.len());

@@ -41,10 +41,21 @@ pub trait Runner: Send + Sync + 'static {
     fn run(&self, reserved: Reserved, event: Event);
 }
 
-/// The lease a new event's create takes for the workers: its owner and its length.
+/// The lease a new event's create takes for the workers: its owner and its length, and when it was reserved. The
+/// store starts the lease no sooner than its create is sent, which is after this moment: what is left of it is the
+/// lease less the time since, whatever the commit took (measured on this process's monotonic clock, which runs at
+/// the rate of the store's).
 pub struct Reserved {
     pub owner: String,
     pub lease: Duration,
+    pub at: tokio::time::Instant,
+}
+
+impl Reserved {
+    /// What is left of the lease now, at the least.
+    pub fn left(&self) -> Duration {
+        self.lease.saturating_sub(self.at.elapsed())
+    }
 }
 
 /// What became of one verified event.
@@ -59,6 +70,7 @@ pub enum Taken {
 }
 
 /// Everything the intake needs, built once at a runtime's start.
+#[derive(Clone)]
 pub struct Intake {
     pub ledger: Arc<dyn Ledger>,
     pub queue: Arc<dyn Queue>,

@@ -20,6 +20,7 @@ pub mod contract;
 pub mod delivery_health;
 #[doc(hidden)]
 pub mod failpoint;
+pub mod fence;
 pub mod handlers;
 pub mod intake;
 pub mod keys;

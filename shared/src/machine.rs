@@ -11,6 +11,7 @@ use tokio::sync::{mpsc, Semaphore};
 
 use crate::clock::{Random, World};
 use crate::config::RetryPolicy;
+use crate::fence::Fence;
 use crate::handlers::HandlerError;
 use crate::metrics::Metrics;
 use crate::model::{Event, EventKey, Record, Status};
@@ -22,6 +23,8 @@ use crate::time::{ms, rfc3339};
 
 /// Time kept back from a lease so that the settle lands before the lease ends.
 pub const LEASE_MARGIN: Duration = Duration::from_secs(2);
+/// How long one sweep sends at most: a pass is bounded in time, whatever the backlog.
+pub const SWEEP_PASS: Duration = Duration::from_secs(10);
 
 /// Tells an operator about a dead event. Called once per event that dies (again after a crash between the death
 /// and the notice: at least once).
@@ -62,6 +65,10 @@ pub enum Outcome {
     NotDue(Duration),
     /// Nothing to run (done, owned by another worker, missing) or the lease was lost: drop the message.
     Dropped(Dropped),
+    /// This owner's fence is up (its heartbeat could not be renewed): nothing was claimed, or the handler was
+    /// cancelled and its lease given back once the store answered again. Deliver the message again once the fence
+    /// is down.
+    Fenced,
 }
 
 /// Why a message is dropped without running anything.
@@ -112,6 +119,9 @@ pub struct Machine {
     retention: Duration,
     /// This worker's name in lease owners (`embedded:{pid}`, a Lambda's request id…).
     owner: String,
+    /// Whether this owner may claim and run now ([`crate::fence`]): never raised unless the runtime keeps a
+    /// heartbeat.
+    fence: Fence,
 }
 
 /// How a failed alarm is tried again: its own backoff, so a dead notify URL neither spins nor starves the rest.
@@ -174,7 +184,19 @@ impl Machine {
             background: None,
             retention,
             owner: owner.into(),
+            fence: Fence::never(),
         }
+    }
+
+    /// Obeys `fence`: while it is up, claims nothing and cancels the handlers running when it went up.
+    pub fn with_fence(mut self, fence: Fence) -> Self {
+        self.fence = fence;
+        self
+    }
+
+    /// The fence this machine obeys.
+    pub fn fence(&self) -> &Fence {
+        &self.fence
     }
 
     /// Decides on `world`'s clock and randomness. Set before [`Machine::with_background_alarms`], whose task takes
@@ -245,6 +267,10 @@ impl Machine {
                 return Ok(Outcome::Dropped(Dropped::NoHandler));
             }
         }
+        // A fenced owner takes no lease: another instance may be about to judge it gone.
+        if self.fence.is_raised() {
+            return Ok(Outcome::Fenced);
+        }
         let token = self.lease_owner();
         let event = match self.ledger.claim(key, &token, lease, None).await? {
             Claim::Claimed(event) => *event,
@@ -307,7 +333,18 @@ impl Machine {
 
         let run_for = source.handler_timeout.min(lease.saturating_sub(LEASE_MARGIN));
         let started = tokio::time::Instant::now();
-        let result = match tokio::time::timeout(run_for, handler.handle(&event)).await {
+        // The fence cancels the handler where it stands (a request in flight is dropped mid-way: the destination may
+        // have acted on it, and the next attempt repeats it, as after a crash; handlers are idempotent on the id).
+        let run = tokio::select! {
+            biased;
+            () = self.fence.raised() => None,
+            r = tokio::time::timeout(run_for, handler.handle(&event)) => Some(r),
+        };
+        let Some(run) = run else {
+            handler_done();
+            return Ok(self.fenced(&event, token).await);
+        };
+        let result = match run {
             // A handler's error text can be anything (a whole HTML page): bounded before it is logged or stored.
             Ok(r) => r.map_err(|e| match e {
                 HandlerError::Retryable(m) => HandlerError::Retryable(bounded_error(&m)),
@@ -376,6 +413,22 @@ impl Machine {
                 Ok(Outcome::Retry(delay))
             }
         }
+    }
+
+    /// A handler cancelled by the fence: its lease is given back once the fence is down (the store answers this
+    /// owner again), unless another instance ended it meanwhile; the attempt counts, as a crash's does.
+    async fn fenced(&self, event: &Record, token: &str) -> Outcome {
+        tracing::warn!(
+            source = %event.source, event_id = %event.event_id, attempt = event.attempts,
+            "this instance could not renew its heartbeat: the handler was cancelled, to run again"
+        );
+        self.fence.lowered().await;
+        match self.ledger.release(&event.key(), token, None).await {
+            Ok(_) => {}
+            Err(e) => tracing::warn!(source = %event.source, event_id = %event.event_id, error = %e,
+                "the lease of a cancelled handler was not given back; it ends on its own"),
+        }
+        Outcome::Fenced
     }
 
     fn lease_lost(&self, event: &Record) -> Outcome {
@@ -475,20 +528,25 @@ impl Machine {
     /// The restart scan: re-sends what lost its message (RECEIVED or FAILED past the grace, PROCESSING with an
     /// expired lease) and the alarms that did not go out. Budgets are enforced by the claim that follows.
     pub async fn sweep(&self, queue: &dyn Queue, limit: usize) -> Result<SweepReport, StoreError> {
-        self.sweep_due_before(queue, self.world.now_ms(), limit).await
+        self.sweep_ahead(queue, Duration::ZERO, limit).await
     }
 
-    /// The sweep, for everything due before `due_before`: at start-up, when the process that held the in-memory
-    /// queue is known dead, everything open is handed out at once (a FAILED event that is not due yet comes back
-    /// `NotDue` and waits for its time).
-    pub async fn sweep_due_before(
+    /// The sweep, for everything due by `ahead` past the store's now (its clock set the due times): at start-up,
+    /// when the process that held the in-memory queue is known dead, everything open is handed out at once (a
+    /// FAILED event that is not due yet comes back `NotDue` and waits for its time). A pass sends for at most
+    /// [`SWEEP_PASS`]; what it did not reach is still due at the next.
+    pub async fn sweep_ahead(
         &self,
         queue: &dyn Queue,
-        due_before: i64,
+        ahead: Duration,
         limit: usize,
     ) -> Result<SweepReport, StoreError> {
         let mut report = SweepReport::default();
-        for event in self.index.due(due_before, limit).await? {
+        let until = tokio::time::Instant::now() + SWEEP_PASS;
+        for event in self.index.due(ahead, None, limit).await? {
+            if tokio::time::Instant::now() >= until {
+                break;
+            }
             let found = match event.status {
                 Status::Received => &mut report.received,
                 Status::Processing => &mut report.expired_leases,

@@ -20,6 +20,7 @@ mod hostile;
 mod keys;
 mod lossy;
 mod memory;
+mod owners;
 mod postgres;
 mod processing;
 mod providers;

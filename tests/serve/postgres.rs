@@ -16,13 +16,13 @@ const SOURCE: &str = "shared";
 const INSTANCES: usize = 3;
 
 /// A schema of the test's own on the test server, dropped when the test passes.
-struct Database {
+pub(crate) struct Database {
     base: String,
     schema: String,
 }
 
 impl Database {
-    async fn fresh() -> Option<Self> {
+    pub(crate) async fn fresh() -> Option<Self> {
         let Ok(base) = std::env::var("INBOX_TEST_POSTGRES_URL") else {
             assert_ne!(
                 std::env::var("INBOX_REQUIRE_POSTGRES").as_deref(),
@@ -44,7 +44,7 @@ impl Database {
     }
 
     /// The URL the servers get (as a secret, by reference): every session in the test's schema, and named after it.
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         let sep = if self.base.contains('?') { '&' } else { '?' };
         format!(
             "{}{sep}options=-c%20search_path%3D{}&application_name={}",
@@ -53,7 +53,7 @@ impl Database {
     }
 
     /// Runs `sql` in the test's schema on a connection of its own; the first column of each row, as text.
-    async fn sql(&self, sql: &str) -> Vec<String> {
+    pub(crate) async fn sql(&self, sql: &str) -> Vec<String> {
         let (client, connection) = tokio_postgres::connect(&self.base, tokio_postgres::NoTls)
             .await
             .expect("connect to the test PostgreSQL");
@@ -86,7 +86,7 @@ impl Database {
         .len()
     }
 
-    async fn drop(self) {
+    pub(crate) async fn drop(self) {
         self.sql(&format!("DROP SCHEMA {} CASCADE", self.schema)).await;
     }
 }
@@ -340,7 +340,7 @@ async fn a_paused_instances_late_settle_changes_nothing() {
 
 /// A PostgreSQL cluster of the test's own (initdb in a temporary directory, a free loopback port; as the
 /// unprivileged `postgres` user when the test runs as root), so that stopping it stops no other test's database.
-struct Cluster {
+pub(crate) struct Cluster {
     bin: std::path::PathBuf,
     dir: tempfile::TempDir,
     as_user: Vec<&'static str>,
@@ -348,7 +348,7 @@ struct Cluster {
 }
 
 impl Cluster {
-    fn start() -> Option<Self> {
+    pub(crate) fn start() -> Option<Self> {
         let Ok(bin) = std::env::var("INBOX_TEST_POSTGRES_BIN") else {
             assert_ne!(
                 std::env::var("INBOX_REQUIRE_POSTGRES").as_deref(),
@@ -407,7 +407,7 @@ impl Cluster {
         Some(cluster)
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!(
             "postgres://inbox@127.0.0.1:{}/postgres?application_name=restart-test",
             self.port
@@ -434,7 +434,7 @@ impl Cluster {
     }
 
     /// `pg_ctl ACTION`, on the cluster's directory, port and log.
-    fn pg_ctl(&self, action: &[&str]) {
+    pub(crate) fn pg_ctl(&self, action: &[&str]) {
         let data = self.dir.path().join("data").display().to_string();
         let log = self.dir.path().join("server.log").display().to_string();
         let options = format!(

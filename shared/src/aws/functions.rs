@@ -130,6 +130,9 @@ async fn process_record(rt: &Runtime, record: &SqsMessage, lease: Duration) -> b
                 },
                 Ok(Outcome::Completed | Outcome::Dead | Outcome::Dropped(_)) => return Then::Delete,
                 Ok(Outcome::Retry(delay) | Outcome::NotDue(delay)) => return Then::HideFor(delay),
+                // A Lambda keeps no heartbeat (SQS's visibility vouches for its claim): never fenced; were it, the
+                // message would come back.
+                Ok(Outcome::Fenced) => return Then::Redeliver,
                 Err(e) => {
                     tracing::warn!(error = %e, "store error; the message comes back after its visibility timeout");
                     return Then::Redeliver;

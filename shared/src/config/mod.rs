@@ -75,6 +75,10 @@ pub enum StoreConfig {
         statement_timeout: Duration,
         /// A PEM file of roots to trust for the server's certificate, beside the web's (with `sslmode=require`).
         ca_file: Option<PathBuf>,
+        /// How long an instance's renewed heartbeat vouches for it (default 30 s, at least 2 s): past it, another
+        /// instance may end its leases. An instance that cannot renew its own for half of it stops running
+        /// handlers ([`crate::fence`]).
+        liveness: Duration,
     },
 }
 
@@ -288,6 +292,7 @@ struct RawStore {
     pool_size: Option<usize>,
     statement_timeout: Option<String>,
     ca_file: Option<PathBuf>,
+    liveness: Option<String>,
 }
 
 impl RawStore {
@@ -299,6 +304,7 @@ impl RawStore {
                     ("store.pool_size", self.pool_size.is_some()),
                     ("store.statement_timeout", self.statement_timeout.is_some()),
                     ("store.ca_file", self.ca_file.is_some()),
+                    ("store.liveness", self.liveness.is_some()),
                 ] {
                     if set {
                         return Err(ConfigError::new(field, "is for kind = \"postgres\" only"));
@@ -330,11 +336,19 @@ impl RawStore {
                         Duration::from_secs(10),
                     )?,
                 )?;
+                let liveness = duration("store.liveness", self.liveness.as_ref(), Duration::from_secs(30))?;
+                if liveness < Duration::from_secs(2) {
+                    return Err(ConfigError::new(
+                        "store.liveness",
+                        "must be at least 2s (a heartbeat goes out every tenth of it)",
+                    ));
+                }
                 Ok(StoreConfig::Postgres {
                     url,
                     pool_size,
                     statement_timeout,
                     ca_file: self.ca_file.clone(),
+                    liveness,
                 })
             }
             other => Err(ConfigError::new(

@@ -557,6 +557,7 @@ fn the_store_is_sqlite_unless_postgres_is_named_with_a_url_reference() {
             pool_size: 16,
             statement_timeout: Duration::from_secs(5),
             ca_file: None,
+            liveness: Duration::from_secs(30),
         }
     );
     for (store, field) in [
@@ -569,6 +570,11 @@ fn the_store_is_sqlite_unless_postgres_is_named_with_a_url_reference() {
         ("kind=\"postgres\"\nurl=\"env:D\"\npool_size=1", "store.pool_size"),
         ("url=\"env:D\"", "store.url"),
         ("ca_file=\"/etc/ssl/db.pem\"", "store.ca_file"),
+        ("liveness=\"10s\"", "store.liveness"),
+        (
+            "kind=\"postgres\"\nurl=\"env:D\"\nliveness=\"1s\"",
+            "store.liveness",
+        ),
         ("kind=\"mysql\"", "store.kind"),
     ] {
         let e = err(&format!("[store]\n{store}\n{source}"));

@@ -209,7 +209,7 @@ pub async fn listings_and_indexes_hold_only_events(h: &dyn Harness) {
     assert_eq!(l.list(&by_source, None).await.unwrap().len(), 2);
     let due = eventually(
         &*l,
-        || async { l.due(h.now() + 60_000, 100).await.unwrap() },
+        || async { l.due(Duration::ZERO, Some(h.now() + 60_000), 100).await.unwrap() },
         |d| d.len() >= 2,
     )
     .await;

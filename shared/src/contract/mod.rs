@@ -163,6 +163,7 @@ macro_rules! contract_tests {
             a_checkpoint_saved_before_failed_events_were_kept_reads_with_none,
             // upkeep
             only_the_leases_of_owners_the_store_proves_gone_end_at_once,
+            an_owner_is_gone_only_while_its_heartbeat_is_out,
             an_owner_gives_back_every_lease_it_holds,
             a_purge_deletes_only_completed_events_past_retention,
             a_role_has_one_holder_at_a_time_where_many_share_the_store,

@@ -32,18 +32,25 @@ pub async fn the_sparse_index_holds_only_what_the_sweeper_must_see(h: &dyn Harne
     // Within the grace nothing is due but the lease that ends first. (A PROCESSING event is the sweeper's only
     // where the ledger is its own queue: where the queue vouches for it, its message brings it back.)
     let vouched = l.capabilities().trusts_announcements;
-    assert!(l.due(at + lease - 1, 100).await.unwrap().is_empty());
+    assert!(l
+        .due(Duration::ZERO, Some(at + lease - 1), 100)
+        .await
+        .unwrap()
+        .is_empty());
     if !vouched {
         let due = eventually(
             &*l,
-            || l.due(at + lease, 100),
+            || l.due(Duration::ZERO, Some(at + lease), 100),
             |d| d.as_ref().is_ok_and(|d| !d.is_empty()),
         )
         .await;
         assert_eq!(ids(&due.unwrap()), ["processing"]);
     }
     assert_eq!(
-        l.due(at + grace - 1, 100).await.unwrap().len(),
+        l.due(Duration::ZERO, Some(at + grace - 1), 100)
+            .await
+            .unwrap()
+            .len(),
         usize::from(!vouched),
         "nothing else is due before the grace ends"
     );
@@ -54,7 +61,7 @@ pub async fn the_sparse_index_holds_only_what_the_sweeper_must_see(h: &dyn Harne
     };
     let due = eventually(
         &*l,
-        || l.due(at + grace, 100),
+        || l.due(Duration::ZERO, Some(at + grace), 100),
         |d| d.as_ref().is_ok_and(|d| d.len() >= expected.len()),
     )
     .await;
@@ -64,11 +71,15 @@ pub async fn the_sparse_index_holds_only_what_the_sweeper_must_see(h: &dyn Harne
     }
     due.sort();
     assert_eq!(due, expected, "completed events are never in the index");
-    assert_eq!(l.due(at + grace, 1).await.unwrap().len(), 1, "at most the limit");
+    assert_eq!(
+        l.due(Duration::ZERO, Some(at + grace), 1).await.unwrap().len(),
+        1,
+        "at most the limit"
+    );
     l.mark_notified(&key("dead"), None).await.unwrap();
     let due = eventually(
         &*l,
-        || l.due(i64::MAX, 100),
+        || l.due(Duration::MAX, None, 100),
         |d| d.as_ref().is_ok_and(|d| d.len() == expected.len() - 1),
     )
     .await;
@@ -90,7 +101,7 @@ pub async fn a_resent_event_is_due_again_later_unless_it_moved(h: &dyn Harness) 
     h.advance(Duration::from_millis(300));
     let seen = eventually(
         &*l,
-        || l.due(h.now(), 100),
+        || l.due(Duration::ZERO, Some(h.now()), 100),
         |d| d.as_ref().is_ok_and(|d| d.len() == 2),
     )
     .await
@@ -110,7 +121,7 @@ pub async fn a_resent_event_is_due_again_later_unless_it_moved(h: &dyn Harness) 
     // THEN "waiting" (300 ms old) is not due at the next sweep, but 300 ms later
     let next = eventually(
         &*l,
-        || l.due(resent_at + 299, 100),
+        || l.due(Duration::ZERO, Some(resent_at + 299), 100),
         |d| d.as_ref().is_ok_and(Vec::is_empty),
     )
     .await;
@@ -118,12 +129,15 @@ pub async fn a_resent_event_is_due_again_later_unless_it_moved(h: &dyn Harness) 
     // AND "moved" keeps the due time of its lease (30 s away): the re-send found it changed
     let later = eventually(
         &*l,
-        || l.due(resent_at + 5_000, 100),
+        || l.due(Duration::ZERO, Some(resent_at + 5_000), 100),
         |d| d.as_ref().is_ok_and(|d| d.len() == 1),
     )
     .await;
     assert_eq!(ids(&later.unwrap()), ["waiting"]);
-    assert_eq!(ids(&l.due(resent_at + 300, 100).await.unwrap()), ["waiting"]);
+    assert_eq!(
+        ids(&l.due(Duration::ZERO, Some(resent_at + 300), 100).await.unwrap()),
+        ["waiting"]
+    );
 }
 
 /// A dead event whose alarm did not go out comes due at the time the alarm's backoff names, not before; once its
@@ -134,7 +148,7 @@ pub async fn a_deferred_alarm_comes_due_again_at_its_time(h: &dyn Harness) {
     l.mark_dead(&key("dead"), "gone", None).await.unwrap();
     let due = eventually(
         &*l,
-        || l.due(h.now(), 100),
+        || l.due(Duration::ZERO, Some(h.now()), 100),
         |d| d.as_ref().is_ok_and(|d| d.len() == 1),
     )
     .await;
@@ -143,19 +157,19 @@ pub async fn a_deferred_alarm_comes_due_again_at_its_time(h: &dyn Harness) {
     l.defer_alarm(&key("dead"), until).await.unwrap();
     let due = eventually(
         &*l,
-        || l.due(until - 1, 100),
+        || l.due(Duration::ZERO, Some(until - 1), 100),
         |d| d.as_ref().is_ok_and(Vec::is_empty),
     )
     .await;
     assert!(due.unwrap().is_empty(), "due before its alarm's backoff ended");
-    let due = l.due(until, 100).await.unwrap();
+    let due = l.due(Duration::ZERO, Some(until), 100).await.unwrap();
     assert_eq!(ids(&due), ["dead"]);
     assert_eq!(due[0].status, Status::Dead);
     l.mark_notified(&key("dead"), None).await.unwrap();
     l.defer_alarm(&key("dead"), until).await.unwrap();
     let due = eventually(
         &*l,
-        || l.due(i64::MAX, 100),
+        || l.due(Duration::MAX, None, 100),
         |d| d.as_ref().is_ok_and(Vec::is_empty),
     )
     .await;

@@ -46,6 +46,64 @@ pub async fn only_the_leases_of_owners_the_store_proves_gone_end_at_once(h: &dyn
     );
 }
 
+/// Where owners keep heartbeats ([`Upkeep::liveness`](crate::ports::Upkeep::liveness)), an owner is gone only once
+/// its heartbeat ran out on the store's clock, and its leases end only while it still has: a list of gone owners
+/// read a moment ago ends nothing an owner that beat since holds, an owner that never kept a heartbeat is not proven
+/// gone, and an owner whose leases ended is forgotten. A store that proves gone owners otherwise has nothing here.
+pub async fn an_owner_is_gone_only_while_its_heartbeat_is_out(h: &dyn Harness) {
+    let l = h.open(LONG).await;
+    let Some(liveness) = l.liveness() else {
+        return;
+    };
+    for id in ["a", "b", "c"] {
+        l.create(new_event(id, id), None).await.unwrap();
+    }
+    l.heartbeat("a:1").await.unwrap();
+    l.heartbeat("b:1").await.unwrap();
+    for (id, owner) in [("a", "a:1:aa"), ("b", "b:1:bb"), ("c", "c:1:cc")] {
+        assert!(matches!(
+            l.claim(&key(id), owner, LONG * 10, None).await.unwrap(),
+            Claim::Claimed(_)
+        ));
+    }
+    assert_eq!(
+        l.gone_owners("me:1").await.unwrap(),
+        GoneOwners::These(vec![]),
+        "owners whose heartbeat is live are gone"
+    );
+    h.advance(liveness + Duration::from_millis(1));
+    let GoneOwners::These(mut gone) = l.gone_owners("me:1").await.unwrap() else {
+        panic!("a store that keeps heartbeats names its gone owners");
+    };
+    gone.sort();
+    assert_eq!(
+        gone,
+        ["a:1", "b:1"],
+        "only owners with a heartbeat that ran out are gone"
+    );
+    // a:1 beats again after the list was read; c:1 never kept a heartbeat.
+    l.heartbeat("a:1").await.unwrap();
+    let stale = GoneOwners::These(vec!["a:1".into(), "b:1".into(), "c:1".into()]);
+    assert_eq!(
+        l.end_leases(&stale, None).await.unwrap(),
+        1,
+        "only b:1's lease ends"
+    );
+    for (id, held) in [("a", true), ("b", false), ("c", true)] {
+        let claim = l.claim(&key(id), "me:1:dd", LONG, None).await.unwrap();
+        if held {
+            assert_eq!(claim, Claim::OwnedElsewhere, "{id}'s lease ended");
+        } else {
+            assert!(matches!(claim, Claim::Claimed(_)), "{id}: {claim:?}");
+        }
+    }
+    assert_eq!(
+        l.gone_owners("me:1").await.unwrap(),
+        GoneOwners::These(vec![]),
+        "an owner whose leases ended is forgotten, and one that beat again is alive"
+    );
+}
+
 /// A runtime shutting down with handlers still running gives back every lease it holds, and no other's: each of
 /// its events can be claimed at once.
 pub async fn an_owner_gives_back_every_lease_it_holds(h: &dyn Harness) {

@@ -108,7 +108,10 @@ pub trait Ledger: Send + Sync + 'static {
 /// The sweeper's sparse index: the events that lost their message or their alarm, and their due times.
 #[async_trait]
 pub trait SweepIndex: Send + Sync + 'static {
-    async fn due(&self, due_before: i64, limit: usize) -> Result<Vec<Record>, StoreError>;
+    /// The events due by `ahead` past the time of the call (`now`, or the store's own clock: the one their due
+    /// times were set on, so that an instance whose clock runs ahead of the database's sends nothing early), oldest
+    /// due first, at most `limit`. `Duration::MAX` reads everything that will ever be due.
+    async fn due(&self, ahead: Duration, now: Option<i64>, limit: usize) -> Result<Vec<Record>, StoreError>;
 
     /// The sweeper sent an open event's message again: it is not due again for a while, unless it moved (its
     /// status and `updated_at` still what the sweeper read).
@@ -148,6 +151,11 @@ pub trait Upkeep: Send + Sync + 'static {
     /// `me`'s, which a runtime does well within the store's liveness period; a store that proves them otherwise (a
     /// lock, a queue's visibility) has nothing to record.
     async fn heartbeat(&self, me: &str) -> Result<(), StoreError>;
+
+    /// How long a renewed heartbeat vouches for its owner, where the store judges owners gone by their heartbeats;
+    /// `None` where it proves them otherwise. A runtime over such a store beats on a task of its own and fences
+    /// itself when it cannot ([`crate::fence`]).
+    fn liveness(&self) -> Option<Duration>;
 
     /// Whether `me` leads `role` (a pass one runtime at a time runs: the sweep, retention, a source's
     /// reconciliation) for the next `hold`, taking or renewing it: the role's term while `me` holds it, `None` while

@@ -1,9 +1,12 @@
 //! `inbox serve`: the receiver, the state machine's workers, the sweeper, the reconcilers and the alarm in one
 //! process, over any store (the configuration picks it: [`crate::stores::open`]) and an in-process queue. The
-//! workers are in [`workers`], the loops beside them (sweeper, retention, reconciliation) in [`upkeep`], the
-//! queue in [`queue`], the notify-URL alarm in [`alarm`].
+//! instance without its HTTP edge is in [`instance`]; its workers in [`workers`], its heartbeat and fence in
+//! [`liveness`], the loops beside them (sweeper, retention, reconciliation) in [`upkeep`], the queue in [`queue`],
+//! the notify-URL alarm in [`alarm`].
 
 mod alarm;
+mod instance;
+mod liveness;
 mod queue;
 mod upkeep;
 mod workers;
@@ -13,26 +16,22 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio::sync::watch;
-use tokio::task::JoinSet;
 
 pub use alarm::NotifyUrl;
+pub use instance::{Instance, Parts, QueueLayer, Settings};
+pub use liveness::Pace;
 pub use queue::{Deliveries, InProcessQueue};
 
 use crate::clock::World;
 use crate::config::{Config, ConfigError};
 use crate::delivery_health::{DeliveryHealth, Thresholds};
 use crate::handlers::{http_client, Registry};
-use crate::intake::{Intake, Order};
-use crate::machine::Machine;
 use crate::metrics::Metrics;
 use crate::ports::{Store, StoreError};
 use crate::receiver::{router, InflightBytes, Receiver};
 use crate::reconcile::reconcilers;
 use crate::secrets::LocalSecrets;
 use crate::source::Sources;
-use upkeep::{run_reconciler, run_sweeper};
-use workers::{refill, run_workers, Pool};
 
 /// Pointers waiting in memory; past it the backlog waits in the ledger and the workers refill from there.
 const QUEUE_CAPACITY: usize = 20_000;
@@ -84,93 +83,28 @@ pub async fn run(
         alarm.clone(),
         world.clone(),
     ));
-    // This process's name in its leases: unique to it, so that its leases can be told from every other's (on a
-    // shared store, every other machine's too).
-    let owner = format!(
-        "serve:{}:{}:{:08x}",
-        std::process::id(),
-        world.now_ms(),
-        world.random.up_to(u64::from(u32::MAX))
-    );
-    // Alarms go out on a task of their own: a slow notify URL holds up neither start-up nor the workers.
-    let machine = Arc::new(
-        Machine::new(
-            store.clone(),
-            store.clone(),
-            sources.clone(),
-            metrics.clone(),
-            alarm,
-            config.retention,
-            owner.clone(),
-        )
-        .with_world(world.clone())
-        .with_background_alarms(),
-    );
-    let (queue, deliveries) = InProcessQueue::new(QUEUE_CAPACITY);
-
-    // The restart scan: the leases of owners the store can prove gone end now, and whatever is open is handed
-    // out again (an earlier process's in-memory queue died with it).
-    store.heartbeat(&owner).await?;
-    let gone = store.gone_owners(&owner).await?;
-    let expired = store.end_leases(&gone, None).await?;
-    let found = refill(&machine, &queue, config.sweeper.grace).await?;
-    tracing::info!(
-        expired_leases = expired,
-        requeued = found.enqueued(),
-        "start-up sweep done"
-    );
-
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let (pool, claimed) = Pool::new(machine.clone(), config.server.workers);
-    let workers = tokio::spawn(run_workers(
-        machine.clone(),
-        queue.clone(),
-        deliveries,
-        pool.clone(),
-        claimed,
-        config.sweeper.grace,
-        stop_rx.clone(),
-    ));
-    let sweeper = tokio::spawn(run_sweeper(
-        machine.clone(),
-        store.clone(),
-        queue.clone(),
-        owner.clone(),
-        config.sweeper.interval,
-        stop_rx.clone(),
-    ));
-    // Reconciliation: a task per source with a `reconcile` block, on its interval, beside receiving.
-    let mut reconciling = JoinSet::new();
-    for reconciler in reconcilers {
-        let slot = sources
-            .get(reconciler.source().as_str())
-            .map_or(Metrics::UNKNOWN, |s| s.index);
-        reconciling.spawn(run_reconciler(
-            reconciler,
-            store.clone(),
-            queue.clone(),
-            metrics.clone(),
-            slot,
-            world.clone(),
-            owner.clone(),
-            stop_rx.clone(),
-        ));
-    }
+    let instance = Instance::start(Parts {
+        sources: sources.clone(),
+        store: store.clone(),
+        world: world.clone(),
+        metrics: metrics.clone(),
+        alarm,
+        health: health.clone(),
+        reconcilers,
+        settings: Settings {
+            workers: config.server.workers,
+            grace: config.sweeper.grace,
+            sweep_every: config.sweeper.interval,
+            retention: config.retention,
+            queue_capacity: QUEUE_CAPACITY,
+        },
+        queue_layer: None,
+    })
+    .await?;
 
     let receiver = Arc::new(Receiver {
         sources,
-        intake: Intake {
-            ledger: store.clone(),
-            queue: queue.clone(),
-            metrics: metrics.clone(),
-            health: health.clone(),
-            resend_grace: config.sweeper.grace,
-            // The ledger is its own queue: nothing is sent ahead of a create.
-            order: Order::WriteThenEnqueue,
-            // A new event runs at once in a free worker, claimed in its create's own write.
-            runner: Some(pool),
-            world: world.clone(),
-        },
+        intake: instance.intake(),
         metrics,
         read_timeout: config.server.read_timeout,
         inflight: InflightBytes::new(config.server.max_inflight_bytes),
@@ -213,20 +147,14 @@ pub async fn run(
         cause = failing => { let _ = failed.set(cause); }
     }
     if let Some(cause) = failed.get() {
-        let _ = stop_tx.send(true);
-        reconciling.abort_all();
+        instance.halt();
         return Err(ServeError::Store(StoreError::Unavailable(format!(
             "stopped: {cause}; restart to recover from what the disk holds"
         ))));
     }
 
     tracing::info!("shutting down: no new requests; finishing in-flight handlers");
-    let _ = stop_tx.send(true);
-    let _ = sweeper.await;
-    // A run cut short leaves its checkpoint where it was: the next one lists that window again.
-    reconciling.abort_all();
-    let _ = workers.await;
-    let released = store.give_back(&owner, None).await?;
+    let released = instance.stop().await?;
     if released > 0 {
         tracing::warn!(
             released,

@@ -1,16 +1,18 @@
 //! The loops beside the work in `inbox serve`: the sweeper on its interval (with retention and the bodies' upkeep),
-//! a quick sweep whenever another process changed the store, and each source's reconciliation on its interval.
+//! a quick sweep whenever another process changed the store, the end of the leases of owners whose heartbeat ran
+//! out (where this instance may judge: [`super::liveness`]), and each source's reconciliation on its interval.
+//! Every pass is bounded in time; the heartbeat is not among them (it runs on a task of its own, never behind a pass).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::queue::InProcessQueue;
+use super::liveness::{judge, Judging, Pace};
 use crate::clock::World;
 use crate::machine::Machine;
 use crate::metrics::Metrics;
-use crate::ports::{GoneOwners, Queue, Store};
+use crate::ports::{Queue, Store};
 use crate::reconcile::{Reconciler, RunOptions};
 
 /// How soon after start the first reconciliation runs at the earliest: after the start-up sweep's work is handed
@@ -18,6 +20,8 @@ use crate::reconcile::{Reconciler, RunOptions};
 const FIRST_RECONCILE_AFTER: Duration = Duration::from_secs(2);
 /// Expired events (and whatever else a store keeps) one purge step deletes at most.
 const PURGE_BATCH: usize = 1_000;
+/// How long one purge pass goes on at most: what it leaves is deleted by the next.
+const PURGE_PASS: Duration = Duration::from_secs(5);
 /// Bodies one sweep finishes at most.
 const FINISH_BODIES: usize = 1_000;
 /// How often the server looks for changes made by another process (`inbox replay`, another instance), at most.
@@ -36,7 +40,7 @@ const SWEEP_HOLD: Duration = Duration::from_secs(10);
 pub(super) async fn run_reconciler(
     reconciler: Reconciler,
     ledger: Arc<dyn Store>,
-    queue: Arc<InProcessQueue>,
+    queue: Arc<dyn Queue>,
     metrics: Arc<Metrics>,
     slot: usize,
     world: World,
@@ -85,14 +89,15 @@ pub(super) async fn run_reconciler(
     }
 }
 
-/// The sweeper on its interval, plus a quick look whenever another process changed the ledger; this process's
-/// heartbeat, and the end of the leases of owners that stopped theirs (a shared store's).
+/// The sweeper on its interval, plus a quick look whenever another process changed the ledger; and, where the store
+/// judges owners by heartbeats (`judging`), the end of the leases of owners that stopped theirs.
 pub(super) async fn run_sweeper(
     machine: Arc<Machine>,
     store: Arc<dyn Store>,
-    queue: Arc<InProcessQueue>,
+    queue: Arc<dyn Queue>,
     owner: String,
     interval: Duration,
+    judging: Option<(Pace, Arc<Judging>)>,
     mut stop: watch::Receiver<bool>,
 ) {
     let mut full = tokio::time::interval(interval);
@@ -113,14 +118,16 @@ pub(super) async fn run_sweeper(
                 }
             }
             _ = tokio::time::sleep(look) => {
-                keep_alive(store.as_ref(), &owner).await;
+                if let Some((pace, judging)) = &judging {
+                    judge(store.as_ref(), &owner, pace, judging).await;
+                }
                 store.changed_elsewhere().await.unwrap_or(false)
                     && leads(store.as_ref(), "sweep", &owner, hold).await
             }
             _ = stop.changed() => return,
         };
         if sweep {
-            if let Err(e) = machine.sweep(queue.as_ref() as &dyn Queue, 10_000).await {
+            if let Err(e) = machine.sweep(queue.as_ref(), 10_000).await {
                 tracing::warn!(error = %e, "sweep failed");
             }
         }
@@ -138,38 +145,17 @@ async fn leads(store: &dyn Store, role: &str, owner: &str, hold: Duration) -> bo
     }
 }
 
-/// Renews this process's heartbeat and ends the leases of the owners whose heartbeat ran out, where the store
-/// keeps heartbeats: the owners it names one by one ([`GoneOwners::These`]). An answer of "every other owner" is a
-/// start-up truth (the store admits one process), acted on once at start.
-async fn keep_alive(store: &dyn Store, owner: &str) {
-    if let Err(e) = store.heartbeat(owner).await {
-        tracing::warn!(error = %e, "heartbeat failed; the next look tries again");
-        return;
-    }
-    let gone = match store.gone_owners(owner).await {
-        Ok(GoneOwners::These(owners)) if !owners.is_empty() => GoneOwners::These(owners),
-        Ok(_) => return,
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot read which owners are gone");
-            return;
-        }
-    };
-    match store.end_leases(&gone, None).await {
-        Ok(ended) => tracing::warn!(?gone, ended, "owners stopped their heartbeat: their leases ended"),
-        Err(e) => tracing::warn!(error = %e, "cannot end the leases of gone owners"),
-    }
-}
-
-/// Deletes what is past retention a batch (one transaction) at a time until none is left: however many expired
-/// since the last sweep, all of them go, not a fixed number a sweep. Other writes run between two batches, and a
-/// stop ends it there.
+/// Deletes what is past retention a batch (one transaction) at a time until none is left or the pass has taken
+/// [`PURGE_PASS`]: however many expired since the last sweep, all of them go over the passes that follow, not a
+/// fixed number a sweep. Other writes run between two batches, and a stop ends it there.
 async fn purge(store: &dyn Store, stop: &watch::Receiver<bool>) {
     let mut events = 0;
+    let until = tokio::time::Instant::now() + PURGE_PASS;
     loop {
         match store.purge(PURGE_BATCH, None).await {
             Ok(purged) => {
                 events += purged.events;
-                if !purged.full(PURGE_BATCH) || *stop.borrow() {
+                if !purged.full(PURGE_BATCH) || *stop.borrow() || tokio::time::Instant::now() >= until {
                     break;
                 }
             }

@@ -43,11 +43,13 @@ impl Pool {
 }
 
 impl Runner for Pool {
-    /// Only while a slot is free now: with every handler busy, a new event waits in the queue, not under a lease.
+    /// Only while a slot is free now and the fence is down: with every handler busy, or while this instance cannot
+    /// renew its heartbeat, a new event waits in the queue, not under a lease.
     fn reserve(&self, key: &EventKey) -> Option<Reserved> {
-        (self.slots.available_permits() > 0).then(|| Reserved {
+        (self.slots.available_permits() > 0 && !self.machine.fence().is_raised()).then(|| Reserved {
             owner: self.machine.lease_owner(),
             lease: self.machine.lease_for(key),
+            at: tokio::time::Instant::now(),
         })
     }
 
@@ -62,9 +64,11 @@ impl Runner for Pool {
 /// as soon as a slot is free), and pointers taken off the queue, each claimed first. When the queue is empty and events
 /// were left in the ledger for lack of room, takes the oldest due ones from there (as the start-up sweep does), so
 /// a backlog longer than the queue is worked through at full speed.
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn run_workers(
     machine: Arc<Machine>,
     queue: Arc<InProcessQueue>,
+    sends: Arc<dyn Queue>,
     mut deliveries: Deliveries,
     pool: Arc<Pool>,
     mut claimed: mpsc::UnboundedReceiver<(Reserved, Event)>,
@@ -79,20 +83,19 @@ pub(super) async fn run_workers(
         let (machine, queue, slots) = (machine.clone(), queue.clone(), pool.slots.clone());
         running.spawn(async move {
             let key = event.key();
-            let Reserved { owner, lease } = reserved;
-            let waited_from = machine.world().now_ms();
             let Ok(Ok(slot)) = tokio::time::timeout(LEASE_MARGIN, slots.acquire_owned()).await else {
-                if let Err(e) = machine.ledger().release(&key, &owner, None).await {
+                if let Err(e) = machine.ledger().release(&key, &reserved.owner, None).await {
                     tracing::warn!(source = %key.source, event_id = %key.event_id, error = %e,
                         "the lease of an event no worker took was not given back; it ends on its own");
                 }
                 again(&queue, &key, Ok(Outcome::Retry(Duration::ZERO))).await;
                 return;
             };
-            let waited = machine.world().now_ms().saturating_sub(waited_from);
-            let lease = lease.saturating_sub(Duration::from_millis(u64::try_from(waited).unwrap_or(0)));
+            // What is left of the lease since it was reserved, before the create was sent: the commit's time and
+            // the wait for a slot both count.
+            let lease = reserved.left();
             let outcome = machine
-                .run_claimed(event, &owner, lease, move || drop(slot))
+                .run_claimed(event, &reserved.owner, lease, move || drop(slot))
                 .await;
             again(&queue, &key, outcome).await;
         });
@@ -110,11 +113,19 @@ pub(super) async fn run_workers(
             p = pool.slots.clone().acquire_owned() => p,
         };
         let Ok(permit) = permit else { break };
+        // While the fence is up, nothing is claimed: the events wait in the queue (or the store) for it to come down.
+        if machine.fence().is_raised() {
+            tokio::select! {
+                biased;
+                _ = stop.changed() => break,
+                () = machine.fence().lowered() => {}
+            }
+        }
         let key = match deliveries.try_next() {
             Some(key) => Some(key),
             None => {
                 if queue.take_overflow() {
-                    if let Err(e) = refill(&machine, &queue, grace).await {
+                    if let Err(e) = refill(&machine, &queue, sends.as_ref(), grace).await {
                         tracing::warn!(error = %e, "refill from the ledger failed; the sweeper will pick the backlog up");
                     }
                 }
@@ -153,6 +164,8 @@ pub(super) async fn run_workers(
 async fn again(queue: &InProcessQueue, key: &EventKey, outcome: Result<Outcome, StoreError>) {
     let delay = match outcome {
         Ok(Outcome::Retry(delay) | Outcome::NotDue(delay)) => delay,
+        // The workers wait for the fence to come down before they take it.
+        Ok(Outcome::Fenced) => Duration::ZERO,
         Ok(_) => return,
         Err(e) => {
             tracing::warn!(source = %key.source, event_id = %key.event_id, error = %e,
@@ -165,19 +178,16 @@ async fn again(queue: &InProcessQueue, key: &EventKey, outcome: Result<Outcome, 
     }
 }
 
-/// Enqueues everything due, oldest first (RECEIVED ones whatever their age), up to [`REFILL`]; marks the queue
-/// overflowed again if there may be more, or if the ledger could not be read.
+/// Enqueues (through `sends`) everything due, oldest first (RECEIVED ones whatever their age), up to [`REFILL`];
+/// marks the queue overflowed again if there may be more, or if the ledger could not be read.
 pub(super) async fn refill(
     machine: &Machine,
-    queue: &Arc<InProcessQueue>,
+    queue: &InProcessQueue,
+    sends: &dyn Queue,
     grace: Duration,
 ) -> Result<SweepReport, StoreError> {
-    let everything = machine
-        .world()
-        .now_ms()
-        .saturating_add(crate::time::ms(grace))
-        .saturating_add(1);
-    let found = machine.sweep_due_before(queue.as_ref(), everything, REFILL).await;
+    let everything = grace + Duration::from_millis(1);
+    let found = machine.sweep_ahead(sends, everything, REFILL).await;
     if found.as_ref().map_or(true, |f| f.enqueued() >= REFILL) {
         queue.mark_overflow();
     }

@@ -41,6 +41,7 @@ pub async fn open(config: &Config, world: &World, serving: bool) -> Result<Arc<d
             pool_size,
             statement_timeout,
             ca_file,
+            liveness,
         } => {
             let url = crate::secrets::resolve_local(url)
                 .map_err(|e| StoreError::Unavailable(format!("store.url: {e}")))?;
@@ -48,6 +49,7 @@ pub async fn open(config: &Config, world: &World, serving: bool) -> Result<Arc<d
             options.pool_size = *pool_size;
             options.statement_timeout = *statement_timeout;
             options.ca_file.clone_from(ca_file);
+            options.liveness = *liveness;
             Ok(Arc::new(postgres::PostgresStore::open(options).await?))
         }
         #[cfg(not(feature = "postgres"))]

@@ -215,7 +215,7 @@ async fn sqlite_reads_never_wait_for_the_write_lock() {
         b"b"
     );
     assert_eq!(l.list(&all(10), None).await.unwrap().len(), 1);
-    assert_eq!(l.due(i64::MAX, 10).await.unwrap().len(), 1);
+    assert_eq!(l.due(Duration::MAX, None, 10).await.unwrap().len(), 1);
     assert_eq!(l.counts().await.unwrap(), vec![(Status::Received, 1)]);
     l.changed_elsewhere().await.unwrap();
     let took = started.elapsed();

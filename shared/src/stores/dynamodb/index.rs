@@ -1,6 +1,8 @@
 //! The sharded sparse index `open_index`: which partition an event's entry goes in ([`shard_of`],
 //! [`partition`]) and the reads of every shard at once ([`IndexQuery`], `DynamoLedger::query_index`).
 
+use std::time::Duration;
+
 use aws_sdk_dynamodb::Client;
 use tokio::task::JoinSet;
 
@@ -140,7 +142,8 @@ impl SweepIndex for DynamoLedger {
         self.update(key, RESENT, UNCHANGED_OPEN, values, false).await?;
         Ok(())
     }
-    async fn due(&self, due_before: i64, limit: usize) -> Result<Vec<Record>, StoreError> {
+    async fn due(&self, ahead: Duration, now: Option<i64>, limit: usize) -> Result<Vec<Record>, StoreError> {
+        let due_before = self.now(now).saturating_add(crate::time::ms(ahead));
         if limit == 0 {
             return Ok(Vec::new());
         }

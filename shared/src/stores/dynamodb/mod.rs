@@ -295,6 +295,10 @@ impl Upkeep for DynamoLedger {
         Ok(GoneOwners::None)
     }
     /// SQS visibility vouches for a Lambda's claim: no heartbeat to record.
+    /// SQS's visibility vouches for a Lambda's claim: no heartbeat.
+    fn liveness(&self) -> Option<Duration> {
+        None
+    }
     async fn heartbeat(&self, _me: &str) -> Result<(), StoreError> {
         Ok(())
     }

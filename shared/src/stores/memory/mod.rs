@@ -54,6 +54,9 @@ pub struct MemoryStore {
     clock: Arc<dyn Clock>,
     due: Due,
     durability: Durability,
+    /// Kept with heartbeats: many runtimes share it, and owners whose heartbeat ran out are gone
+    /// ([`MemoryStore::with_heartbeats`]).
+    liveness: Option<Duration>,
 }
 
 impl MemoryStore {
@@ -64,6 +67,7 @@ impl MemoryStore {
             clock: Arc::new(SystemClock),
             due: Due::new(grace),
             durability: Durability::EachWrite,
+            liveness: None,
         }
     }
 
@@ -92,6 +96,15 @@ impl MemoryStore {
 
     pub fn with_durability(mut self, durability: Durability) -> Self {
         self.durability = durability;
+        self
+    }
+
+    /// Shared by many runtimes, as PostgreSQL is: each owner keeps a heartbeat that vouches for it for `liveness`
+    /// on the store's clock, an owner whose heartbeat ran out is gone ([`Upkeep::gone_owners`] names it, and
+    /// [`Upkeep::end_leases`] ends its leases only while its heartbeat is still out), and each role has one holder at
+    /// a time. Without it, one process holds the store, and every other owner is gone.
+    pub fn with_heartbeats(mut self, liveness: Duration) -> Self {
+        self.liveness = Some(liveness);
         self
     }
 
@@ -164,7 +177,7 @@ impl Ledger for MemoryStore {
             indexes_every_listing: true,
             keeps_bodies_apart: false,
             eventually_consistent_index: false,
-            shared_by_many: false,
+            shared_by_many: self.liveness.is_some(),
         }
     }
     async fn create(&self, event: NewEvent, now: Option<i64>) -> Result<Created, StoreError> {
@@ -306,7 +319,8 @@ impl Ledger for MemoryStore {
 
 #[async_trait]
 impl SweepIndex for MemoryStore {
-    async fn due(&self, due_before: i64, limit: usize) -> Result<Vec<Record>, StoreError> {
+    async fn due(&self, ahead: Duration, now: Option<i64>, limit: usize) -> Result<Vec<Record>, StoreError> {
+        let due_before = self.now(now).saturating_add(crate::time::ms(ahead));
         Ok(self.read(|t| {
             let mut due: Vec<_> = t
                 .events
@@ -456,20 +470,60 @@ impl Browse for MemoryStore {
 
 #[async_trait]
 impl Upkeep for MemoryStore {
-    /// One process holds it: every other owner is gone.
+    /// One process holds it: every other owner is gone. Kept with heartbeats: the owners whose heartbeat ran out.
     async fn gone_owners(&self, me: &str) -> Result<GoneOwners, StoreError> {
-        Ok(GoneOwners::AllBut(me.to_owned()))
+        if self.liveness.is_none() {
+            return Ok(GoneOwners::AllBut(me.to_owned()));
+        }
+        let now = self.now(None);
+        Ok(GoneOwners::These(self.read(|t| {
+            t.owners
+                .iter()
+                .filter(|(owner, alive_until)| **alive_until < now && owner.as_str() != me)
+                .map(|(owner, _)| owner.clone())
+                .collect()
+        })))
     }
-    /// One process holds it: no heartbeat to record.
-    async fn heartbeat(&self, _me: &str) -> Result<(), StoreError> {
+    /// One process holds it: no heartbeat to record. Kept with heartbeats: `me`'s, for the liveness period.
+    async fn heartbeat(&self, me: &str) -> Result<(), StoreError> {
+        if let Some(alive_for) = self.liveness {
+            let heartbeat = Write::Heartbeat {
+                owner: me.to_owned(),
+                alive_for,
+            };
+            match self.write(heartbeat, None) {
+                Answer::Done => {}
+                other => return Err(unexpected(other)),
+            }
+        }
         Ok(())
     }
-    /// One process holds it: whoever asks leads.
-    async fn lead(&self, _role: &str, _me: &str, _hold: Duration) -> Result<Option<u64>, StoreError> {
-        Ok(Some(0))
+    fn liveness(&self) -> Option<Duration> {
+        self.liveness
+    }
+    /// One process holds it: whoever asks leads. Kept with heartbeats: one holder at a time.
+    async fn lead(&self, role: &str, me: &str, hold: Duration) -> Result<Option<u64>, StoreError> {
+        if self.liveness.is_none() {
+            return Ok(Some(0));
+        }
+        let lead = Write::Lead {
+            role: role.to_owned(),
+            owner: me.to_owned(),
+            hold,
+        };
+        match self.write(lead, None) {
+            Answer::Term(term) => Ok(term),
+            other => Err(unexpected(other)),
+        }
     }
     async fn end_leases(&self, gone: &GoneOwners, now: Option<i64>) -> Result<usize, StoreError> {
-        match self.write(Write::EndLeases(gone.clone()), now) {
+        // Kept with heartbeats, a list of gone owners is checked again as the leases end: an owner listed a moment
+        // ago may have beaten since, and one with no heartbeat at all is not proven gone.
+        let write = match (gone, self.liveness) {
+            (GoneOwners::These(owners), Some(_)) => Write::EndLeasesOfExpired(owners.clone()),
+            _ => Write::EndLeases(gone.clone()),
+        };
+        match self.write(write, now) {
             Answer::Count(n) => Ok(n),
             other => Err(unexpected(other)),
         }

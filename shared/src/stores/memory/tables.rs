@@ -26,6 +26,10 @@ pub struct Tables {
     /// Which event holds a body, per source, type and SHA-256, and until when (the resent-body guard).
     pub bodies: BTreeMap<(SourceName, String, String), (EventId, i64)>,
     pub checkpoints: BTreeMap<SourceName, Checkpoint>,
+    /// Each owner's heartbeat: alive until (a store kept with heartbeats, [`super::MemoryStore::with_heartbeats`]).
+    pub owners: BTreeMap<String, i64>,
+    /// Each role's holder, term and hold (the same store).
+    pub leaders: BTreeMap<String, (String, u64, i64)>,
 }
 
 /// A write, as data: what [`State::unsynced`] holds until a sync, replayed then on the durable tables.
@@ -69,6 +73,18 @@ pub enum Write {
         force: bool,
     },
     EndLeases(GoneOwners),
+    /// The leases of these owners, each only while its heartbeat is registered and run out; the owner is forgotten
+    /// with them (a store kept with heartbeats: a listed owner that beat since, or has no row, keeps its leases).
+    EndLeasesOfExpired(Vec<String>),
+    Heartbeat {
+        owner: String,
+        alive_for: Duration,
+    },
+    Lead {
+        role: String,
+        owner: String,
+        hold: Duration,
+    },
     GiveBack(String),
     Purge(usize),
     SaveCheckpoint(SourceName, Checkpoint),
@@ -85,6 +101,8 @@ pub enum Answer {
     Replay(Replay),
     Count(usize),
     Purged(Purged),
+    /// A role's term while the asker holds it.
+    Term(Option<u64>),
     Done,
 }
 
@@ -151,12 +169,34 @@ pub(super) fn apply(t: &mut Tables, write: &Write, now: i64, due: &Due) -> Answe
             };
             Answer::Count(end_leases(t, now, ends))
         }
-        Write::GiveBack(owner) => {
-            let mine = format!("{owner}:");
-            Answer::Count(end_leases(t, now, |o| {
-                o.as_ref().is_some_and(|o| o.starts_with(&mine))
-            }))
+        Write::EndLeasesOfExpired(owners) => {
+            let mut ended = 0;
+            for owner in owners {
+                if t.owners.get(owner).is_none_or(|alive_until| *alive_until >= now) {
+                    continue;
+                }
+                ended += forget_owner(t, owner, now);
+            }
+            Answer::Count(ended)
         }
+        Write::Heartbeat { owner, alive_for } => {
+            t.owners.insert(owner.clone(), now.saturating_add(ms(*alive_for)));
+            Answer::Done
+        }
+        Write::Lead { role, owner, hold } => {
+            let until = now.saturating_add(ms(*hold));
+            let term = match t.leaders.get(role) {
+                None => Some(1),
+                Some((holder, term, _)) if holder == owner => Some(*term),
+                Some((_, term, held_until)) if *held_until < now => Some(term + 1),
+                Some(_) => None,
+            };
+            if let Some(term) = term {
+                t.leaders.insert(role.clone(), (owner.clone(), term, until));
+            }
+            Answer::Term(term)
+        }
+        Write::GiveBack(owner) => Answer::Count(forget_owner(t, owner, now)),
         Write::Purge(limit) => {
             let expired: Vec<_> = t
                 .events
@@ -209,6 +249,20 @@ fn owned<'t>(t: &'t mut Tables, key: &EventKey, owner: &str) -> Option<&'t mut S
 
 fn unnotified_dead<'t>(t: &'t mut Tables, key: &EventKey) -> Option<&'t mut Stored> {
     find(t, key).filter(|s| s.record.status == Status::Dead && s.record.notified_at.is_none())
+}
+
+/// Ends every lease `owner` holds, gives back its roles (the next asker leads, in a later term) and forgets its
+/// heartbeat: what a gone owner, or one shutting down, leaves.
+fn forget_owner(t: &mut Tables, owner: &str, now: i64) -> usize {
+    let mine = format!("{owner}:");
+    let ended = end_leases(t, now, |o| o.as_ref().is_some_and(|o| o.starts_with(&mine)));
+    for (holder, _, until) in t.leaders.values_mut() {
+        if holder == owner {
+            *until = i64::MIN;
+        }
+    }
+    t.owners.remove(owner);
+    ended
 }
 
 fn end_leases(t: &mut Tables, now: i64, ends: impl Fn(&Option<String>) -> bool) -> usize {

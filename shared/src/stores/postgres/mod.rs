@@ -99,6 +99,8 @@ impl std::fmt::Debug for Options {
 #[derive(Clone)]
 pub struct PostgresStore {
     pool: Pool,
+    /// The heartbeat's own connection ([`PostgresStore::beat_client`]).
+    beats: Pool,
     creates: mpsc::Sender<batch::Job>,
     completions: mpsc::Sender<completions::Completion>,
     due: Due,
@@ -119,42 +121,15 @@ impl PostgresStore {
         if config.get_application_name().is_none() {
             config.application_name("webhook-inbox");
         }
-        let timeout = options.statement_timeout.as_millis();
-        let recycling = ManagerConfig {
-            recycling_method: RecyclingMethod::Fast,
-        };
-        let manager = match tls::connector(&config, options.ca_file.as_deref())? {
-            Some(tls) => Manager::from_config(config, tls, recycling),
-            None => Manager::from_config(config, tokio_postgres::NoTls, recycling),
-        };
-        let pool = Pool::builder(manager)
-            .max_size(options.pool_size.max(2))
-            .wait_timeout(Some(Duration::from_secs(5)))
-            .create_timeout(Some(Duration::from_secs(5)))
-            .runtime(deadpool_postgres::Runtime::Tokio1)
-            .post_create(deadpool_postgres::Hook::async_fn(move |client, _| {
-                Box::pin(async move {
-                    // Every 200 waits for the commit's flush; a statement stuck behind a lock gives up.
-                    client
-                        .batch_execute(&format!(
-                            "SET synchronous_commit = on; SET statement_timeout = {timeout}; \
-                             SET idle_in_transaction_session_timeout = 60000"
-                        ))
-                        .await
-                        .map_err(|e| deadpool_postgres::HookError::message(e.to_string()))
-                })
-            }))
-            .pre_recycle(deadpool_postgres::Hook::sync_fn(|_, metrics| {
-                if fresh(metrics) {
-                    Ok(())
-                } else {
-                    Err(deadpool_postgres::HookError::message(
-                        "made before a failover sign",
-                    ))
-                }
-            }))
-            .build()
-            .map_err(|e| StoreError::Unavailable(format!("cannot build the PostgreSQL pool: {e}")))?;
+        let pool = make_pool(
+            &config,
+            &options,
+            options.pool_size.max(2),
+            options.statement_timeout,
+        )?;
+        // The heartbeat's own connection: no other work of this instance waits in front of it, and a beat the
+        // server cannot answer at once gives up soon (the runtime bounds it too).
+        let beats = make_pool(&config, &options, 1, BEAT_TIMEOUT)?;
         let client = connection(&pool).await?;
         let fsync: String = client.query_one("SHOW fsync", &[]).await.map_err(pg)?.get(0);
         if fsync != "on" {
@@ -170,6 +145,7 @@ impl PostgresStore {
         let completions = completions::start(pool.clone(), options.batch_max, Due::new(options.grace));
         Ok(Self {
             pool,
+            beats,
             creates,
             completions,
             due: Due::new(options.grace),
@@ -180,6 +156,11 @@ impl PostgresStore {
 
     async fn client(&self) -> Result<Object, StoreError> {
         connection(&self.pool).await
+    }
+
+    /// The heartbeat's connection, apart from the pool every other statement shares.
+    async fn beat_client(&self) -> Result<Object, StoreError> {
+        connection(&self.beats).await
     }
 
     /// The time a call runs at where it is not the database's: its own, or the store's clock. `None`: the
@@ -195,6 +176,55 @@ impl PostgresStore {
             None => db_now(client).await,
         }
     }
+}
+
+/// How long a heartbeat's statement may run on the server.
+const BEAT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A pool of at most `size` connections to `config`'s primary, each made with `statement_timeout` and
+/// `synchronous_commit = on`, none reused once made before a failover sign ([`fresh`]).
+fn make_pool(
+    config: &tokio_postgres::Config,
+    options: &Options,
+    size: usize,
+    statement_timeout: Duration,
+) -> Result<Pool, StoreError> {
+    let timeout = statement_timeout.as_millis();
+    let recycling = ManagerConfig {
+        recycling_method: RecyclingMethod::Fast,
+    };
+    let manager = match tls::connector(config, options.ca_file.as_deref())? {
+        Some(tls) => Manager::from_config(config.clone(), tls, recycling),
+        None => Manager::from_config(config.clone(), tokio_postgres::NoTls, recycling),
+    };
+    Pool::builder(manager)
+        .max_size(size)
+        .wait_timeout(Some(Duration::from_secs(5)))
+        .create_timeout(Some(Duration::from_secs(5)))
+        .runtime(deadpool_postgres::Runtime::Tokio1)
+        .post_create(deadpool_postgres::Hook::async_fn(move |client, _| {
+            Box::pin(async move {
+                // Every 200 waits for the commit's flush; a statement stuck behind a lock gives up.
+                client
+                    .batch_execute(&format!(
+                        "SET synchronous_commit = on; SET statement_timeout = {timeout}; \
+                         SET idle_in_transaction_session_timeout = 60000"
+                    ))
+                    .await
+                    .map_err(|e| deadpool_postgres::HookError::message(e.to_string()))
+            })
+        }))
+        .pre_recycle(deadpool_postgres::Hook::sync_fn(|_, metrics| {
+            if fresh(metrics) {
+                Ok(())
+            } else {
+                Err(deadpool_postgres::HookError::message(
+                    "made before a failover sign",
+                ))
+            }
+        }))
+        .build()
+        .map_err(|e| StoreError::Unavailable(format!("cannot build the PostgreSQL pool: {e}")))
 }
 
 /// A pooled connection, or 503's error.

@@ -208,8 +208,10 @@ impl Ledger for PostgresStore {
 
 #[async_trait]
 impl SweepIndex for PostgresStore {
-    async fn due(&self, due_before: i64, limit: usize) -> Result<Vec<Record>, StoreError> {
+    async fn due(&self, ahead: Duration, now: Option<i64>, limit: usize) -> Result<Vec<Record>, StoreError> {
         let c = self.client().await?;
+        // On the database's clock, which set the due times, not this instance's.
+        let due_before = self.now(&c, now).await?.saturating_add(crate::time::ms(ahead));
         t::due(&c, due_before, i64::try_from(limit).unwrap_or(i64::MAX)).await
     }
     async fn sent_again(
@@ -447,6 +449,9 @@ impl Browse for PostgresStore {
     }
 }
 
+/// The time of an owner's or a role's statement as SQL: `$2` (ms, from a test's clock) or the database's `now()`.
+const AT: &str = "coalesce(to_timestamp($2::float8 / 1000), now())";
+
 #[async_trait]
 impl Upkeep for PostgresStore {
     /// The owners whose heartbeat ran out on the database's clock (never `me`): gone, their leases end now. An owner
@@ -455,22 +460,28 @@ impl Upkeep for PostgresStore {
         let c = self.client().await?;
         let rows = query(
             &c,
-            "SELECT owner FROM owners WHERE alive_until < now() AND owner <> $1",
-            &[&me],
+            &format!("SELECT owner FROM owners WHERE alive_until < {AT} AND owner <> $1"),
+            &[&me, &self.given_now(None).map(|ms| ms as f64)],
         )
         .await?;
         Ok(GoneOwners::These(
             rows.iter().map(|r| r.get::<_, String>(0)).collect(),
         ))
     }
+    fn liveness(&self) -> Option<Duration> {
+        Some(self.liveness)
+    }
+    /// On a connection of its own ([`PostgresStore::beat_client`]), so that no other work of this instance (a
+    /// pool busy with creates, a long purge) holds it up, with a short statement timeout.
     async fn heartbeat(&self, me: &str) -> Result<(), StoreError> {
-        let c = self.client().await?;
+        let c = self.beat_client().await?;
         let alive = i64::try_from(self.liveness.as_millis()).unwrap_or(i64::MAX);
         execute(
             &c,
-            "INSERT INTO owners (owner, alive_until) VALUES ($1, now() + $2 * interval '1 millisecond')
+            "INSERT INTO owners (owner, alive_until)
+                 VALUES ($1, coalesce(to_timestamp($3::float8 / 1000), now()) + $2 * interval '1 millisecond')
              ON CONFLICT (owner) DO UPDATE SET alive_until = excluded.alive_until",
-            &[&me, &(alive as f64)],
+            &[&me, &(alive as f64), &self.given_now(None).map(|ms| ms as f64)],
         )
         .await?;
         Ok(())
@@ -495,8 +506,10 @@ impl Upkeep for PostgresStore {
         .await?;
         Ok(row.map(|r| u64::try_from(r.get::<_, i64>(0)).unwrap_or(0)))
     }
-    /// Ends the leases of the owners `gone` names and forgets those owners, in one transaction, only while their
-    /// heartbeat is still out (an owner that came back keeps its leases).
+    /// Ends the leases of the owners `gone` names and forgets those owners, in one transaction, each only while its
+    /// heartbeat is registered and still out, read under the row's lock: an owner that beat since the list was read
+    /// keeps its leases, and one with no row is not proven gone (it never kept a heartbeat, or another instance
+    /// ended its leases already and any lease it holds now it took after beating again).
     async fn end_leases(&self, gone: &GoneOwners, now: Option<i64>) -> Result<usize, StoreError> {
         let mut c = self.client().await?;
         let tx = c.transaction().await.map_err(super::pg)?;
@@ -507,14 +520,14 @@ impl Upkeep for PostgresStore {
             GoneOwners::AllBut(me) => ended += t::end_leases(&tx, me, false, now).await?,
             GoneOwners::These(owners) => {
                 for owner in owners {
-                    let registered = query_opt(
+                    let expired = query_opt(
                         &tx,
-                        "SELECT alive_until < now() FROM owners WHERE owner = $1 FOR UPDATE",
-                        &[owner],
+                        &format!("SELECT alive_until < {AT} FROM owners WHERE owner = $1 FOR UPDATE"),
+                        &[owner, &self.given_now(None).map(|ms| ms as f64)],
                     )
                     .await?
                     .map(|r| r.get::<_, bool>(0));
-                    if registered == Some(false) {
+                    if expired != Some(true) {
                         continue;
                     }
                     ended += t::end_leases(&tx, owner, true, now).await?;

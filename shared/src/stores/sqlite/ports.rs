@@ -185,9 +185,10 @@ impl SweepIndex for SqliteLedger {
         };
         self.ask(op, now).await
     }
-    async fn due(&self, due_before: i64, limit: usize) -> Result<Vec<Record>, StoreError> {
+    async fn due(&self, ahead: Duration, now: Option<i64>, limit: usize) -> Result<Vec<Record>, StoreError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        self.read(None, move |c, _| {
+        self.read(now, move |c, now| {
+            let due_before = now.saturating_add(crate::time::ms(ahead));
             let mut stmt = c
                 .prepare_cached(&format!(
                     "SELECT {COLUMNS} FROM events WHERE due_at <= ?1 ORDER BY due_at LIMIT ?2"
@@ -339,6 +340,10 @@ impl Upkeep for SqliteLedger {
         })
     }
     /// The data directory's lock proves the others gone: no heartbeat to record.
+    /// The data directory's lock proves gone owners: no heartbeat.
+    fn liveness(&self) -> Option<Duration> {
+        None
+    }
     async fn heartbeat(&self, _me: &str) -> Result<(), StoreError> {
         Ok(())
     }

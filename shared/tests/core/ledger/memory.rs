@@ -22,6 +22,15 @@ impl MemoryHarness {
         let store = MemoryStore::new(Duration::ZERO).with_clock(clock.clone());
         Some(Self { clock, store })
     }
+
+    /// The reference store kept with heartbeats, as many runtimes share it (PostgreSQL's semantics).
+    pub async fn with_heartbeats() -> Option<Self> {
+        let clock = super::clock_now();
+        let store = MemoryStore::new(Duration::ZERO)
+            .with_clock(clock.clone())
+            .with_heartbeats(Duration::from_secs(10));
+        Some(Self { clock, store })
+    }
 }
 
 #[async_trait]
@@ -51,3 +60,10 @@ impl Harness for MemoryHarness {
 }
 
 inbox_core::contract_tests!(MemoryHarness::start());
+
+/// The contract over the reference store kept with heartbeats: what PostgreSQL promises many instances.
+mod heartbeats {
+    use super::MemoryHarness;
+
+    inbox_core::contract_tests!(MemoryHarness::with_heartbeats());
+}

@@ -128,8 +128,8 @@ impl Ledger for Refusing {
 
 #[async_trait]
 impl SweepIndex for Refusing {
-    async fn due(&self, due_before: i64, limit: usize) -> Result<Vec<Record>, StoreError> {
-        self.store.due(due_before, limit).await
+    async fn due(&self, ahead: Duration, now: Option<i64>, limit: usize) -> Result<Vec<Record>, StoreError> {
+        self.store.due(ahead, now, limit).await
     }
     async fn sent_again(
         &self,
@@ -175,6 +175,9 @@ impl Browse for Refusing {
 impl Upkeep for Refusing {
     async fn gone_owners(&self, me: &str) -> Result<GoneOwners, StoreError> {
         self.store.gone_owners(me).await
+    }
+    fn liveness(&self) -> Option<std::time::Duration> {
+        self.store.liveness()
     }
     async fn heartbeat(&self, me: &str) -> Result<(), StoreError> {
         self.store.heartbeat(me).await

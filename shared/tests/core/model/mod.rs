@@ -388,6 +388,7 @@ impl Runner for FreeWorker {
         Some(Reserved {
             owner: self.owner.clone(),
             lease: self.lease,
+            at: tokio::time::Instant::now(),
         })
     }
     fn run(&self, _reserved: Reserved, event: Event) {

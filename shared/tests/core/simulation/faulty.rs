@@ -246,9 +246,9 @@ impl Ledger for Faulty {
 
 #[async_trait]
 impl SweepIndex for Faulty {
-    async fn due(&self, due_before: i64, limit: usize) -> Result<Vec<Record>, StoreError> {
+    async fn due(&self, ahead: Duration, now: Option<i64>, limit: usize) -> Result<Vec<Record>, StoreError> {
         self.before().await?;
-        self.inner.due(due_before, limit).await
+        self.inner.due(ahead, now, limit).await
     }
     async fn sent_again(
         &self,
@@ -304,6 +304,9 @@ impl Browse for Faulty {
 impl Upkeep for Faulty {
     async fn gone_owners(&self, me: &str) -> Result<GoneOwners, StoreError> {
         self.inner.gone_owners(me).await
+    }
+    fn liveness(&self) -> Option<std::time::Duration> {
+        self.inner.liveness()
     }
     async fn heartbeat(&self, me: &str) -> Result<(), StoreError> {
         self.inner.heartbeat(me).await

@@ -336,7 +336,7 @@ async fn reconcile(reconciler: Reconciler, store: Arc<Faulty>, queue: Arc<dyn Qu
 
 async fn sweep(machine: Arc<Machine>, queue: Arc<dyn Queue>, grace: Duration) {
     // At start everything open is handed out (the in-memory queue died with the last process), then every second.
-    let _ = machine.sweep_due_before(queue.as_ref(), i64::MAX, 1000).await;
+    let _ = machine.sweep_ahead(queue.as_ref(), Duration::MAX, 1000).await;
     loop {
         tokio::time::sleep(grace / 2).await;
         let _ = machine.sweep(queue.as_ref(), 1000).await;

@@ -324,6 +324,13 @@ impl Reconciler {
         self
     }
 
+    /// Runs every `interval` where the runtime schedules it (the configuration's by [`Reconciler::from_config`]; a
+    /// simulation's own).
+    pub fn with_interval(mut self, interval: Duration) -> Reconciler {
+        self.interval = interval;
+        self
+    }
+
     /// Sets the budget (the AWS function passes its remaining time, less a margin to record the run).
     pub fn with_budget(mut self, budget: Budget) -> Reconciler {
         self.budget = budget;

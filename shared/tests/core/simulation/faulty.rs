@@ -6,14 +6,15 @@
 //! [`Mutation::AnswerBeforeSync`] breaks that on purpose, to show that the checks catch it.
 //!
 //! It also records what the checks need and only a store sees: each settle to COMPLETED answered `Done` (after its
-//! sync), and each settle that landed without its lease.
+//! sync), every settle's answer by its attempt, each settle that landed without its lease, and the leases ended
+//! because their owner was judged gone.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use inbox_core::model::{Event, EventId, EventKey, NewEvent, Record, SourceName, Status};
 use inbox_core::ports::{
@@ -58,6 +59,22 @@ pub struct Faulty {
     pub injected: Mutex<u64>,
     /// Settles answered `Done` while another attempt (or none) held the lease: always a defect.
     pub unleased: Mutex<Vec<String>>,
+    /// Every settle's answer, by attempt (lease token): what explains a repeated effect.
+    pub settles: Mutex<HashMap<String, Vec<Answered>>>,
+    /// Leases ended because their owner was judged gone (by a heartbeat that ran out).
+    pub judged: Mutex<u64>,
+    /// The database's crashes so far: a write whose sync a crash overtook is answered with an error, as a
+    /// connection lost mid-commit is, never as done.
+    crashes: std::sync::atomic::AtomicU64,
+}
+
+/// How a settle was answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answered {
+    Done,
+    LeaseLost,
+    /// An error: the attempt cannot know whether it landed.
+    Error,
 }
 
 impl Faulty {
@@ -71,7 +88,16 @@ impl Faulty {
             completed: Mutex::default(),
             injected: Mutex::new(0),
             unleased: Mutex::default(),
+            settles: Mutex::default(),
+            judged: Mutex::new(0),
+            crashes: Default::default(),
         }
+    }
+
+    /// The database crashes: every write not yet synced is lost, and the calls waiting for their sync fail.
+    pub fn crash(&self) {
+        self.crashes.fetch_add(1, Ordering::SeqCst);
+        self.inner.crash();
     }
 
     fn draw(&self, per_mille: u32) -> bool {
@@ -103,8 +129,14 @@ impl Faulty {
     /// After a write: synced (maybe after a pause a crash can fall into), then maybe answered with an error
     /// although it was done.
     async fn after<T>(&self, done: Result<T, StoreError>, sync: bool) -> Result<T, StoreError> {
+        let epoch = self.crashes.load(Ordering::SeqCst);
         if self.draw(self.rates.pause_before_sync) {
             tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        if sync && self.crashes.load(Ordering::SeqCst) != epoch {
+            return Err(StoreError::Unavailable(
+                "simulated: the database crashed before the write was synced".into(),
+            ));
         }
         if sync {
             self.inner.sync();
@@ -199,6 +231,16 @@ impl Ledger for Faulty {
         // A completion counts once it is durable and answered: a crash before its sync loses it, and the event
         // rightly runs again.
         let answered = self.after(done, true).await;
+        self.settles
+            .lock()
+            .unwrap()
+            .entry(owner.to_owned())
+            .or_default()
+            .push(match &answered {
+                Ok(Settled::Done) => Answered::Done,
+                Ok(Settled::LeaseLost) => Answered::LeaseLost,
+                Err(_) => Answered::Error,
+            });
         if completing && matches!(answered, Ok(Settled::Done)) {
             self.completed
                 .lock()
@@ -285,8 +327,7 @@ impl Checkpoints for Faulty {
     }
 }
 
-/// Listings and upkeep go to the reference store unfaulted: the simulation's process reads no listing, and its
-/// upkeep is the restart's (a process that cannot end its predecessor's leases does not start).
+/// Listings go to the reference store unfaulted: the simulation's processes read none.
 #[async_trait]
 impl Browse for Faulty {
     async fn list(&self, filter: &ListFilter, now: Option<i64>) -> Result<Vec<Record>, StoreError> {
@@ -300,34 +341,44 @@ impl Browse for Faulty {
     }
 }
 
+/// Upkeep under the same faults as the rest: a heartbeat, a lead, a purge may be slow, stall past a lease, fail
+/// before or after it landed, as the production loops must survive.
 #[async_trait]
 impl Upkeep for Faulty {
     async fn gone_owners(&self, me: &str) -> Result<GoneOwners, StoreError> {
+        self.before().await?;
         self.inner.gone_owners(me).await
     }
-    fn liveness(&self) -> Option<std::time::Duration> {
+    fn liveness(&self) -> Option<Duration> {
         self.inner.liveness()
     }
     async fn heartbeat(&self, me: &str) -> Result<(), StoreError> {
-        self.inner.heartbeat(me).await
+        self.before().await?;
+        let done = self.inner.heartbeat(me).await;
+        self.after(done, true).await
     }
     async fn lead(&self, role: &str, me: &str, hold: Duration) -> Result<Option<u64>, StoreError> {
-        self.inner.lead(role, me, hold).await
+        self.before().await?;
+        let done = self.inner.lead(role, me, hold).await;
+        self.after(done, true).await
     }
     async fn end_leases(&self, gone: &GoneOwners, now: Option<i64>) -> Result<usize, StoreError> {
+        self.before().await?;
         let done = self.inner.end_leases(gone, now).await;
-        self.inner.sync();
-        done
+        if let (GoneOwners::These(_), Ok(ended)) = (gone, &done) {
+            *self.judged.lock().unwrap() += *ended as u64;
+        }
+        self.after(done, true).await
     }
     async fn give_back(&self, owner: &str, now: Option<i64>) -> Result<usize, StoreError> {
+        self.before().await?;
         let done = self.inner.give_back(owner, now).await;
-        self.inner.sync();
-        done
+        self.after(done, true).await
     }
     async fn purge(&self, limit: usize, now: Option<i64>) -> Result<Purged, StoreError> {
+        self.before().await?;
         let done = self.inner.purge(limit, now).await;
-        self.inner.sync();
-        done
+        self.after(done, true).await
     }
     async fn changed_elsewhere(&self) -> Result<bool, StoreError> {
         self.inner.changed_elsewhere().await

@@ -1,11 +1,15 @@
-//! A seeded simulation of one `inbox serve` process and its senders (docs/DESIGN.md, "The simulation"): the
-//! receiver's intake, the state machine's workers, the sweeper, delivery health and reconciliation (against a
-//! provider's API of its own, [`provider`]), over the reference store and the in-process queue behind layers of
-//! faults ([`faulty`]: the queue loses, doubles and refuses messages; the provider fails and rate-limits), with a
-//! handler that succeeds, fails or hangs, the wall clock stepped forward and
-//! back by up to 20 s, and crashes that drop every future in flight and lose every write not synced; then the faults stop and the process is left to finish. Everything
-//! runs on one current-thread runtime on tokio's paused clock, and every draw comes from the seed, so a seed plays
-//! the same way every time: a failing one prints the command that replays it.
+//! A seeded simulation of `inbox serve` (docs/DESIGN.md, "The simulation"): two instances sharing one store kept
+//! with heartbeats (the reference store with PostgreSQL's semantics: an owner whose heartbeat ran out is gone), each
+//! running the production loops themselves ([`Instance`]: the workers with claims in creates, the heartbeat and its
+//! fence, the sweeper with its lead, retention's purge and the judging of gone owners, reconciliation against a
+//! provider's API of its own, [`provider`]), fed by senders through each instance's intake, behind layers of faults
+//! ([`faulty`]: every store call, upkeep's included, may be slow, stall 8–15 s past the 6 s liveness period (a
+//! paused process, a busy database), fail before or after it landed; the queue loses, doubles and refuses
+//! messages; the provider fails and rate-limits), with a handler that succeeds, fails or hangs, the wall clock
+//! stepped forward and back by up to 20 s, instances killed (every future of theirs dropped) and restarted, and the
+//! database crashed (every write not synced lost); then the faults stop and the instances are left to finish.
+//! Everything runs on one current-thread runtime on tokio's paused clock, and every draw comes from the seed, so a
+//! seed plays the same way every time: a failing one prints the command that replays it.
 //!
 //! What is checked, per seed, from the history it records:
 //! - every event answered 200 is stored (after every crash, and at the end);
@@ -14,11 +18,15 @@
 //! - no event is completed twice (two settles to COMPLETED answered `Done`), and the attempt that completed it ran
 //!   its handler; no settle lands without its lease (a call stalled past its lease, as a paused process's, finds
 //!   another attempt holding it and is refused);
-//! - every handler effect is the completing attempt's, or one caught in flight: its attempt's settle never
-//!   answered (a crash, an injected error) or lost its lease;
+//! - **no two attempts of one event are in flight at once** (a handler's run, from its start to its end, cancel or
+//!   drop), unless the wall clock stepped forward around them (which ends leases early and makes every heartbeat
+//!   look run out until its owner beats again, as it would on a database whose clock steps);
+//! - **every repeated effect is its own attempt's**: an effect other than the completing attempt's belongs to an
+//!   attempt whose settle never answered (its instance killed, the database crashed), answered an error, or found
+//!   its lease lost; nothing else;
 //! - the source's secret appears in no record and no line of the history.
 //!
-//! `cargo test -p inbox-core --test core simulation:: -- --nocapture` runs `SIM_SEEDS` seeds (6,000 by default,
+//! `cargo test -p inbox-core --test core simulation:: -- --nocapture` runs `SIM_SEEDS` seeds (4,000 by default,
 //! split over two tests) and prints the figures; `SIM_SEED=N` plays one seed and prints its history;
 //! `SIM_MUTATION=answer_before_sync` plays with creates answered before their sync.
 
@@ -36,14 +44,14 @@ use inbox_core::clock::{Clock, SeededRandom, World};
 use inbox_core::config::Config;
 use inbox_core::delivery_health::{DeliveryHealth, Thresholds};
 use inbox_core::handlers::{http_client, Handler, HandlerError, Registry};
-use inbox_core::intake::{Intake, Order, Taken};
-use inbox_core::machine::{Machine, Notifier, NotifyError};
+use inbox_core::intake::{Intake, Taken};
+use inbox_core::machine::{Notifier, NotifyError};
 use inbox_core::metrics::Metrics;
 use inbox_core::model::{Event, EventId, EventKey, NewEvent, Origin, Record, SourceName, Status};
-use inbox_core::ports::{Ledger, Queue, SweepIndex, Upkeep};
-use inbox_core::reconcile::{Reconciler, RunOptions};
+use inbox_core::ports::{Queue, Store};
+use inbox_core::reconcile::Reconciler;
 use inbox_core::secrets::LocalSecrets;
-use inbox_core::serve::{Deliveries, InProcessQueue};
+use inbox_core::serve::{Instance, Parts, Settings};
 use inbox_core::source::Sources;
 use inbox_core::stores::memory::{Durability, MemoryStore};
 use rand::rngs::StdRng;
@@ -51,7 +59,7 @@ use rand::{Rng, SeedableRng};
 use sha2::Digest;
 use tokio::task::JoinSet;
 
-use faulty::{Faulty, FaultyQueue, Mutation, Rates};
+use faulty::{Answered, Faulty, FaultyQueue, Mutation, Rates};
 use provider::SimProvider;
 
 const SECRET: &str = "sim-secret-never-shown";
@@ -60,7 +68,12 @@ const SOURCE: &str = "sim";
 const EVENTS: usize = 6;
 /// Steps of the faulty phase.
 const STEPS: usize = 120;
+/// Instances sharing the store.
+const INSTANCES: usize = 2;
 const WORKERS: usize = 2;
+/// The liveness period of the store's heartbeats: an instance that cannot renew its own for half of it fences
+/// itself; another may judge it gone after all of it.
+const LIVENESS: Duration = Duration::from_secs(6);
 /// The simulation's epoch: a fixed wall-clock start, so that no real time leaks into a seed.
 const EPOCH_MS: i64 = 1_800_000_000_000;
 
@@ -79,12 +92,23 @@ impl Clock for SimClock {
     }
 }
 
+/// One attempt's run of the handler, as the handler saw it: when it started and ended (or was dropped: a timeout,
+/// a fence, a killed instance), on the paused monotonic clock, and whether it took effect.
+#[derive(Clone, Debug)]
+struct Run {
+    event: String,
+    token: String,
+    started: tokio::time::Instant,
+    ended: Option<tokio::time::Instant>,
+    effect: bool,
+}
+
 /// The handler: from the seed, an effect after a while, a retryable failure, or a hang past its timeout (no
-/// effect). Every effect is recorded with its attempt's lease token.
+/// effect). Every run is recorded with its attempt's lease token, from its start to its end or its drop.
 struct SimHandler {
     rng: Arc<Mutex<StdRng>>,
     faults: Arc<std::sync::atomic::AtomicBool>,
-    effects: Mutex<Vec<(String, String)>>,
+    runs: Arc<Mutex<Vec<Run>>>,
     history: Arc<Mutex<Vec<String>>>,
     clock: Arc<dyn Clock>,
 }
@@ -94,19 +118,53 @@ impl SimHandler {
         let at = self.clock.now_ms() - EPOCH_MS;
         self.history.lock().unwrap().push(format!("{at:>9} ms  {line}"));
     }
+
+    fn effects(&self) -> Vec<(String, String)> {
+        let runs = self.runs.lock().unwrap();
+        runs.iter()
+            .filter(|r| r.effect)
+            .map(|r| (r.event.clone(), r.token.clone()))
+            .collect()
+    }
+}
+
+/// Ends its run when dropped: whether the handler returned, or its future was dropped mid-way.
+struct Running {
+    runs: Arc<Mutex<Vec<Run>>>,
+    index: usize,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.runs.lock().unwrap()[self.index].ended = Some(tokio::time::Instant::now());
+    }
 }
 
 #[async_trait]
 impl Handler for SimHandler {
     async fn handle(&self, event: &Event) -> Result<(), HandlerError> {
         let token = event.lease_owner.clone().unwrap_or_default();
+        let id = event.event_id.as_str();
+        let running = {
+            let mut runs = self.runs.lock().unwrap();
+            runs.push(Run {
+                event: id.to_owned(),
+                token: token.clone(),
+                started: tokio::time::Instant::now(),
+                ended: None,
+                effect: false,
+            });
+            Running {
+                runs: self.runs.clone(),
+                index: runs.len() - 1,
+            }
+        };
         let faults = self.faults.load(Ordering::SeqCst);
         let (roll, wait) = {
             let mut rng = self.rng.lock().unwrap();
             (rng.random_range(0..100), rng.random_range(0..600))
         };
         tokio::time::sleep(Duration::from_millis(wait)).await;
-        let id = event.event_id.as_str();
         if faults && roll < 15 {
             self.log(format!("handler {id} (attempt {}): fails", event.attempts));
             return Err(HandlerError::Retryable("the downstream answered 503".into()));
@@ -116,11 +174,11 @@ impl Handler for SimHandler {
             self.log(format!("handler {id} (attempt {}): hangs", event.attempts));
             tokio::time::sleep(Duration::from_secs(60)).await;
         }
-        self.log(format!("handler {id} (attempt {}): takes effect", event.attempts));
-        self.effects
-            .lock()
-            .unwrap()
-            .push((event.event_id.as_str().to_owned(), token));
+        self.log(format!(
+            "handler {id} (attempt {} {token}): takes effect",
+            event.attempts
+        ));
+        self.runs.lock().unwrap()[running.index].effect = true;
         Ok(())
     }
 }
@@ -147,14 +205,17 @@ struct Figures {
     deliveries: u64,
     acknowledged: u64,
     refused: u64,
-    crashes: u64,
+    kills: u64,
+    database_crashes: u64,
     clock_steps: u64,
     store_faults: u64,
     queue_faults: u64,
     never_sent: u64,
     reconciled: u64,
+    runs: u64,
     effects: u64,
     repeats: u64,
+    leases_ended_for_gone_owners: u64,
     completed: u64,
     dead: u64,
 }
@@ -184,10 +245,11 @@ fn play(seed: u64, mutation: Mutation) -> Played {
     rt.block_on(simulate(seed, mutation))
 }
 
-/// One incarnation of the process: its tasks (dropped whole by a crash) and its intake.
+/// One instance of `inbox serve` and the deliveries in flight to it: both end at once when it is killed.
 struct Process {
-    tasks: JoinSet<()>,
-    intake: Arc<Intake>,
+    instance: Instance,
+    intake: Intake,
+    deliveries: JoinSet<()>,
 }
 
 struct Rig {
@@ -212,71 +274,68 @@ impl Rig {
         self.history.lock().unwrap().push(format!("{at:>9} ms  {line}"));
     }
 
-    /// A process starting: what its predecessor held is given up, what is open is handed out, and its workers and
-    /// sweeper start, as `inbox serve` starts.
-    async fn start(&self, incarnation: u64) -> Process {
-        let owner = format!("sim:{incarnation}");
-        let metrics = Arc::new(Metrics::new(self.sources.names()));
-        let ledger: Arc<dyn Ledger> = self.store.clone();
-        let index: Arc<dyn SweepIndex> = self.store.clone();
-        let machine = Arc::new(
-            Machine::new(
-                ledger.clone(),
-                index,
-                self.sources.clone(),
-                metrics.clone(),
-                Arc::new(Alarms::default()),
+    /// An instance starting as `inbox serve` starts ([`Instance::start`]: its heartbeat, the restart scan, its
+    /// loops), tried again a second later while the store refuses (a supervisor restarting it).
+    async fn start(&self, slot: usize) -> Process {
+        loop {
+            let metrics = Arc::new(Metrics::new(self.sources.names()));
+            let health = Arc::new(DeliveryHealth::new(
+                self.sources.names(),
+                Thresholds::default(),
+                Arc::new(NoAlarm),
+                self.world.clone(),
+            ));
+            let reconciler = Reconciler::new(
+                SourceName::parse(SOURCE).unwrap(),
+                "sim",
+                self.provider.clone(),
                 Duration::from_secs(3600),
-                owner.clone(),
+                Duration::from_secs(5),
             )
-            .with_world(self.world.clone()),
-        );
-        let (inner_queue, deliveries) = InProcessQueue::new(10_000);
-        let queue: Arc<dyn Queue> = Arc::new(FaultyQueue::new(
-            inner_queue,
-            self.faults_rng.clone(),
-            self.faults.clone(),
-            self.queue_faults.clone(),
-        ));
-        let gone = self.store.inner.gone_owners(&owner).await.unwrap();
-        self.store.inner.end_leases(&gone, None).await.unwrap();
-        self.store.inner.sync();
-        let mut tasks = JoinSet::new();
-        let deliveries = Arc::new(tokio::sync::Mutex::new(deliveries));
-        for _ in 0..WORKERS {
-            tasks.spawn(work(machine.clone(), deliveries.clone()));
+            .with_world(self.world.clone())
+            .with_interval(Duration::from_secs(15));
+            let (rng, on, injected) = (
+                self.faults_rng.clone(),
+                self.faults.clone(),
+                self.queue_faults.clone(),
+            );
+            let parts = Parts {
+                sources: self.sources.clone(),
+                store: self.store.clone() as Arc<dyn Store>,
+                world: self.world.clone(),
+                metrics,
+                alarm: Arc::new(Alarms::default()),
+                health,
+                reconcilers: vec![reconciler],
+                settings: Settings {
+                    workers: WORKERS,
+                    grace: self.grace,
+                    sweep_every: Duration::from_secs(3),
+                    retention: Duration::from_secs(3600),
+                    queue_capacity: 10_000,
+                },
+                queue_layer: Some(Box::new(move |queue| {
+                    Arc::new(FaultyQueue::new(queue, rng, on, injected)) as Arc<dyn Queue>
+                })),
+            };
+            match Instance::start(parts).await {
+                Ok(instance) => {
+                    self.log(format!("instance {slot} starts as {}", instance.owner()));
+                    return Process {
+                        intake: instance.intake(),
+                        instance,
+                        deliveries: JoinSet::new(),
+                    };
+                }
+                Err(e) => {
+                    self.log(format!("instance {slot} does not start: {e}"));
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
         }
-        tasks.spawn(sweep(machine.clone(), queue.clone(), self.grace));
-        let reconciler = Reconciler::new(
-            SourceName::parse(SOURCE).unwrap(),
-            "sim",
-            self.provider.clone(),
-            Duration::from_secs(3600),
-            Duration::from_secs(5),
-        )
-        .with_world(self.world.clone());
-        tasks.spawn(reconcile(reconciler, self.store.clone(), queue.clone()));
-
-        let health = Arc::new(DeliveryHealth::new(
-            self.sources.names(),
-            Thresholds::default(),
-            Arc::new(NoAlarm),
-            self.world.clone(),
-        ));
-        let intake = Arc::new(Intake {
-            ledger,
-            queue,
-            metrics,
-            health,
-            resend_grace: self.grace,
-            order: Order::WriteThenEnqueue,
-            runner: None,
-            world: self.world.clone(),
-        });
-        Process { tasks, intake }
     }
 
-    /// A sender's delivery of `id`, in the process: answered 200 (recorded) or refused (503).
+    /// A sender's delivery of `id` to `process`: answered 200 (recorded) or refused (503).
     fn deliver(&self, process: &mut Process, id: usize) {
         let intake = process.intake.clone();
         let source = self.sources.get(SOURCE).unwrap().clone();
@@ -286,7 +345,7 @@ impl Rig {
             self.history.clone(),
             self.world.clone(),
         );
-        process.tasks.spawn(async move {
+        process.deliveries.spawn(async move {
             let id = format!("evt-{id}");
             let body = format!("{{\"id\":\"{id}\"}}");
             let event = NewEvent {
@@ -314,35 +373,6 @@ impl Rig {
     }
 }
 
-async fn work(machine: Arc<Machine>, deliveries: Arc<tokio::sync::Mutex<Deliveries>>) {
-    loop {
-        let Some(key) = deliveries.lock().await.next().await else {
-            return;
-        };
-        // An error is the store's: the event stays where it was, and the sweeper hands it out again.
-        let _ = machine.process(&key, machine.lease_for(&key)).await;
-    }
-}
-
-/// Reconciliation every 15 s, as `inbox serve` runs it on its interval.
-async fn reconcile(reconciler: Reconciler, store: Arc<Faulty>, queue: Arc<dyn Queue>) {
-    loop {
-        tokio::time::sleep(Duration::from_secs(15)).await;
-        let _ = reconciler
-            .run(store.as_ref(), queue.as_ref(), RunOptions::default(), &mut |_| {})
-            .await;
-    }
-}
-
-async fn sweep(machine: Arc<Machine>, queue: Arc<dyn Queue>, grace: Duration) {
-    // At start everything open is handed out (the in-memory queue died with the last process), then every second.
-    let _ = machine.sweep_ahead(queue.as_ref(), Duration::MAX, 1000).await;
-    loop {
-        tokio::time::sleep(grace / 2).await;
-        let _ = machine.sweep(queue.as_ref(), 1000).await;
-    }
-}
-
 async fn simulate(seed: u64, mutation: Mutation) -> Played {
     std::env::set_var("SIM_SECRET", SECRET);
     let mut rng = StdRng::seed_from_u64(seed);
@@ -360,7 +390,7 @@ async fn simulate(seed: u64, mutation: Mutation) -> Played {
     let config = Config::from_toml(&format!(
         "[retry]\nbase = \"500ms\"\ncap = \"4s\"\nmax_attempts = 5\nmax_age = \"1h\"\n\
          [sources.{SOURCE}]\nscheme = \"github\"\nsecrets = [\"env:SIM_SECRET\"]\n\
-         handler = {{ kind = \"custom\", name = \"sim\", timeout = \"2s\" }}\n"
+         handler = {{ kind = \"custom\", name = \"sim\", timeout = \"20s\" }}\n"
     ))
     .unwrap();
     let handler_faults = Arc::new(std::sync::atomic::AtomicBool::new(true));
@@ -368,7 +398,7 @@ async fn simulate(seed: u64, mutation: Mutation) -> Played {
     let handler = Arc::new(SimHandler {
         rng: faults_rng.clone(),
         faults: handler_faults.clone(),
-        effects: Mutex::default(),
+        runs: Arc::default(),
         history: history.clone(),
         clock: clock.clone(),
     });
@@ -378,7 +408,8 @@ async fn simulate(seed: u64, mutation: Mutation) -> Played {
         .unwrap();
     let memory = MemoryStore::new(grace)
         .with_clock(clock.clone())
-        .with_durability(Durability::Deferred);
+        .with_durability(Durability::Deferred)
+        .with_heartbeats(LIVENESS);
     let rates = Rates {
         error_before: 40,
         error_after: 30,
@@ -412,44 +443,62 @@ async fn simulate(seed: u64, mutation: Mutation) -> Played {
         grace,
     };
     let mut figures = Figures::default();
-    let mut incarnation = 0;
-    let mut process = rig.start(incarnation).await;
+    let mut processes = Vec::with_capacity(INSTANCES);
+    for slot in 0..INSTANCES {
+        processes.push(Some(rig.start(slot).await));
+    }
     let mut violation = None;
+    // Forward steps of the wall clock, on the monotonic clock: they end leases early, which explains attempts that
+    // overlap across one.
+    let mut steps_forward = Vec::new();
 
-    // The faulty phase: deliveries (repeats among them), time passing, crashes.
+    // The faulty phase: deliveries (repeats among them) to either instance, time passing, kills, crashes.
     for _ in 0..STEPS {
         match rng.random_range(0..100) {
             0..=44 if !sent.is_empty() => {
                 let id = sent[rng.random_range(0..sent.len())];
-                rig.log(format!("deliver evt-{id}"));
+                let to = rng.random_range(0..INSTANCES);
+                rig.log(format!("deliver evt-{id} to instance {to}"));
                 figures.deliveries += 1;
-                rig.deliver(&mut process, id);
+                rig.deliver(processes[to].as_mut().unwrap(), id);
             }
-            0..=95 => {
+            0..=94 => {
                 let ms = rng.random_range(1..1500);
                 tokio::time::sleep(Duration::from_millis(ms)).await;
             }
-            96 => {
+            95 => {
                 let step = rng.random_range(-20_000..20_000);
                 rig.log(format!("the wall clock steps {step} ms"));
                 figures.clock_steps += 1;
+                if step > 0 {
+                    steps_forward.push(tokio::time::Instant::now());
+                }
                 sim_clock.step.fetch_add(step, Ordering::SeqCst);
             }
+            96..=98 => {
+                let slot = rng.random_range(0..INSTANCES);
+                // Dropped before its successor starts: nothing of it runs on.
+                if let Some(dead) = processes[slot].take() {
+                    rig.log(format!(
+                        "instance {slot} ({}) killed: every future of it dropped",
+                        dead.instance.owner()
+                    ));
+                }
+                figures.kills += 1;
+                processes[slot] = Some(rig.start(slot).await);
+            }
             _ => {
-                rig.log("crash: every future dropped, every unsynced write lost".into());
-                figures.crashes += 1;
-                process.tasks.shutdown().await;
-                store.inner.crash();
+                rig.log("the database crashes: every unsynced write lost".into());
+                figures.database_crashes += 1;
+                store.crash();
                 if let Some(lost) = lost_acks(&rig) {
                     violation.get_or_insert(format!("after a crash, {lost}"));
                 }
-                incarnation += 1;
-                process = rig.start(incarnation).await;
             }
         }
     }
 
-    // The faults stop; the senders go on sending what was never answered 200, and the process finishes.
+    // The faults stop; the senders go on sending what was never answered 200, and the instances finish.
     store.on.store(false, Ordering::SeqCst);
     handler_faults.store(false, Ordering::SeqCst);
     rig.log("faults stop".into());
@@ -462,9 +511,10 @@ async fn simulate(seed: u64, mutation: Mutation) -> Played {
             break;
         }
         for id in waiting {
-            rig.log(format!("deliver evt-{id} again"));
+            let to = round % INSTANCES;
+            rig.log(format!("deliver evt-{id} again to instance {to}"));
             figures.deliveries += 1;
-            rig.deliver(&mut process, id);
+            rig.deliver(processes[to].as_mut().unwrap(), id);
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
@@ -476,7 +526,7 @@ async fn simulate(seed: u64, mutation: Mutation) -> Played {
             break;
         }
     }
-    process.tasks.shutdown().await;
+    drop(processes);
     if !settled {
         violation.get_or_insert(format!(
             "10 minutes after the faults stopped, answered or listed events are not COMPLETED or DEAD: {:?}",
@@ -488,6 +538,9 @@ async fn simulate(seed: u64, mutation: Mutation) -> Played {
     }
     if let Some(unleased) = store.unleased.lock().unwrap().first() {
         violation.get_or_insert(unleased.clone());
+    }
+    if let Some(overlap) = overlapping_attempts(&rig, &steps_forward) {
+        violation.get_or_insert(overlap);
     }
     if let Some(broken) = effects_and_completions(&rig, &mut figures) {
         violation.get_or_insert(broken);
@@ -502,6 +555,8 @@ async fn simulate(seed: u64, mutation: Mutation) -> Played {
     figures.refused = *rig.refused.lock().unwrap();
     figures.store_faults = *store.injected.lock().unwrap();
     figures.queue_faults = *rig.queue_faults.lock().unwrap();
+    figures.leases_ended_for_gone_owners = *store.judged.lock().unwrap();
+    figures.runs = rig.handler.runs.lock().unwrap().len() as u64;
     figures.never_sent = never_sent.len() as u64;
     figures.reconciled = records
         .events
@@ -566,10 +621,41 @@ fn status(rig: &Rig, id: &str) -> Option<Status> {
         .map(|s| s.record.status)
 }
 
-/// No event completed twice; the completing attempt ran its handler; every other effect was caught in flight.
+/// No two attempts of one event in flight at once: each run of the handler for an event starts after the one
+/// before it ended (returned, timed out, was cancelled by a fence or dropped with its instance), unless the wall
+/// clock stepped forward from a liveness period before the first started to when the next did: leases end early on
+/// the store's clock then, and every heartbeat renewed before the step looks run out until its owner beats again.
+fn overlapping_attempts(rig: &Rig, steps_forward: &[tokio::time::Instant]) -> Option<String> {
+    let runs = rig.handler.runs.lock().unwrap().clone();
+    let mut by_event: BTreeMap<&str, Vec<&Run>> = BTreeMap::new();
+    for run in &runs {
+        by_event.entry(&run.event).or_default().push(run);
+    }
+    for (id, runs) in by_event {
+        for pair in runs.windows(2) {
+            let (first, next) = (pair[0], pair[1]);
+            let in_flight = first.ended.is_none_or(|ended| ended > next.started);
+            let stepped = steps_forward
+                .iter()
+                .any(|at| *at + LIVENESS >= first.started && *at <= next.started);
+            if in_flight && !stepped {
+                return Some(format!(
+                    "{id}: the attempt {} started while {} was still running",
+                    next.token, first.token
+                ));
+            }
+        }
+    }
+    None
+}
+
+/// No event completed twice; the completing attempt ran its handler; every other effect is its own attempt's
+/// interruption's: a settle that never answered (its instance killed, its future dropped), answered an error (it may
+/// or may not have landed), or found its lease lost. Nothing else repeats an effect.
 fn effects_and_completions(rig: &Rig, figures: &mut Figures) -> Option<String> {
     let completed = rig.store.completed.lock().unwrap().clone();
-    let effects = rig.handler.effects.lock().unwrap().clone();
+    let effects = rig.handler.effects();
+    let settles = rig.store.settles.lock().unwrap().clone();
     figures.effects = effects.len() as u64;
     let mut by_event: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for (id, token) in &completed {
@@ -589,21 +675,22 @@ fn effects_and_completions(rig: &Rig, figures: &mut Figures) -> Option<String> {
         }
     }
     let completing: HashMap<&str, &str> = by_event.iter().map(|(id, t)| (*id, t[0])).collect();
-    // Every other effect is a repeat, which only an interruption explains: a crash, or an injected store fault
-    // between the effect and its settle (the handler's own timeout leaves no effect behind).
-    figures.repeats = effects
-        .iter()
-        .filter(|(id, token)| completing.get(id.as_str()) != Some(&token.as_str()))
-        .count() as u64;
-    // A step of the wall clock forward ends leases early: the attempts then in flight may run twice.
-    let interruptions =
-        figures.crashes + *rig.store.injected.lock().unwrap() + figures.clock_steps * WORKERS as u64;
-    if figures.repeats > interruptions {
-        return Some(format!(
-            "{} handler effects were repeats, more than the {interruptions} crashes, store faults and clock steps \
-             explain",
-            figures.repeats
-        ));
+    for (id, token) in &effects {
+        if completing.get(id.as_str()) == Some(&token.as_str()) {
+            continue;
+        }
+        figures.repeats += 1;
+        let answers = settles.get(token).cloned().unwrap_or_default();
+        let interrupted = answers.is_empty()
+            || answers
+                .iter()
+                .any(|a| matches!(a, Answered::Error | Answered::LeaseLost));
+        if !interrupted {
+            return Some(format!(
+                "{id}: the attempt {token} took effect, settled {answers:?}, and the event ran again: no \
+                 interruption of that attempt explains the repeat"
+            ));
+        }
     }
     for (id, _) in &rig.provider.events {
         match status(rig, id) {
@@ -646,14 +733,17 @@ fn play_all(seeds: std::ops::Range<u64>) -> Figures {
         total.deliveries += f.deliveries;
         total.acknowledged += f.acknowledged;
         total.refused += f.refused;
-        total.crashes += f.crashes;
+        total.kills += f.kills;
+        total.database_crashes += f.database_crashes;
         total.clock_steps += f.clock_steps;
         total.store_faults += f.store_faults;
         total.queue_faults += f.queue_faults;
         total.never_sent += f.never_sent;
         total.reconciled += f.reconciled;
+        total.runs += f.runs;
         total.effects += f.effects;
         total.repeats += f.repeats;
+        total.leases_ended_for_gone_owners += f.leases_ended_for_gone_owners;
         total.completed += f.completed;
         total.dead += f.dead;
     }
@@ -670,7 +760,7 @@ fn seeds() -> u64 {
     std::env::var("SIM_SEEDS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(6000)
+        .unwrap_or(4000)
 }
 
 #[test]
@@ -678,7 +768,7 @@ fn seeds_first_half() {
     let n = seeds();
     let f = play_all(0..n / 2);
     assert!(
-        f.acknowledged > 0 && f.crashes > 0 && f.store_faults > 0,
+        f.acknowledged > 0 && f.kills > 0 && f.store_faults > 0 && f.leases_ended_for_gone_owners > 0,
         "the seeds exercised nothing: {f:?}"
     );
 }
@@ -688,7 +778,7 @@ fn seeds_second_half() {
     let n = seeds();
     let f = play_all(n / 2..n);
     assert!(
-        f.acknowledged > 0 && f.crashes > 0 && f.store_faults > 0,
+        f.acknowledged > 0 && f.kills > 0 && f.store_faults > 0 && f.leases_ended_for_gone_owners > 0,
         "the seeds exercised nothing: {f:?}"
     );
 }

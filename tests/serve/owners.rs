@@ -369,6 +369,7 @@ async fn a_busy_instance_is_not_judged_gone() {
         apps.iter().any(|a| a.log().contains("purge failed")),
         "no purge outlasted its statement timeout: the scenario did not happen"
     );
+    println!("a busy instance: the destination saw\n{}", destination.log(t0));
     destination.assert_one_at_a_time_and_none_after_delivery(t0);
     for id in &ids {
         let attempts = destination
@@ -423,6 +424,10 @@ async fn an_instance_cut_off_from_the_database_stops_its_handlers_before_another
     tokio::time::sleep(Duration::from_secs(15)).await;
     hop.heal();
     all_completed(&other, std::slice::from_ref(&id), Duration::from_secs(90));
+    println!(
+        "an instance cut off: the destination saw\n{}",
+        destination.log(t0)
+    );
     destination.assert_one_at_a_time_and_none_after_delivery(t0);
     let attempts = destination.attempts()[&format!("{SOURCE}:{id}")].clone();
     assert_eq!(
@@ -476,6 +481,7 @@ async fn a_database_outage_ends_no_live_instances_leases() {
     tokio::time::sleep(Duration::from_secs(12)).await;
     cluster.pg_ctl(&["start", "-w"]);
     all_completed(&apps[0], &ids, Duration::from_secs(120));
+    println!("a database outage: the destination saw\n{}", destination.log(t0));
     destination.assert_one_at_a_time_and_none_after_delivery(t0);
     for id in &ids {
         let attempts = destination.attempts()[&format!("{SOURCE}:{id}")].clone();

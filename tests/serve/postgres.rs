@@ -93,15 +93,20 @@ impl Database {
 
 /// `INSTANCES` servers on `db`, forwarding to `sink`.
 fn instances(db: &Database, sink: &Sink, secret: &str) -> Vec<App> {
+    instances_with(db, sink, secret, INSTANCES, "")
+}
+
+/// `n` servers on `db`, forwarding to `sink`, the source configured with `extra` besides.
+fn instances_with(db: &Database, sink: &Sink, secret: &str, n: usize, extra: &str) -> Vec<App> {
     let config = format!(
         "[store]\nkind = \"postgres\"\nurl = \"env:INBOX_DATABASE_URL\"\n\
          [retry]\nbase = \"200ms\"\n[sweeper]\ngrace = \"2s\"\ninterval = \"5s\"\n\
-         [sources.{SOURCE}]\nscheme = \"github\"\nsecrets = [\"env:SHARED_SECRET\"]\n\
+         [sources.{SOURCE}]\nscheme = \"github\"\nsecrets = [\"env:SHARED_SECRET\"]\n{extra}\
          handler = {{ kind = \"forward\", url = \"{}/shared\", timeout = \"5s\" }}\n",
         sink.url()
     );
     let url = db.url();
-    (0..INSTANCES)
+    (0..n)
         .map(|_| {
             spawn_app(
                 &config,
@@ -284,6 +289,104 @@ async fn the_same_events_at_every_instance_at_once_run_once() {
         &ids,
         1,
         "the same events at every instance",
+    );
+    db.drop().await;
+}
+
+/// GIVEN two instances on one database, a source with `refuse_resent_bodies = true`
+/// WHEN 60 bodies are each sent under two ids at once, one id to each instance, all 120 deliveries together (a
+///   captured delivery replayed under a fresh id through another node)
+/// THEN every delivery is answered 200 (503s retried), each body is stored once, under one of its two ids, the other
+///   answered as a duplicate of it, and each body is forwarded once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 8)]
+async fn one_body_under_two_ids_at_two_instances_at_once_is_stored_and_run_once_where_refused() {
+    const PAIRS: usize = 60;
+    let Some(db) = Database::fresh().await else {
+        return;
+    };
+    let sink = Sink::start(&[], 200).await;
+    let secret = rand_secret();
+    let apps = instances_with(&db, &sink, &secret, 2, "refuse_resent_bodies = true\n");
+    let run = rand_id("body");
+    let barrier = Arc::new(tokio::sync::Barrier::new(PAIRS * 2));
+    let mut deliveries = Vec::new();
+    for n in 0..PAIRS {
+        let body = serde_json::json!({"run": run, "n": n, "action": "opened"}).to_string();
+        for (app, side) in apps.iter().zip(["a", "b"]) {
+            let (url, body, barrier) = (app.webhook_url(SOURCE), body.clone(), barrier.clone());
+            let id = format!("{run}-{n:02}-{side}");
+            let signer = Signer::new(Scheme::Github, &secret);
+            deliveries.push(tokio::spawn(async move {
+                let http = client();
+                barrier.wait().await;
+                let give_up_at = Instant::now() + Duration::from_secs(30);
+                loop {
+                    let a = post(
+                        &http,
+                        &url,
+                        body.clone(),
+                        &signer.headers(body.as_bytes(), &id, Some("push")),
+                    )
+                    .await;
+                    if a.status != 503 || Instant::now() > give_up_at {
+                        return (id, n, a);
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }));
+        }
+    }
+    let mut answered = std::collections::HashMap::<String, Answer>::new();
+    for d in deliveries {
+        let (id, _, a) = d.await.expect("a delivery task");
+        assert_eq!(a.status, 200, "{id}: {}", a.text);
+        answered.insert(id, a);
+    }
+    wait_until(Duration::from_secs(60), "the stored events are COMPLETED", || {
+        let counts = apps[0].status_counts();
+        counts.len() == 1 && counts.contains_key("COMPLETED")
+    });
+    // Past two sweeps: a body stored twice would have been forwarded twice by now.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let stored: std::collections::HashSet<String> = apps[1]
+        .events()
+        .iter()
+        .map(|e| str_field(e, "event_id"))
+        .collect();
+    let mut forwarded = std::collections::HashMap::<u64, usize>::new();
+    for r in sink.requests() {
+        *forwarded
+            .entry(r.json()["n"].as_u64().unwrap_or(u64::MAX))
+            .or_default() += 1;
+    }
+    let (mut twice, mut wrong) = (Vec::new(), Vec::new());
+    for n in 0..PAIRS {
+        let (a, b) = (format!("{run}-{n:02}-a"), format!("{run}-{n:02}-b"));
+        match (stored.contains(&a), stored.contains(&b)) {
+            (true, true) => twice.push(n),
+            (false, false) => wrong.push(format!("{n}: neither stored")),
+            (true, false) | (false, true) => {
+                let (kept, refused) = if stored.contains(&a) { (&a, &b) } else { (&b, &a) };
+                let (k, r) = (&answered[kept].json, &answered[refused].json);
+                if k["status"] != "accepted" || r["status"] != "duplicate" || r["event_id"] != kept.as_str() {
+                    wrong.push(format!("{n}: {k} / {r}"));
+                }
+            }
+        }
+    }
+    let forwarded_twice = forwarded.values().filter(|n| **n > 1).count();
+    eprintln!(
+        "one body under two ids at two instances, {PAIRS} pairs: {} stored twice, {forwarded_twice} forwarded more \
+         than once",
+        twice.len()
+    );
+    assert!(twice.is_empty(), "bodies stored twice: {twice:?}");
+    assert!(wrong.is_empty(), "{wrong:?}");
+    assert_eq!(stored.len(), PAIRS, "one record per body");
+    assert_eq!(forwarded.len(), PAIRS, "every body forwarded: {forwarded:?}");
+    assert_eq!(
+        forwarded_twice, 0,
+        "a body forwarded more than once: {forwarded:?}"
     );
     db.drop().await;
 }

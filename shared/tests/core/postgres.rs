@@ -1,12 +1,14 @@
 //! What the PostgreSQL store does beyond the ports' contract (which `ledger::postgres::` runs): owners' heartbeats
 //! and roles run out on the database's clock, two handles (two instances) racing on the same ids create each once,
-//! and a database migrated by a newer binary is refused.
+//! racing on one body under two ids store it once (refused) or mark one of the two (marked), and a database migrated
+//! by a newer binary is refused.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::ledger::postgres::PostgresHarness;
 use inbox_core::contract::{key, new_event};
+use inbox_core::model::{NewEvent, ResentBodies};
 use inbox_core::ports::{Claim, Created, GoneOwners, Ledger, Upkeep};
 use inbox_core::stores::postgres::{Options, PostgresStore};
 
@@ -144,6 +146,149 @@ async fn two_instances_racing_on_the_same_ids_create_each_once() {
     }
     assert_eq!(new.len(), 50, "every id created");
     assert!(new.values().all(|n| *n == 1), "created twice: {new:?}");
+    h.finish_now().await;
+}
+
+/// `pairs` bodies, each created under two ids at once, one through each of two handles (two instances), every
+/// create in flight together; each pair's two answers, in the order (`{run}-{n}-a` through `stores[0]`,
+/// `{run}-{n}-b` through `stores[1]`).
+async fn race_resent_bodies(
+    stores: &[Arc<PostgresStore>; 2],
+    resent_bodies: ResentBodies,
+    run: &str,
+    pairs: usize,
+) -> Vec<(String, Created, String, Created)> {
+    let barrier = Arc::new(tokio::sync::Barrier::new(pairs * 2));
+    let mut tasks = Vec::new();
+    for n in 0..pairs {
+        for (store, side) in stores.iter().zip(["a", "b"]) {
+            let (store, barrier) = (store.clone(), barrier.clone());
+            let id = format!("{run}-{n:02}-{side}");
+            let body = format!("{run}-body-{n:02}");
+            tasks.push(tokio::spawn(async move {
+                let event = NewEvent {
+                    resent_bodies,
+                    ..new_event(&id, &body)
+                };
+                barrier.wait().await;
+                let created = store.create(event, None).await.unwrap();
+                (id, created)
+            }));
+        }
+    }
+    let mut answers = Vec::new();
+    let mut tasks = tasks.into_iter();
+    while let (Some(a), Some(b)) = (tasks.next(), tasks.next()) {
+        let ((a, created_a), (b, created_b)) = (a.await.unwrap(), b.await.unwrap());
+        answers.push((a, created_a, b, created_b));
+    }
+    answers
+}
+
+/// GIVEN two handles on one database (two instances), a source that refuses resent bodies
+/// WHEN 60 bodies are each created under two ids at once, one id through each instance, all 120 creates together
+///   (group-committed on both sides), four rounds over, and a fifth through one instance
+/// THEN each body is stored once: one of its two creates is new, the other is answered as a duplicate of it, and
+///   only the new one is stored. (A holder looked up before the insert let both transactions store the body.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_instances_racing_on_one_body_under_two_ids_store_it_once_where_resent_bodies_are_refused() {
+    const PAIRS: usize = 60;
+    let Some(h) = PostgresHarness::start().await else {
+        return;
+    };
+    let stores = [
+        Arc::new(h.store(LONG, None).await),
+        Arc::new(h.store(LONG, None).await),
+    ];
+    let refused = ResentBodies::Refused { within: LONG };
+    let mut wrong = Vec::new();
+    for round in 0..5 {
+        // The last round through one instance: each body's two creates in one batch, or in two one after the other.
+        let stores = if round < 4 {
+            stores.clone()
+        } else {
+            [stores[0].clone(), stores[0].clone()]
+        };
+        for (a, created_a, b, created_b) in
+            race_resent_bodies(&stores, refused, &format!("r{round}"), PAIRS).await
+        {
+            match (&created_a, &created_b) {
+                (Created::New, Created::Duplicate { event_id, .. }) if event_id.as_str() == a => {}
+                (Created::Duplicate { event_id, .. }, Created::New) if event_id.as_str() == b => {}
+                other => wrong.push(format!("{a} / {b}: {other:?}")),
+            }
+        }
+    }
+    let twice = h
+        .sql("SELECT payload_sha256 FROM events GROUP BY payload_sha256 HAVING count(*) > 1")
+        .await;
+    assert_eq!(
+        (twice, wrong.len()),
+        (0, 0),
+        "of {} bodies, {twice} stored twice; answers not one new and one duplicate of it, the first few: {:?}",
+        PAIRS * 5,
+        &wrong[..wrong.len().min(5)]
+    );
+    assert_eq!(h.sql("SELECT 1 FROM events").await, (PAIRS * 5) as u64);
+    h.finish_now().await;
+}
+
+/// GIVEN two handles on one database (two instances), a source that marks resent bodies (the default)
+/// WHEN 60 bodies are each created under two ids at once, one id through each instance, all 120 creates together,
+///   four rounds over, and a fifth through one instance
+/// THEN both ids of each body are stored, exactly one unmarked (the holder) and the other marked `resent_of` it, and
+///   so answered: never both unmarked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_instances_racing_on_one_body_under_two_ids_mark_exactly_one_as_resent() {
+    const PAIRS: usize = 60;
+    let Some(h) = PostgresHarness::start().await else {
+        return;
+    };
+    let stores = [
+        Arc::new(h.store(LONG, None).await),
+        Arc::new(h.store(LONG, None).await),
+    ];
+    let marked = ResentBodies::Marked { within: LONG };
+    let mut wrong = Vec::new();
+    for round in 0..5 {
+        // The last round through one instance: each body's two creates in one batch, or in two one after the other.
+        let stores = if round < 4 {
+            stores.clone()
+        } else {
+            [stores[0].clone(), stores[0].clone()]
+        };
+        for (a, created_a, b, created_b) in
+            race_resent_bodies(&stores, marked, &format!("m{round}"), PAIRS).await
+        {
+            match (&created_a, &created_b) {
+                (Created::New, Created::Resent { of }) if of.as_str() == a => {}
+                (Created::Resent { of }, Created::New) if of.as_str() == b => {}
+                other => wrong.push(format!("{a} / {b}: {other:?}")),
+            }
+        }
+    }
+    // Per body: two records, one unmarked, and the other marked with the unmarked one's id.
+    let unmarked_pairs = h
+        .sql(
+            "SELECT payload_sha256 FROM events GROUP BY payload_sha256
+             HAVING count(*) FILTER (WHERE resent_of IS NULL) <> 1 OR count(*) <> 2",
+        )
+        .await;
+    let marked_right = h
+        .sql(
+            "SELECT 1 FROM events r JOIN events h
+               ON h.source = r.source AND h.event_id = r.resent_of AND h.payload_sha256 = r.payload_sha256
+              AND h.resent_of IS NULL",
+        )
+        .await;
+    assert_eq!(
+        (unmarked_pairs, marked_right, wrong.len()),
+        (0, (PAIRS * 5) as u64, 0),
+        "of {} bodies, {unmarked_pairs} not one holder and one marked; answers not one new and one resent of it, \
+         the first few: {:?}",
+        PAIRS * 5,
+        &wrong[..wrong.len().min(5)]
+    );
     h.finish_now().await;
 }
 

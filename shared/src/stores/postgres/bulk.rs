@@ -5,20 +5,20 @@
 //! sees what was committed before it began). Items are in `(source, event_id)` order, so that two instances'
 //! overlapping batches lock their rows in one order, and a key's repeats within the batch are folded into its first.
 //!
-//! The remembered bodies (the resent-body guard) are read for every watched item in one statement, and written for
-//! those inserted in one more. What this path does not decide is handed back for [`transitions::create`], item by item
-//! in the same transaction: a body a live event holds already (marked or refused), a key or a body repeated within
-//! the batch, and a key held by a completed record past retention (a webhook reusing the id is a new event) or by none
-//! at all (deleted since the insert).
+//! The remembered bodies (the resent-body guard) are claimed, after the events are in, for every watched item
+//! inserted, in one statement ([`bodies::hold`]); those a live event held first are marked by one more, or, refused,
+//! deleted again by one more. What this path does not decide is handed back for [`transitions::create`], item by item
+//! in the same transaction: a key or a body repeated within the batch, and a key held by a completed record past
+//! retention (a webhook reusing the id is a new event) or by none at all (deleted since the insert).
 
 use std::collections::{HashMap, HashSet};
 
 use deadpool_postgres::GenericClient;
 
-use super::query;
 use super::rows::{record, Prepared, COLUMNS};
 use super::transitions::{self, created};
-use crate::model::{Event, Origin, Record, Status};
+use super::{bodies, query};
+use crate::model::{Event, Origin, Record, ResentBodies, Status};
 use crate::ports::{Created, StoreError};
 use crate::rules::Due;
 
@@ -52,29 +52,63 @@ pub(super) async fn create_all(
 ) -> Result<Vec<(Created, Option<Event>)>, StoreError> {
     let mut answers: Vec<Option<(Created, Option<Event>)>> = vec![None; items.len()];
     // The first of each key, and of each watched body (source, type, SHA-256) within the batch: inserted in one
-    // statement, unless a live event of the source already holds its body. The others go one by one below, after
-    // the first is in: a repeat finds it.
+    // statement. The others go one by one below, after the first is in: a repeat finds it.
     let mut keys: HashSet<(&str, &str)> = HashSet::new();
     let mut watched_bodies: HashSet<(&str, &str, &str)> = HashSet::new();
-    let (mut plain, mut watched) = (Vec::new(), Vec::new());
+    let mut first = Vec::new();
     for (i, item) in items.iter().enumerate() {
         if !keys.insert(key(item)) {
             continue;
         }
-        match item.prepared.event.resent_bodies.within() {
-            None => plain.push(i),
-            Some(_) if watched_bodies.insert(body(item)) => watched.push(i),
-            Some(_) => {}
+        if item.prepared.event.resent_bodies.within().is_some() && !watched_bodies.insert(body(item)) {
+            continue;
         }
+        first.push(i);
     }
-    let held = holders(c, items, &watched).await?;
-    let unheld: Vec<usize> = watched.iter().copied().filter(|i| !held.contains(i)).collect();
-    plain.extend(&unheld);
-    plain.sort_by_key(|&i| key(&items[i]));
-    let inserted = insert(c, items, &plain, due).await?;
-    remember(c, items, &unheld, &inserted).await?;
-    for &i in &plain {
-        if inserted[i] {
+    let inserted = insert(c, items, &first, due).await?;
+    // Every watched body inserted claims its body, after every event is in (lock order: events, then bodies).
+    let watched: Vec<(usize, i64)> = first
+        .iter()
+        .filter_map(|&i| inserted[i].map(|row| (i, row)))
+        .filter(|&(i, _)| items[i].prepared.event.resent_bodies.within().is_some())
+        .collect();
+    let claims: Vec<bodies::Claim> = watched
+        .iter()
+        .map(|&(i, _)| {
+            let (item, e) = (&items[i], &items[i].prepared.event);
+            bodies::Claim {
+                source: e.key.source.as_str(),
+                event_type: e.event_type.as_deref(),
+                payload_sha256: &e.payload_sha256,
+                event_id: e.key.event_id.as_str(),
+                now: item.now,
+                until: item
+                    .now
+                    .saturating_add(crate::time::ms(e.resent_bodies.within().unwrap_or_default())),
+            }
+        })
+        .collect();
+    let holders = bodies::hold(c, &claims).await?;
+    let (mut marks, mut refused) = (Vec::new(), Vec::new());
+    for (&(i, row), holder) in watched.iter().zip(holders) {
+        let Some(holder) = holder else { continue };
+        let item = &items[i];
+        answers[i] = Some(match item.prepared.event.resent_bodies {
+            ResentBodies::Refused { .. } => {
+                refused.push(row);
+                (crate::rules::duplicate_of(&holder), None)
+            }
+            _ => {
+                marks.push((row, holder.event_id.clone()));
+                created(item.prepared, Some(holder.event_id), item.now)
+            }
+        });
+    }
+    let marks: Vec<(i64, &str)> = marks.iter().map(|(row, of)| (*row, of.as_str())).collect();
+    bodies::mark(c, &marks).await?;
+    bodies::unstore(c, &refused).await?;
+    for &i in &first {
+        if inserted[i].is_some() && answers[i].is_none() {
             answers[i] = Some(created(items[i].prepared, None, items[i].now));
         }
     }
@@ -85,13 +119,13 @@ pub(super) async fn create_all(
         let item = &items[i];
         let prepared = item.prepared;
         let answer = match standing.get(&i) {
+            // A retry of this very event stays its own duplicate, whoever holds its body.
             Some(existing)
-                if prepared.event.resent_bodies.within().is_none()
-                    && !(existing.is_expired(item.now) && prepared.event.origin == Origin::Webhook) =>
+                if !(existing.is_expired(item.now) && prepared.event.origin == Origin::Webhook) =>
             {
                 (crate::rules::duplicate_of(existing), None)
             }
-            // Resent bodies to look for, a record past retention to replace, or none left in the way.
+            // A body repeated within the batch, a record past retention to replace, or none left in the way.
             _ => transitions::create(c, prepared, item.now, due).await?,
         };
         answers[i] = Some(answer);
@@ -99,15 +133,15 @@ pub(super) async fn create_all(
     Ok(answers.into_iter().flatten().collect())
 }
 
-/// Inserts the items `which` names as RECEIVED (or PROCESSING under their claim), and their bodies: whether each
-/// item (by its index) was inserted.
+/// Inserts the items `which` names as RECEIVED (or PROCESSING under their claim), and their bodies: each item's
+/// new row id (by its index), `None` where it was not inserted.
 async fn insert(
     c: &impl GenericClient,
     items: &[Item<'_>],
     which: &[usize],
     due: &Due,
-) -> Result<Vec<bool>, StoreError> {
-    let mut inserted = vec![false; items.len()];
+) -> Result<Vec<Option<i64>>, StoreError> {
+    let mut inserted = vec![None; items.len()];
     if which.is_empty() {
         return Ok(inserted);
     }
@@ -180,7 +214,7 @@ async fn insert(
             )));
         };
         let p = items[i].prepared;
-        inserted[i] = true;
+        inserted[i] = Some(id);
         events.push(id);
         headers.push(p.headers.as_str());
         bodies.push(p.body.as_slice());
@@ -227,82 +261,4 @@ async fn standing(
         }
     }
     Ok(found)
-}
-
-/// Which of the watched items `which` names have a body that a live event of their source (another id, the same
-/// type and SHA-256) holds: those the slow path marks or refuses.
-async fn holders(
-    c: &impl GenericClient,
-    items: &[Item<'_>],
-    which: &[usize],
-) -> Result<HashSet<usize>, StoreError> {
-    if which.is_empty() {
-        return Ok(HashSet::new());
-    }
-    let (mut sources, mut types, mut shas, mut nows) = (vec![], vec![], vec![], vec![]);
-    for &i in which {
-        let (s, t, h) = body(&items[i]);
-        sources.push(s);
-        types.push(t);
-        shas.push(h);
-        nows.push(items[i].now);
-    }
-    let rows = query(
-        c,
-        "SELECT w.n, e.event_id, e.status, e.expires_at
-         FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[]) WITH ORDINALITY AS w (s, t, h, now, n)
-         JOIN bodies b ON b.source = w.s AND b.event_type = w.t AND b.payload_sha256 = w.h AND b.expires_at > w.now
-         JOIN events e ON e.source = b.source AND e.event_id = b.event_id
-                      AND coalesce(e.event_type, '') = w.t AND e.payload_sha256 = w.h",
-        &[&sources, &types, &shas, &nows],
-    )
-    .await?;
-    let mut held = HashSet::new();
-    for row in &rows {
-        let n: i64 = row.get(0);
-        let Some(&i) = usize::try_from(n - 1).ok().and_then(|n| which.get(n)) else {
-            continue;
-        };
-        let (holder, status, expires_at): (&str, &str, Option<i64>) = (row.get(1), row.get(2), row.get(3));
-        let expired = status == "COMPLETED" && expires_at.is_some_and(|t| t <= items[i].now);
-        if holder != items[i].prepared.event.key.event_id.as_str() && !expired {
-            held.insert(i);
-        }
-    }
-    Ok(held)
-}
-
-/// Remembers the bodies of the watched items `which` names that were inserted, as held by them for their source's
-/// window, in body order (two instances' batches lock the remembered bodies in one order).
-async fn remember(
-    c: &impl GenericClient,
-    items: &[Item<'_>],
-    which: &[usize],
-    inserted: &[bool],
-) -> Result<(), StoreError> {
-    let mut mine: Vec<usize> = which.iter().copied().filter(|&i| inserted[i]).collect();
-    if mine.is_empty() {
-        return Ok(());
-    }
-    mine.sort_by_key(|&i| body(&items[i]));
-    let (mut sources, mut types, mut shas, mut ids, mut untils) = (vec![], vec![], vec![], vec![], vec![]);
-    for i in mine {
-        let (s, t, h) = body(&items[i]);
-        let within = items[i].prepared.event.resent_bodies.within().unwrap_or_default();
-        sources.push(s);
-        types.push(t);
-        shas.push(h);
-        ids.push(items[i].prepared.event.key.event_id.as_str());
-        untils.push(items[i].now.saturating_add(crate::time::ms(within)));
-    }
-    query(
-        c,
-        "INSERT INTO bodies (source, event_type, payload_sha256, event_id, expires_at)
-         SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[])
-         ON CONFLICT (source, event_type, payload_sha256)
-         DO UPDATE SET event_id = excluded.event_id, expires_at = excluded.expires_at",
-        &[&sources, &types, &shas, &ids, &untils],
-    )
-    .await?;
-    Ok(())
 }

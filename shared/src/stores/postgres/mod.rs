@@ -20,6 +20,7 @@
 //! migrations are in [`schema`], the rows in [`rows`], the port impls in [`ports`].
 
 mod batch;
+mod bodies;
 mod bulk;
 mod completions;
 #[cfg(test)]

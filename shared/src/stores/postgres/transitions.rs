@@ -5,6 +5,7 @@
 
 use deadpool_postgres::GenericClient;
 
+use super::bodies;
 use super::rows::{find, record, with_payload, Prepared, COLUMNS};
 use super::{db_now, execute, query, query_opt, DB_NOW};
 use crate::model::{Event, EventId, EventKey, Origin, Record, ResentBodies, Status};
@@ -13,7 +14,8 @@ use crate::rules::{self, Due};
 use crate::time::ms;
 
 /// Creates `prepared` as RECEIVED (or PROCESSING under its claim) unless its key is taken; see
-/// [`Ledger::create`](crate::ports::Ledger::create). Inside the caller's transaction.
+/// [`Ledger::create`](crate::ports::Ledger::create). Inside the caller's transaction. The event is inserted first
+/// and then claims its body ([`bodies`]), so that of two creates of one body racing on two instances one holds it.
 pub(super) async fn create(
     c: &impl GenericClient,
     prepared: &Prepared,
@@ -21,25 +23,8 @@ pub(super) async fn create(
     due: &Due,
 ) -> Result<(Created, Option<Event>), StoreError> {
     let event = &prepared.event;
-    // A body already stored under another id of this source and type, looked for in the insert's transaction.
-    let resent_of = match event.resent_bodies.within() {
-        None => None,
-        Some(_) => body_holder(c, prepared, now).await?,
-    };
-    if let (Some(holder), ResentBodies::Refused { .. }) = (&resent_of, event.resent_bodies) {
-        // A retry of this very event stays its own duplicate, whoever holds the body now.
-        return Ok((
-            match find(c, &event.key).await? {
-                Some((_, own)) if !own.is_expired(now) => rules::duplicate_of(&own),
-                _ => rules::duplicate_of(holder),
-            },
-            None,
-        ));
-    }
-    let resent_of = resent_of.map(|holder| holder.event_id);
-    if insert(c, prepared, resent_of.as_ref(), now, due).await? {
-        remember_body(c, prepared, resent_of.as_ref(), now).await?;
-        return Ok(created(prepared, resent_of, now));
+    if let Some(row) = insert(c, prepared, now, due).await? {
+        return with_body(c, prepared, row, now).await;
     }
     let Some((id, existing)) = find(c, &event.key).await? else {
         return Err(StoreError::Busy);
@@ -55,16 +40,56 @@ pub(super) async fn create(
             &[&id, &now],
         )
         .await?;
-        if n == 1 && insert(c, prepared, resent_of.as_ref(), now, due).await? {
-            remember_body(c, prepared, resent_of.as_ref(), now).await?;
-            return Ok(created(prepared, resent_of, now));
+        if n == 1 {
+            if let Some(row) = insert(c, prepared, now, due).await? {
+                return with_body(c, prepared, row, now).await;
+            }
         }
         return match find(c, &event.key).await? {
             Some((_, existing)) => Ok((rules::duplicate_of(&existing), None)),
             None => Err(StoreError::Busy),
         };
     }
+    // A retry of this very event stays its own duplicate, whoever holds its body now.
     Ok((rules::duplicate_of(&existing), None))
+}
+
+/// What the create that inserted `prepared` (row `row`) answers once its body is settled: where its source looks for
+/// resent bodies and a live event of another id holds this one, marked `resent_of` it, or refused (deleted again)
+/// as a duplicate of it.
+async fn with_body(
+    c: &impl GenericClient,
+    prepared: &Prepared,
+    row: i64,
+    now: i64,
+) -> Result<(Created, Option<Event>), StoreError> {
+    let event = &prepared.event;
+    let Some(within) = event.resent_bodies.within() else {
+        return Ok(created(prepared, None, now));
+    };
+    let claim = bodies::Claim {
+        source: event.key.source.as_str(),
+        event_type: event.event_type.as_deref(),
+        payload_sha256: &event.payload_sha256,
+        event_id: event.key.event_id.as_str(),
+        now,
+        until: now.saturating_add(ms(within)),
+    };
+    let holder = bodies::hold(c, std::slice::from_ref(&claim))
+        .await?
+        .pop()
+        .flatten();
+    match (holder, event.resent_bodies) {
+        (None, _) => Ok(created(prepared, None, now)),
+        (Some(holder), ResentBodies::Refused { .. }) => {
+            bodies::unstore(c, &[row]).await?;
+            Ok((rules::duplicate_of(&holder), None))
+        }
+        (Some(holder), _) => {
+            bodies::mark(c, &[(row, holder.event_id.as_str())]).await?;
+            Ok(created(prepared, Some(holder.event_id), now))
+        }
+    }
 }
 
 /// What a create that inserted `prepared` answers: the outcome and, where it was claimed in the write, the record
@@ -76,77 +101,14 @@ pub(super) fn created(prepared: &Prepared, resent_of: Option<EventId>, now: i64)
     (rules::created(resent_of), claimed)
 }
 
-/// The live event that holds `prepared`'s body under another id of its source and type, if any.
-async fn body_holder(
-    c: &impl GenericClient,
-    prepared: &Prepared,
-    now: i64,
-) -> Result<Option<Record>, StoreError> {
-    let event = &prepared.event;
-    let row = query_opt(
-        c,
-        &format!(
-            "SELECT {COLUMNS} FROM events WHERE source = $1 AND event_id =
-                (SELECT event_id FROM bodies
-                 WHERE source = $1 AND event_type = $2 AND payload_sha256 = $3 AND expires_at > $4)"
-        ),
-        &[
-            &event.key.source.as_str(),
-            &event.event_type.as_deref().unwrap_or(""),
-            &event.payload_sha256,
-            &now,
-        ],
-    )
-    .await?;
-    Ok(row
-        .map(|r| record(&r))
-        .transpose()?
-        .map(|(_, holder)| holder)
-        .filter(|holder| {
-            holder.event_id != event.key.event_id
-                && !holder.is_expired(now)
-                && holder.event_type == event.event_type
-                && holder.payload_sha256 == event.payload_sha256
-        }))
-}
-
-/// Remembers the body of a just-created event as held by it, for the source's window, where the source looks for
-/// resent bodies and no other live event holds it.
-async fn remember_body(
-    c: &impl GenericClient,
-    prepared: &Prepared,
-    resent_of: Option<&EventId>,
-    now: i64,
-) -> Result<(), StoreError> {
-    let event = &prepared.event;
-    let (None, Some(within)) = (resent_of, event.resent_bodies.within()) else {
-        return Ok(());
-    };
-    execute(
-        c,
-        "INSERT INTO bodies (source, event_type, payload_sha256, event_id, expires_at) VALUES ($1, $2, $3, $4, $5)
-         ON CONFLICT (source, event_type, payload_sha256)
-         DO UPDATE SET event_id = excluded.event_id, expires_at = excluded.expires_at",
-        &[
-            &event.key.source.as_str(),
-            &event.event_type.as_deref().unwrap_or(""),
-            &event.payload_sha256,
-            &event.key.event_id.as_str(),
-            &now.saturating_add(ms(within)),
-        ],
-    )
-    .await?;
-    Ok(())
-}
-
-/// Inserts `prepared` as RECEIVED (or PROCESSING under its claim) unless its key is taken, and its body.
+/// Inserts `prepared` as RECEIVED (or PROCESSING under its claim) unless its key is taken, and its body: the new
+/// row's id, or `None` where the key was taken. Unmarked: a resent body is marked once its holder is known.
 async fn insert(
     c: &impl GenericClient,
     prepared: &Prepared,
-    resent_of: Option<&EventId>,
     now: i64,
     due: &Due,
-) -> Result<bool, StoreError> {
+) -> Result<Option<i64>, StoreError> {
     let e = &prepared.event;
     let (status, attempts, owner, until, due_at) = match &prepared.claim {
         None => (Status::Received, 0, None, None, due.received(now)),
@@ -164,8 +126,8 @@ async fn insert(
     let inserted = query_opt(
         c,
         "INSERT INTO events (source, event_id, event_type, status, payload_sha256, received_at, updated_at,
-                             due_at, origin, resent_of, attempts, lease_owner, lease_until)
-         VALUES ($1, $2, $3, $4, $5, $6, $6, $7, $8, $9, $10, $11, $12)
+                             due_at, origin, attempts, lease_owner, lease_until)
+         VALUES ($1, $2, $3, $4, $5, $6, $6, $7, $8, $9, $10, $11)
          ON CONFLICT (source, event_id) DO NOTHING
          RETURNING id",
         &[
@@ -177,7 +139,6 @@ async fn insert(
             &now,
             &due_at,
             &e.origin.as_str(),
-            &resent_of.map(EventId::as_str),
             &attempts,
             &owner,
             &until,
@@ -185,7 +146,7 @@ async fn insert(
     )
     .await?;
     let Some(row) = inserted else {
-        return Ok(false);
+        return Ok(None);
     };
     let id: i64 = row.get(0);
     execute(
@@ -194,7 +155,7 @@ async fn insert(
         &[&id, &prepared.headers, &prepared.body, &prepared.encoding],
     )
     .await?;
-    Ok(true)
+    Ok(Some(id))
 }
 
 /// Claims `key` for `owner` for `lease` ms, at `now` or, with `None`, at the database's `now()` read by the update

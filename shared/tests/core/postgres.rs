@@ -359,6 +359,148 @@ async fn a_concurrent_duplicate_whose_first_transaction_rolls_back_is_stored_onc
     h.finish_now().await;
 }
 
+/// Takes the harness's schema back to version 1, as the release before the console's index left it: the retention
+/// index without the source, no version 2.
+async fn back_to_version_1(h: &PostgresHarness) {
+    drop(h.store(LONG, None).await);
+    h.sql(
+        "DROP INDEX events_expiry_source;
+         CREATE INDEX events_expiry ON events (expires_at) WHERE status = 'COMPLETED';
+         DELETE FROM schema_versions WHERE version = 2",
+    )
+    .await;
+}
+
+/// A direct connection to the test server in the harness's schema, as an operator's `psql`.
+async fn operator(h: &PostgresHarness) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(&h.base, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
+        .batch_execute(&format!("SET search_path = {}", h.schema))
+        .await
+        .unwrap();
+    client
+}
+
+/// GIVEN a database at schema version 1 holding 300,000 completed events
+/// WHEN a store whose statement timeout is 100 ms opens it (migration 2 builds an index on that table), and another
+///   session writes an event, with a lock timeout of 200 ms, while the index is being built
+/// THEN the migration completes past the statement timeout (the database at version 2, the index valid, the old one
+///   gone), and the write went through during the build: a plain `CREATE INDEX` in the migration's transaction was
+///   cancelled at every start, and held every write meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_migration_building_an_index_outlasts_the_statement_timeout_and_holds_no_write() {
+    let Some(h) = PostgresHarness::start().await else {
+        return;
+    };
+    back_to_version_1(&h).await;
+    let source = key("x").source;
+    let loaded = std::time::Instant::now();
+    h.sql(&format!(
+        "INSERT INTO events (source, event_id, status, payload_sha256, received_at, updated_at, origin, expires_at)
+         SELECT '{source}', 'old-' || n, 'COMPLETED', 'sha', n, n, 'webhook', n FROM generate_series(1, 300000) n"
+    ))
+    .await;
+    eprintln!("300,000 events loaded in {:?}", loaded.elapsed());
+    let mut options = Options::new(h.url(), LONG);
+    options.pool_size = 2;
+    options.statement_timeout = Duration::from_millis(100);
+    let started = std::time::Instant::now();
+    let opening = tokio::spawn(PostgresStore::open(options));
+    let psql = operator(&h).await;
+    let building = format!(
+        "SELECT 1 FROM pg_stat_progress_create_index WHERE relid = '{}.events'::regclass",
+        h.schema
+    );
+    let mut written_during_build = None;
+    while !opening.is_finished() && started.elapsed() < Duration::from_secs(60) {
+        if !psql.query(&building, &[]).await.unwrap().is_empty() {
+            written_during_build = Some(
+                psql.batch_execute(&format!(
+                    "SET lock_timeout = '200ms';
+                     INSERT INTO events (source, event_id, status, payload_sha256, received_at, updated_at, origin)
+                     VALUES ('{source}', 'during-the-build', 'RECEIVED', 'sha', 1, 1, 'webhook')"
+                ))
+                .await,
+            );
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let opened = opening.await.unwrap();
+    eprintln!("opened (migrated) in {:?}", started.elapsed());
+    let store = opened.expect("the migration failed");
+    match written_during_build {
+        Some(written) => written.expect("a write during the index build"),
+        None => panic!("the index build was never seen running"),
+    }
+    assert_eq!(h.sql("SELECT 1 FROM schema_versions WHERE version = 2").await, 1);
+    assert_eq!(
+        h.sql("SELECT 1 FROM pg_index WHERE indexrelid = to_regclass('events_expiry_source') AND indisvalid")
+            .await,
+        1
+    );
+    assert_eq!(
+        h.sql("SELECT 1 FROM pg_class WHERE oid = to_regclass('events_expiry')")
+            .await,
+        0,
+        "the index migration 2 replaces"
+    );
+    drop(store);
+    h.finish_now().await;
+}
+
+/// GIVEN a database at schema version 1 where a concurrent build of migration 2's index was cut short, leaving an
+///   invalid index of that name behind (here: a unique build that failed on duplicates)
+/// WHEN a store opens it
+/// THEN the invalid index is dropped and built again as the migration defines it, valid, and the database is at
+///   version 2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_index_a_cut_short_build_left_is_built_again() {
+    let Some(h) = PostgresHarness::start().await else {
+        return;
+    };
+    back_to_version_1(&h).await;
+    let source = key("x").source;
+    h.sql(&format!(
+        "INSERT INTO events (source, event_id, status, payload_sha256, received_at, updated_at, origin, expires_at)
+         SELECT '{source}', 'old-' || n, 'COMPLETED', 'sha', n, n, 'webhook', n FROM generate_series(1, 2) n"
+    ))
+    .await;
+    let psql = operator(&h).await;
+    let failed = psql
+        .batch_execute(
+            "CREATE UNIQUE INDEX CONCURRENTLY events_expiry_source ON events (source) WHERE status = 'COMPLETED'",
+        )
+        .await;
+    assert!(failed.is_err(), "the unique build did not fail");
+    let invalid =
+        "SELECT 1 FROM pg_index WHERE indexrelid = to_regclass('events_expiry_source') AND NOT indisvalid";
+    assert_eq!(h.sql(invalid).await, 1, "no invalid index left");
+
+    let store = PostgresStore::open(Options::new(h.url(), LONG))
+        .await
+        .expect("the migration failed");
+    let definition: String = psql
+        .query_one(
+            "SELECT pg_get_indexdef(indexrelid) FROM pg_index
+             WHERE indexrelid = to_regclass('events_expiry_source') AND indisvalid",
+            &[],
+        )
+        .await
+        .expect("no valid index")
+        .get(0);
+    assert!(
+        definition.contains("(expires_at, source)") && !definition.contains("UNIQUE"),
+        "{definition}"
+    );
+    assert_eq!(h.sql("SELECT 1 FROM schema_versions WHERE version = 2").await, 1);
+    drop(store);
+    h.finish_now().await;
+}
+
 /// The throwaway server ./test.sh starts speaks TLS with a certificate from the test root
 /// (tests/data/keys/postgres-root.pem) for localhost and 127.0.0.1: `INBOX_TEST_POSTGRES_TLS=1` says so.
 fn tls_server() -> bool {

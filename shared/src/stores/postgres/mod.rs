@@ -141,7 +141,8 @@ impl PostgresStore {
             ));
         }
         schema::migrate(&client).await?;
-        drop(client);
+        // Its session may have been changed for the migration (no statement timeout): closed rather than pooled.
+        drop(deadpool_postgres::Object::take(client));
         let creates = batch::start(pool.clone(), options.batch_max, Due::new(options.grace));
         let completions = completions::start(pool.clone(), options.batch_max, Due::new(options.grace));
         Ok(Self {

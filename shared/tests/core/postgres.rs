@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::ledger::postgres::PostgresHarness;
 use inbox_core::contract::{key, new_event};
 use inbox_core::model::{NewEvent, ResentBodies};
-use inbox_core::ports::{Claim, Created, GoneOwners, Ledger, Upkeep};
+use inbox_core::ports::{Claim, Created, GoneOwners, Ledger, Settled, Settlement, Upkeep};
 use inbox_core::stores::postgres::{Options, PostgresStore};
 
 const LONG: Duration = Duration::from_secs(3600);
@@ -289,6 +289,166 @@ async fn two_instances_racing_on_one_body_under_two_ids_mark_exactly_one_as_rese
         PAIRS * 5,
         &wrong[..wrong.len().min(5)]
     );
+    h.finish_now().await;
+}
+
+/// A TCP forwarder between a store and the test server that can cut the database off: every connection it
+/// forwards ends, and every later one is accepted and never answered, as when the database's host is gone and its
+/// packets are dropped (a connection attempt then waits for its time-out, unlike a refused one).
+struct Cuttable {
+    addr: std::net::SocketAddr,
+    cut: tokio::sync::watch::Sender<bool>,
+}
+
+impl Cuttable {
+    async fn start(upstream: String) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (cut, cut_seen) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            let mut unanswered = Vec::new();
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                if *cut_seen.borrow() {
+                    unanswered.push(inbound);
+                    continue;
+                }
+                let (upstream, mut cut_seen) = (upstream.clone(), cut_seen.clone());
+                tokio::spawn(async move {
+                    let Ok(mut outbound) = tokio::net::TcpStream::connect(upstream).await else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        _ = cut_seen.wait_for(|cut| *cut) => {}
+                    }
+                });
+            }
+        });
+        Self { addr, cut }
+    }
+
+    /// `url` (the test server's) through this forwarder.
+    fn url(&self, url: &str) -> String {
+        let config: tokio_postgres::Config = url.parse().unwrap();
+        let host = match &config.get_hosts()[0] {
+            tokio_postgres::config::Host::Tcp(host) => host.clone(),
+            other => panic!("the test server is not on TCP: {other:?}"),
+        };
+        let server = format!("{host}:{}", config.get_ports()[0]);
+        assert!(url.contains(&server), "{url}");
+        url.replacen(&server, &self.addr.to_string(), 1)
+    }
+
+    fn cut(&self) {
+        self.cut.send_replace(true);
+    }
+}
+
+/// A direct connection to the test server, in the harness's schema, holding `event_id`'s row locked in a
+/// transaction until it is rolled back: a completion of it waits in its statement meanwhile, and the completions
+/// that come after it queue for the next statement, all together.
+async fn lock_row(h: &PostgresHarness, event_id: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(&h.base, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
+        .batch_execute(&format!(
+            "SET search_path = {}; BEGIN; SELECT 1 FROM events WHERE event_id = '{event_id}' FOR UPDATE",
+            h.schema
+        ))
+        .await
+        .unwrap();
+    client
+}
+
+/// GIVEN an instance holding the leases of its events, its completions queued behind one that waits on a row lock
+/// WHEN the next batch's statement is refused by the server for one completion's sake (a retention past int8)
+/// THEN the others of that batch complete one at a time, and only that one fails
+/// AND WHEN, with 20 completions queued so, the database goes out of reach (its connections cut, new ones never
+///   answered, as when its host is gone)
+/// THEN all 20 are answered with the error within one connection time-out and a margin (15 s), rather than settled
+///   one at a time after a connection time-out (5 s) each, nor answered as lost leases.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failed_batch_of_completions_falls_back_only_for_a_statement_and_fails_fast_without_a_database() {
+    const QUEUED: usize = 20;
+    let Some(h) = PostgresHarness::start().await else {
+        return;
+    };
+    let config: tokio_postgres::Config = h.base.parse().unwrap();
+    let server = match &config.get_hosts()[0] {
+        tokio_postgres::config::Host::Tcp(host) => format!("{host}:{}", config.get_ports()[0]),
+        other => panic!("the test server is not on TCP: {other:?}"),
+    };
+    let proxy = Cuttable::start(server).await;
+    let mut options = Options::new(proxy.url(&h.url()), LONG);
+    options.pool_size = 4;
+    let store = Arc::new(PostgresStore::open(options).await.unwrap());
+    let owner = "me:1:aa";
+    let ids: Vec<String> = (0..7 + QUEUED).map(|n| format!("c{n:02}")).collect();
+    for id in &ids {
+        store.create(new_event(id, id), None).await.unwrap();
+        assert!(matches!(
+            store.claim(&key(id), owner, LONG, None).await.unwrap(),
+            Claim::Claimed(_)
+        ));
+    }
+    let complete = |id: &str, retention: Duration| {
+        let (store, key) = (store.clone(), key(id));
+        tokio::spawn(async move {
+            store
+                .settle(&key, owner, Settlement::Completed { retention }, None)
+                .await
+        })
+    };
+    let in_flight = |task: &tokio::task::JoinHandle<_>| !task.is_finished();
+
+    // A statement error: c01..c04 and c05 (whose expiry overflows int8) in one batch behind c00.
+    let locked = lock_row(&h, "c00").await;
+    let first = complete("c00", LONG);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(in_flight(&first), "the completion of a locked row did not wait");
+    let mut batch: Vec<_> = ids[1..5].iter().map(|id| complete(id, LONG)).collect();
+    batch.push(complete("c05", Duration::MAX));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    locked.batch_execute("ROLLBACK").await.unwrap();
+    assert_eq!(first.await.unwrap().unwrap(), Settled::Done);
+    let overflowed = batch.pop().unwrap().await.unwrap();
+    assert!(overflowed.is_err(), "{overflowed:?}");
+    for (id, task) in ids[1..5].iter().zip(batch) {
+        assert_eq!(task.await.unwrap().unwrap(), Settled::Done, "{id}: one at a time");
+    }
+
+    // The database out of reach: c06 waits on its row, c07..c20 queue behind it; then the cut.
+    let locked = lock_row(&h, "c06").await;
+    let first = complete("c06", LONG);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(in_flight(&first), "the completion of a locked row did not wait");
+    let queued: Vec<_> = ids[7..].iter().map(|id| complete(id, LONG)).collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let cut_at = std::time::Instant::now();
+    proxy.cut();
+    let answers = tokio::time::timeout(Duration::from_secs(30), async {
+        let mut answers = vec![first.await.unwrap()];
+        for task in queued {
+            answers.push(task.await.unwrap());
+        }
+        answers
+    })
+    .await;
+    let took = cut_at.elapsed();
+    eprintln!(
+        "{} completions answered {took:?} after the database went out of reach",
+        ids.len() - 6
+    );
+    let answers = answers.unwrap_or_else(|_| panic!("the completions still wait {took:?} after the cut"));
+    assert!(
+        answers.iter().all(Result::is_err),
+        "a completion without a database answered: {answers:?}"
+    );
+    assert!(took < Duration::from_secs(15), "answered {took:?} after the cut");
+    locked.batch_execute("ROLLBACK").await.unwrap();
+    drop(store);
     h.finish_now().await;
 }
 

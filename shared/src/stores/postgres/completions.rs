@@ -2,17 +2,21 @@
 //! while one statement commits go together in the next, one `UPDATE … FROM unnest(…)` in `(source, event_id)`
 //! order, each row still conditional on its lease (`status = 'PROCESSING' AND lease_owner = …`), so a late settle
 //! in a batch is refused as it is alone. Completions are what every event ends with: one commit for many is what
-//! keeps the database's commits per event well under one. Should the statement fail, the batch is settled again
-//! one completion at a time, so that no completion fails for another's sake; a commit whose outcome is unknown
-//! answers every caller with the error (the lease then runs out and the event runs again: the documented repeat).
+//! keeps the database's commits per event well under one. Should the statement fail (a deadlock, a timeout, a row
+//! the server refused), the batch is settled again one completion at a time, so that no completion fails for
+//! another's sake. Should the connection fail (lost, out of reach, the server going away), every caller is answered
+//! with the error at once: the outcome of a commit in flight is unknown (settled again, a completion that did commit
+//! would read as a lost lease), and one at a time a batch of 500 would wait for 500 connections that do not come
+//! (the lease then runs out and the event runs again: the documented repeat).
 
 use std::collections::HashSet;
 
 use deadpool_postgres::Pool;
 use tokio::sync::{mpsc, oneshot};
+use tokio_postgres::error::SqlState;
 
 use super::transitions::settle;
-use super::{connection, query, DB_NOW};
+use super::{connection, pg, DB_NOW};
 use crate::model::EventKey;
 use crate::ports::{Settled, Settlement, StoreError};
 use crate::rules::Due;
@@ -58,7 +62,17 @@ async fn run(pool: Pool, mut rx: mpsc::Receiver<Completion>, batch_max: usize, d
                     let _ = c.reply.send(Ok(settled));
                 }
             }
-            Err(_) => {
+            Err(Failure::Connection(e)) => {
+                for c in batch.drain(..) {
+                    let _ = c.reply.send(Err(e.clone()));
+                }
+            }
+            Err(Failure::Statement(e)) => {
+                tracing::warn!(
+                    error = %e,
+                    n = batch.len(),
+                    "a batch of completions failed; settling them one at a time"
+                );
                 for c in batch.drain(..) {
                     let settled = one(&pool, &c, &due).await;
                     let _ = c.reply.send(settled);
@@ -72,20 +86,53 @@ fn key(c: &Completion) -> (&str, &str) {
     (c.key.source.as_str(), c.key.event_id.as_str())
 }
 
+/// Why a batch's statement failed: its connection, or the statement itself.
+enum Failure {
+    /// The connection is lost or out of reach, or the server is going away: whether a commit in flight was made is
+    /// unknown, and a connection for each completion would be no nearer.
+    Connection(StoreError),
+    /// The server refused the statement (a deadlock, a timeout, a row it would not write): one at a time, the others
+    /// may go through.
+    Statement(StoreError),
+}
+
+impl Failure {
+    fn of(e: tokio_postgres::Error) -> Self {
+        let connection = e.is_closed()
+            || std::error::Error::source(&e).is_some_and(|cause| cause.is::<std::io::Error>())
+            || e.code().is_some_and(|c| {
+                // Class 08 (connection exception), and a server shutting down or no longer a primary.
+                c.code().starts_with("08")
+                    || [
+                        SqlState::ADMIN_SHUTDOWN,
+                        SqlState::CRASH_SHUTDOWN,
+                        SqlState::CANNOT_CONNECT_NOW,
+                        SqlState::READ_ONLY_SQL_TRANSACTION,
+                    ]
+                    .contains(c)
+            });
+        let error = pg(e);
+        if connection {
+            Self::Connection(error)
+        } else {
+            Self::Statement(error)
+        }
+    }
+}
+
 /// Every completion of `batch` in one statement: the `(source, event_id, owner)` of those whose lease held.
 async fn all_at_once(
     pool: &Pool,
     batch: &[Completion],
-) -> Result<HashSet<(String, String, String)>, StoreError> {
-    let client = connection(pool).await?;
+) -> Result<HashSet<(String, String, String)>, Failure> {
+    let client = connection(pool).await.map_err(Failure::Connection)?;
     let sources: Vec<&str> = batch.iter().map(|c| c.key.source.as_str()).collect();
     let ids: Vec<&str> = batch.iter().map(|c| c.key.event_id.as_str()).collect();
     let owners: Vec<&str> = batch.iter().map(|c| c.owner.as_str()).collect();
     let at: Vec<Option<i64>> = batch.iter().map(|c| c.now).collect();
     let retention: Vec<i64> = batch.iter().map(|c| ms(c.retention)).collect();
-    let rows = query(
-        &client,
-        &format!(
+    let statement = client
+        .prepare_cached(&format!(
             "WITH s AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::int8[])
                           AS s(source, event_id, owner, at, retention)),
                   t AS (SELECT {DB_NOW} AS db_now)
@@ -96,10 +143,13 @@ async fn all_at_once(
              WHERE e.source = s.source AND e.event_id = s.event_id AND e.status = 'PROCESSING'
                AND e.lease_owner = s.owner
              RETURNING s.source, s.event_id, s.owner"
-        ),
-        &[&sources, &ids, &owners, &at, &retention],
-    )
-    .await?;
+        ))
+        .await
+        .map_err(Failure::of)?;
+    let rows = client
+        .query(&statement, &[&sources, &ids, &owners, &at, &retention])
+        .await
+        .map_err(Failure::of)?;
     Ok(rows.iter().map(|r| (r.get(0), r.get(1), r.get(2))).collect())
 }
 

@@ -661,6 +661,28 @@ async fn an_invalid_index_a_cut_short_build_left_is_built_again() {
     h.finish_now().await;
 }
 
+/// GIVEN a server whose sessions for this store start with `synchronous_commit = off` (here set by the URL's options,
+///   as a role's or a database's setting would)
+/// WHEN the store opens
+/// THEN it is refused, the setting named: through a pooler in transaction mode what a session sets for itself need
+///   not hold, and a commit acknowledged there could be lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_that_start_without_synchronous_commit_are_refused() {
+    let Some(h) = PostgresHarness::start().await else {
+        return;
+    };
+    let url = format!("{}%20-c%20synchronous_commit%3Doff", h.url());
+    let refused = PostgresStore::open(Options::new(url, LONG))
+        .await
+        .err()
+        .expect("a server without synchronous commits was taken");
+    assert!(
+        refused.to_string().contains("synchronous_commit = off"),
+        "{refused}"
+    );
+    h.finish_now().await;
+}
+
 /// The throwaway server ./test.sh starts speaks TLS with a certificate from the test root
 /// (tests/data/keys/postgres-root.pem) for localhost and 127.0.0.1: `INBOX_TEST_POSTGRES_TLS=1` says so.
 fn tls_server() -> bool {

@@ -8,6 +8,8 @@
 //! caller is answered after `COMMIT` returned: a commit that failed or whose outcome is unknown answers every job of
 //! the batch with an error (503), never a create.
 
+use std::sync::Arc;
+
 use deadpool_postgres::{GenericClient, Pool};
 use tokio::sync::{mpsc, oneshot};
 
@@ -37,19 +39,19 @@ pub(super) struct Job {
 }
 
 /// Starts the batcher; it ends when every sender is gone.
-pub(super) fn start(pool: Pool, batch_max: usize, due: Due) -> mpsc::Sender<Job> {
+pub(super) fn start(pool: Pool, batch_max: usize, due: Due, local: Arc<str>) -> mpsc::Sender<Job> {
     let (tx, rx) = mpsc::channel(QUEUE);
-    tokio::spawn(run(pool, rx, batch_max.max(1), due));
+    tokio::spawn(run(pool, rx, batch_max.max(1), due, local));
     tx
 }
 
-async fn run(pool: Pool, mut rx: mpsc::Receiver<Job>, batch_max: usize, due: Due) {
+async fn run(pool: Pool, mut rx: mpsc::Receiver<Job>, batch_max: usize, due: Due, local: Arc<str>) {
     // One transaction at a time: the creates that arrive while it commits wait in the channel and go together into
     // the next.
     let mut jobs = Vec::new();
     while rx.recv_many(&mut jobs, batch_max).await > 0 {
         let batch = std::mem::take(&mut jobs);
-        let (answers, replies) = commit(&pool, batch, &due).await;
+        let (answers, replies) = commit(&pool, batch, &due, &local).await;
         for (answer, reply) in answers.into_iter().zip(replies) {
             let _ = reply.send(answer);
         }
@@ -57,14 +59,19 @@ async fn run(pool: Pool, mut rx: mpsc::Receiver<Job>, batch_max: usize, due: Due
 }
 
 /// Runs `batch` in one transaction: each job's answer, in the batch's order, and its reply.
-async fn commit(pool: &Pool, mut batch: Vec<Job>, due: &Due) -> (Vec<Answer>, Vec<oneshot::Sender<Answer>>) {
+async fn commit(
+    pool: &Pool,
+    mut batch: Vec<Job>,
+    due: &Due,
+    local: &str,
+) -> (Vec<Answer>, Vec<oneshot::Sender<Answer>>) {
     // Lock order: every job by its first key, each job's items by theirs.
     batch.sort_by(|a, b| first_key(a).cmp(&first_key(b)));
     let replies: Vec<_> = batch
         .iter_mut()
         .map(|job| std::mem::replace(&mut job.reply, oneshot::channel().0))
         .collect();
-    let answers = match transaction(pool, &batch, due).await {
+    let answers = match transaction(pool, &batch, due, local).await {
         Ok(answers) => answers,
         Err(e) => batch.iter().map(|_| Err(e.clone())).collect(),
     };
@@ -78,10 +85,13 @@ fn first_key(job: &Job) -> Option<(&str, &str)> {
         .min()
 }
 
-async fn transaction(pool: &Pool, batch: &[Job], due: &Due) -> Result<Vec<Answer>, StoreError> {
+/// `batch` in one transaction that sets its own durability and timeout (`local`), all at once; should that fail,
+/// again a job at a time.
+async fn transaction(pool: &Pool, batch: &[Job], due: &Due, local: &str) -> Result<Vec<Answer>, StoreError> {
     let mut client = connection(pool).await?;
     {
         let tx = client.transaction().await.map_err(pg)?;
+        tx.batch_execute(local).await.map_err(pg)?;
         let db_time = db_time(&tx, batch).await?;
         if let Ok(answers) = all_at_once(&tx, batch, db_time, due).await {
             crate::failpoint!("postgres_batch_before_commit");
@@ -93,6 +103,7 @@ async fn transaction(pool: &Pool, batch: &[Job], due: &Due) -> Result<Vec<Answer
         // Rolled back as it drops: the batch again, a job at a time, so that a failing job takes no other down.
     }
     let mut tx = client.transaction().await.map_err(pg)?;
+    tx.batch_execute(local).await.map_err(pg)?;
     let db_time = db_time(&tx, batch).await?;
     let mut answers = Vec::with_capacity(batch.len());
     for job in batch {

@@ -10,6 +10,7 @@
 //! (the lease then runs out and the event runs again: the documented repeat).
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use deadpool_postgres::Pool;
 use tokio::sync::{mpsc, oneshot};
@@ -36,13 +37,13 @@ pub(super) struct Completion {
 }
 
 /// Starts the batcher; it ends when every sender is gone.
-pub(super) fn start(pool: Pool, batch_max: usize, due: Due) -> mpsc::Sender<Completion> {
+pub(super) fn start(pool: Pool, batch_max: usize, due: Due, local: Arc<str>) -> mpsc::Sender<Completion> {
     let (tx, rx) = mpsc::channel(QUEUE);
-    tokio::spawn(run(pool, rx, batch_max.max(1), due));
+    tokio::spawn(run(pool, rx, batch_max.max(1), due, local));
     tx
 }
 
-async fn run(pool: Pool, mut rx: mpsc::Receiver<Completion>, batch_max: usize, due: Due) {
+async fn run(pool: Pool, mut rx: mpsc::Receiver<Completion>, batch_max: usize, due: Due, local: Arc<str>) {
     let mut batch = Vec::new();
     loop {
         batch.clear();
@@ -50,7 +51,7 @@ async fn run(pool: Pool, mut rx: mpsc::Receiver<Completion>, batch_max: usize, d
             return;
         }
         batch.sort_by(|a, b| key(a).cmp(&key(b)));
-        match all_at_once(&pool, &batch).await {
+        match all_at_once(&pool, &batch, &local).await {
             Ok(done) => {
                 for c in batch.drain(..) {
                     let (source, id) = key(&c);
@@ -120,18 +121,22 @@ impl Failure {
     }
 }
 
-/// Every completion of `batch` in one statement: the `(source, event_id, owner)` of those whose lease held.
+/// Every completion of `batch` in one statement, in a transaction of its own that sets its durability and timeout
+/// itself (`local`): the `(source, event_id, owner)` of those whose lease held.
 async fn all_at_once(
     pool: &Pool,
     batch: &[Completion],
+    local: &str,
 ) -> Result<HashSet<(String, String, String)>, Failure> {
-    let client = connection(pool).await.map_err(Failure::Connection)?;
+    let mut client = connection(pool).await.map_err(Failure::Connection)?;
     let sources: Vec<&str> = batch.iter().map(|c| c.key.source.as_str()).collect();
     let ids: Vec<&str> = batch.iter().map(|c| c.key.event_id.as_str()).collect();
     let owners: Vec<&str> = batch.iter().map(|c| c.owner.as_str()).collect();
     let at: Vec<Option<i64>> = batch.iter().map(|c| c.now).collect();
     let retention: Vec<i64> = batch.iter().map(|c| ms(c.retention)).collect();
-    let statement = client
+    let tx = client.transaction().await.map_err(Failure::of)?;
+    tx.batch_execute(local).await.map_err(Failure::of)?;
+    let statement = tx
         .prepare_cached(&format!(
             "WITH s AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::int8[])
                           AS s(source, event_id, owner, at, retention)),
@@ -146,10 +151,11 @@ async fn all_at_once(
         ))
         .await
         .map_err(Failure::of)?;
-    let rows = client
+    let rows = tx
         .query(&statement, &[&sources, &ids, &owners, &at, &retention])
         .await
         .map_err(Failure::of)?;
+    tx.commit().await.map_err(Failure::of)?;
     Ok(rows.iter().map(|r| (r.get(0), r.get(1), r.get(2))).collect())
 }
 

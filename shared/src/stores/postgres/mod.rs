@@ -4,9 +4,10 @@
 //!
 //! - **Creates are group-committed** ([`batch`]): the creates that arrive while a transaction is in flight go in the
 //!   next one, sorted by `(source, event_id)` so that two instances' overlapping batches take their row locks in
-//!   one order; every caller is answered after `COMMIT` returned (`synchronous_commit = on`, and the server is
-//!   refused at open when `fsync` is off). A commit whose outcome is unknown (the connection lost on the way) is an
-//!   error, never an answer: the sender's retry finds the event or stores it.
+//!   one order; every caller is answered after `COMMIT` returned (`synchronous_commit = on`, set in the transaction
+//!   itself so that it holds through any pooler, and the server is refused at open when `fsync` is off or its
+//!   sessions start with `synchronous_commit = off`). A commit whose outcome is unknown (the connection lost on the
+//!   way) is an error, never an answer: the sender's retry finds the event or stores it.
 //! - **Every transition is one conditional statement** ([`transitions`]), a settle conditional on the lease's token,
 //!   so a paused or partitioned instance's late settle changes nothing. Completions, which every event ends with,
 //!   are group-committed too ([`completions`]), each row still conditional on its lease.
@@ -132,7 +133,16 @@ impl PostgresStore {
         // server cannot answer at once gives up soon (the runtime bounds it too).
         let beats = make_pool(&config, &options, 1, BEAT_TIMEOUT)?;
         let client = connection(&pool).await?;
-        let fsync: String = client.query_one("SHOW fsync", &[]).await.map_err(pg)?.get(0);
+        // `reset_val`: what a session of this role on this database starts with (the server's, the database's, the
+        // role's or the URL's setting), before the pool's own `SET`.
+        let durability = client
+            .query_one(
+                "SELECT current_setting('fsync'), reset_val FROM pg_settings WHERE name = 'synchronous_commit'",
+                &[],
+            )
+            .await
+            .map_err(pg)?;
+        let (fsync, synchronous_commit): (String, String) = (durability.get(0), durability.get(1));
         if fsync != "on" {
             return Err(StoreError::Unavailable(
                 "the PostgreSQL server runs with fsync = off: a commit there is not durable, so webhook-inbox \
@@ -140,11 +150,25 @@ impl PostgresStore {
                     .into(),
             ));
         }
+        if synchronous_commit == "off" {
+            return Err(StoreError::Unavailable(
+                "the PostgreSQL sessions of this user start with synchronous_commit = off: a commit there may be \
+                 lost after it was acknowledged, so webhook-inbox refuses it (set it on for the server, or for this \
+                 database or user: ALTER ROLE … SET synchronous_commit = on)"
+                    .into(),
+            ));
+        }
         schema::migrate(&client).await?;
         // Its session may have been changed for the migration (no statement timeout): closed rather than pooled.
         drop(deadpool_postgres::Object::take(client));
-        let creates = batch::start(pool.clone(), options.batch_max, Due::new(options.grace));
-        let completions = completions::start(pool.clone(), options.batch_max, Due::new(options.grace));
+        let local: Arc<str> = local_settings(options.statement_timeout).into();
+        let creates = batch::start(
+            pool.clone(),
+            options.batch_max,
+            Due::new(options.grace),
+            local.clone(),
+        );
+        let completions = completions::start(pool.clone(), options.batch_max, Due::new(options.grace), local);
         Ok(Self {
             pool,
             beats,
@@ -227,6 +251,17 @@ fn make_pool(
         }))
         .build()
         .map_err(|e| StoreError::Unavailable(format!("cannot build the PostgreSQL pool: {e}")))
+}
+
+/// What each group-committed write transaction sets for itself (`SET LOCAL`, in the transaction): its commit waits
+/// for the log's flush, and a statement stuck behind a lock gives up. The pool sets the same on each session, which is
+/// enough on a direct connection or through a pooler in session mode; through a pooler in transaction mode a session's
+/// settings stay with whichever server connection ran them, and only what a transaction sets is sure to hold in it.
+fn local_settings(statement_timeout: Duration) -> String {
+    format!(
+        "SET LOCAL synchronous_commit = on; SET LOCAL statement_timeout = {}",
+        statement_timeout.as_millis()
+    )
 }
 
 /// A pooled connection, or 503's error.

@@ -7,9 +7,18 @@
 //! Anyone can post a request naming a key, signed or not, so a fetch is work a stranger can ask for: [`CachedKeys`]
 //! makes one fetch per key at a time (requests for a key being fetched wait for that fetch and share its outcome),
 //! remembers a failed fetch for [`FAILED_FOR`] as it remembers a key for [`CACHE_FOR`], and holds at most
-//! [`CACHE_ENTRIES`] keys, evicting the least recently used. [`HttpsKeys`] is the one way out: HTTPS only, no
-//! redirects, a certificate checked to a trusted root (Mozilla's, plus any in `INBOX_TRUST_ROOTS`) and to the
-//! provider's names before its key is used.
+//! [`CACHE_ENTRIES`] keys, evicting the least recently used. A key set at the provider's own URL (Google's) is
+//! fetched whole and each request's `kid` picked in it, so invented `kid`s are no fetches of their own. A source
+//! may start [`FETCHES_PER_MINUTE`] fetches a minute of keys a request chose (a certificate URL, a `kid` asked for
+//! by `POST`); what no forged request can make it want, the provider's key set and the keys that verified one of
+//! its deliveries, has a share of its own ([`RESERVED_FETCHES_PER_MINUTE`]). Those keys are kept per source apart
+//! from the cache ([`PROVEN_KEYS`]): a flood of invented keys can neither push them out nor keep them from being
+//! fetched again, and past their hour they are used while no fetch is allowed. What a flood can still do is keep
+//! a source from fetching a key of the request's choosing that has verified nothing in this process yet (after a
+//! start or a Lambda cold start, or a provider's new certificate or Plaid key) for as long as it keeps that
+//! source's open share spent: such a delivery is answered 503, and its sender retries.
+//! [`HttpsKeys`] is the one way out: HTTPS only, no redirects, a certificate checked to a trusted root (Mozilla's,
+//! plus any in `INBOX_TRUST_ROOTS`) and to the provider's names before its key is used.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -24,7 +33,7 @@ use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
 use tokio::sync::watch;
 
 use crate::clock::Clock;
-use crate::schemes::request::{jwks_key, spki_of_certificate};
+use crate::schemes::request::{jwks, jwks_key, spki_of_certificate};
 use crate::schemes::{KeyRequest, PublicKey};
 use crate::sync::lock;
 
@@ -39,9 +48,10 @@ pub enum KeyFetchError {
     /// another name): the request is a forgery, refused 401 like any other.
     #[error("{0}")]
     Forged(String),
-    /// The key is not cached and the source has started [`FETCHES_PER_MINUTE`] fetches within the last minute:
-    /// nothing more is fetched for it until `retry_after` has passed. A 503 (the sender retries; SNS and PayPal
-    /// do), never a 401: the request may well be the provider's.
+    /// The key is not cached and the source has started the fetches its share allows within the last minute
+    /// ([`FETCHES_PER_MINUTE`], [`RESERVED_FETCHES_PER_MINUTE`]): nothing more is fetched for it until
+    /// `retry_after` has passed. A 503 (the sender retries; SNS and PayPal do), never a 401: the request may well
+    /// be the provider's.
     #[error("the source's key fetches for this minute are spent; the next in {retry_after:?}")]
     Budget { retry_after: Duration },
 }
@@ -52,6 +62,9 @@ pub trait KeySource: Send + Sync + 'static {
     /// The key `request` points at, for a request to `source`: whatever a source's requests make this fetch is
     /// bounded per source ([`FETCHES_PER_MINUTE`]), so a flood at one source cannot spend another's.
     async fn fetch(&self, source: &str, request: &KeyRequest) -> Result<PublicKey, KeyFetchError>;
+    /// The key `fetch` gave for `request` has verified a delivery to `source`: it is the provider's, and is kept
+    /// for the source apart from the keys anyone's requests make it fetch ([`PROVEN_KEYS`]).
+    fn verified(&self, source: &str, request: &KeyRequest);
     /// `GET`s a confirmation URL the scheme has checked to be the provider's.
     async fn confirm(&self, url: &str) -> Result<(), KeyFetchError>;
 }
@@ -72,16 +85,34 @@ pub const CACHE_FOR: Duration = Duration::from_secs(3600);
 /// a certificate under another name) without a fetch of their own. Short, so that a provider's host back from an
 /// outage is asked again soon: SNS and PayPal retry a 503 later than this.
 pub const FAILED_FOR: Duration = Duration::from_secs(30);
-/// Fetches a source may start within [`BUDGET_WINDOW`]. Each key a request names that is not cached is a fetch, and
-/// anyone can post requests naming keys: past this, requests whose key is not cached are answered 503 with
-/// `Retry-After` until a fetch of the window is a minute old, while requests whose key is cached go on as usual.
-/// A provider rotates its keys rarely: a real source needs a fetch now and then, never ten a minute.
+/// Fetches a source may start within [`BUDGET_WINDOW`] for keys a request chose (a certificate's URL, a `kid` asked
+/// for by `POST`) that have verified none of its deliveries. Anyone can post requests naming such keys, and each
+/// one not cached is a fetch: past this, requests for them are answered 503 with `Retry-After` until a fetch of the
+/// window is a minute old, while requests whose key is cached or proven ([`PROVEN_KEYS`]) go on as usual. A
+/// provider rotates its keys rarely: a real source needs a fetch of a new key now and then, never ten a minute.
 pub const FETCHES_PER_MINUTE: usize = 10;
-/// The window [`FETCHES_PER_MINUTE`] is counted over.
+/// Fetches a source may start within [`BUDGET_WINDOW`] that no forged request can make it want: of a key set at the
+/// provider's own URL (Google's JWK set, which a request does not name, only picks a key in), or of a key that
+/// verified one of the source's deliveries. A share of its own, so that invented keys, however many, cannot keep
+/// the source from fetching these; once it is spent they may take what [`FETCHES_PER_MINUTE`] has left, and past
+/// that a proven key is used though past its hour. A source spends it only when many of its proven keys are due in
+/// one minute: a set is fetched once per [`KID_REFETCH_AFTER`] at most for the `kid`s it lacks, a key once an hour.
+pub const RESERVED_FETCHES_PER_MINUTE: usize = 10;
+/// The window [`FETCHES_PER_MINUTE`] and [`RESERVED_FETCHES_PER_MINUTE`] are counted over.
 pub const BUDGET_WINDOW: Duration = Duration::from_secs(60);
 /// Keys (and failed fetches) cached at most: a provider rotates a few. Past it the least recently used goes, a
-/// failed fetch before a key, so that requests for keys nobody else asks for cannot push the real keys out.
+/// failed fetch before a key. Anyone's requests fill it (a key of another SNS region or account fetches as well as
+/// the source's own), so the keys that verified a delivery are kept apart from it ([`PROVEN_KEYS`]).
 pub const CACHE_ENTRIES: usize = 256;
+/// Keys kept per source that verified one of its real deliveries: a provider serves a few at a time (a certificate
+/// per SNS region, a set's current and next keys). Kept apart from the cache, out of reach of forged requests: only
+/// a verified delivery adds one, and past this the one that verified a delivery longest ago goes. A proven key is
+/// answered from here for its hour, fetched again after it on the reserved share, and used past it while no fetch
+/// is allowed.
+pub const PROVEN_KEYS: usize = 32;
+/// A key set is fetched again for a `kid` it does not hold at most once per this: a provider publishes a key in its
+/// set before it signs with it, and invented `kid`s make one fetch of the set per this, whatever their number.
+pub const KID_REFETCH_AFTER: Duration = Duration::from_secs(30);
 /// The largest certificate chain or key set read.
 const MAX_KEY_BYTES: usize = 64 * 1024;
 
@@ -121,26 +152,78 @@ fn reading(clock: &dyn Clock) -> Duration {
     Duration::from_millis(u64::try_from(clock.now_ms()).unwrap_or(0))
 }
 
-/// One key, one cache entry: a certificate by its URL (the scheme's spelling of it), a JWK by its set and `kid`.
-fn cache_key(request: &KeyRequest) -> String {
-    match request {
-        KeyRequest::Certificate { url, .. } => url.clone(),
-        KeyRequest::Jwks { url, kid } | KeyRequest::JwkByPost { url, kid, .. } => format!("{url}#{kid}"),
+/// What a request's key is fetched as, and how its key is had from what is fetched.
+struct Target {
+    /// The cache's key: a certificate's URL (the scheme's spelling of it), a key set's URL, a key asked for by
+    /// `POST` by its URL and `kid`.
+    id: String,
+    /// The `kid` to pick from a key set fetched whole; `None` where what is fetched is the request's key itself.
+    kid: Option<String>,
+}
+
+impl Target {
+    fn of(request: &KeyRequest) -> Self {
+        match request {
+            KeyRequest::Certificate { url, .. } => Target {
+                id: url.clone(),
+                kid: None,
+            },
+            // The set, not the key: a request picks a key in it, so a thousand invented `kid`s are one set.
+            KeyRequest::Jwks { url, kid } => Target {
+                id: url.clone(),
+                kid: Some(kid.clone()),
+            },
+            KeyRequest::JwkByPost { url, kid, .. } => Target {
+                id: format!("{url}#{kid}"),
+                kid: None,
+            },
+        }
+    }
+
+    /// Whether a request chose what is fetched, so that a forger can vary it freely: a certificate's URL, a `kid`
+    /// asked for by `POST`. A key set's URL is the scheme's own (the provider's documented one), never the request's.
+    fn chosen_by_request(&self) -> bool {
+        self.kid.is_none()
+    }
+
+    /// Whether `key` holds this request's key: it is the key, or a set holding the `kid`.
+    fn answered_by(&self, key: &PublicKey) -> bool {
+        match (&self.kid, key) {
+            (Some(kid), PublicKey::Jwks(keys)) => keys.iter().any(|(k, _)| k == kid),
+            _ => true,
+        }
+    }
+
+    /// This request's key out of what was had for it: the set's key with the `kid`, or what was fetched.
+    fn pick(&self, outcome: Outcome) -> Outcome {
+        match (&self.kid, outcome) {
+            (Some(kid), Ok(PublicKey::Jwks(keys))) => {
+                let found: Vec<_> = keys.into_iter().filter(|(k, _)| k == kid).collect();
+                if found.is_empty() {
+                    Err(KeyFetchError::Unavailable(format!(
+                        "the key set holds no key {kid:?}"
+                    )))
+                } else {
+                    Ok(PublicKey::Jwks(found))
+                }
+            }
+            (_, outcome) => outcome,
+        }
     }
 }
 
 #[async_trait]
 impl<F: Fetcher> KeySource for CachedKeys<F> {
     async fn fetch(&self, source: &str, request: &KeyRequest) -> Result<PublicKey, KeyFetchError> {
-        let key = cache_key(request);
-        let waiting = match lock(&self.cache).lookup(&key, source, reading(self.clock.as_ref())) {
-            Lookup::Cached(outcome) => return outcome,
+        let target = Target::of(request);
+        let waiting = match lock(&self.cache).lookup(&target, source, reading(self.clock.as_ref())) {
+            Lookup::Cached(outcome) => return target.pick(outcome),
             Lookup::InFlight(waiting) => waiting,
             Lookup::Fetch(done) => {
                 let waiting = done.subscribe();
                 let (fetcher, cache, request) = (self.fetcher.clone(), self.cache.clone(), request.clone());
                 let clock = self.clock.clone();
-                let source = source.to_owned();
+                let (source, id) = (source.to_owned(), target.id.clone());
                 tokio::spawn(async move {
                     let outcome = fetcher.fetch(&request).await;
                     // Once per fetch (at most FETCHES_PER_MINUTE a minute for a source), not per request.
@@ -148,13 +231,17 @@ impl<F: Fetcher> KeySource for CachedKeys<F> {
                         tracing::info!(source, error = %e, "a key could not be fetched; remembered for 30 s");
                     }
                     // Cached before it is announced: a request arriving in between finds it, not a fetch gone.
-                    lock(&cache).settle(&key, outcome.clone(), reading(clock.as_ref()));
+                    lock(&cache).settle(&id, outcome.clone(), reading(clock.as_ref()));
                     done.send_replace(Some(outcome));
                 });
                 waiting
             }
         };
-        shared(waiting).await
+        target.pick(shared(waiting).await)
+    }
+
+    fn verified(&self, source: &str, request: &KeyRequest) {
+        lock(&self.cache).verified(&Target::of(request), source);
     }
 
     async fn confirm(&self, url: &str) -> Result<(), KeyFetchError> {
@@ -176,7 +263,7 @@ async fn shared(mut waiting: watch::Receiver<Option<Outcome>>) -> Outcome {
 
 /// What [`Cache::lookup`] found for a key.
 enum Lookup {
-    /// A key, or a failure, fresh enough to answer with.
+    /// A key (or a set holding it), or a failure, fresh enough to answer with.
     Cached(Outcome),
     /// A fetch of it is under way: wait for its outcome.
     InFlight(watch::Receiver<Option<Outcome>>),
@@ -184,79 +271,209 @@ enum Lookup {
     Fetch(watch::Sender<Option<Outcome>>),
 }
 
-/// The keys, the failures and the fetches in flight, by [`cache_key`], and each source's fetches of the last
-/// minute: no I/O, and the time is handed in (a reading of the clock, as the time since the epoch).
+/// The keys, the failures and the fetches in flight, by [`Target`]; each source's proven keys and its fetches of
+/// the last minute: no I/O, and the time is handed in (a reading of the clock, as the time since the epoch).
 #[derive(Default)]
 struct Cache {
     entries: HashMap<String, Entry>,
-    /// Counts lookups: an entry's `used` is the count at its last one, so the smallest is the least recently used.
+    /// Counts lookups and verified deliveries: an entry's `used` is the count at its last lookup, so the smallest
+    /// is the least recently used; a proven key's `verified`, at its last verified delivery.
     tick: u64,
-    /// When each source's fetches of the last [`BUDGET_WINDOW`] started, oldest first (sources are the
-    /// configuration's, so this holds a few entries whatever requests arrive).
-    started: HashMap<String, VecDeque<Duration>>,
+    /// When each source's fetches of the last [`BUDGET_WINDOW`] started (sources are the configuration's, so this
+    /// holds a few entries whatever requests arrive).
+    budgets: HashMap<String, Budget>,
+    /// Each source's keys that verified one of its deliveries, by target ([`PROVEN_KEYS`] at most a source).
+    proven: HashMap<String, HashMap<String, Proven>>,
+}
+
+/// A source's fetches of the last [`BUDGET_WINDOW`], when each started, oldest first: those any request can ask for
+/// ([`FETCHES_PER_MINUTE`]), and those of proven keys and the provider's key sets ([`RESERVED_FETCHES_PER_MINUTE`]).
+#[derive(Default)]
+struct Budget {
+    open: VecDeque<Duration>,
+    reserved: VecDeque<Duration>,
+}
+
+/// A key that verified a real delivery: the key (a whole set, for a set), until when it is used without a fetch,
+/// and the [`Cache::tick`] of the last delivery it verified.
+struct Proven {
+    key: PublicKey,
+    until: Duration,
+    verified: u64,
 }
 
 struct Entry {
     state: State,
     used: u64,
+    /// A fresh set fetched again for a `kid` it does not hold: meanwhile the set answers the `kid`s it holds, and
+    /// the requests for others wait for this.
+    refresh: Option<watch::Receiver<Option<Outcome>>>,
 }
 
 enum State {
-    Ready { outcome: Outcome, until: Duration },
+    /// A fetch's outcome, used until `until`; `fetched` is when it was had (or a set last tried again).
+    Ready {
+        outcome: Outcome,
+        fetched: Duration,
+        until: Duration,
+    },
     Pending(watch::Receiver<Option<Outcome>>),
 }
 
+/// Whether the task of a fetch in flight is still there to announce it (a task that panicked is fetched again).
+fn alive(waiting: &watch::Receiver<Option<Outcome>>) -> bool {
+    waiting.has_changed().is_ok()
+}
+
 impl Cache {
-    fn lookup(&mut self, key: &str, source: &str, now: Duration) -> Lookup {
+    fn lookup(&mut self, target: &Target, source: &str, now: Duration) -> Lookup {
         self.tick += 1;
-        let mut stale = None;
-        if let Some(entry) = self.entries.get_mut(key) {
+        let proven = self.proven.get(source).and_then(|keys| keys.get(&target.id));
+        if let Some(proven) = proven.filter(|p| now < p.until && target.answered_by(&p.key)) {
+            return Lookup::Cached(Ok(proven.key.clone()));
+        }
+        let proven = proven.map(|p| p.key.clone());
+        let (mut stale, mut refresh) = (None, false);
+        if let Some(entry) = self.entries.get_mut(&target.id) {
             entry.used = self.tick;
             match &entry.state {
-                State::Ready { outcome, until } if now < *until => return Lookup::Cached(outcome.clone()),
-                State::Ready { outcome: Ok(key), .. } => stale = Some(key.clone()),
-                // A fetch whose task is gone (it panicked) is fetched again.
-                State::Pending(waiting) if waiting.has_changed().is_ok() => {
-                    return Lookup::InFlight(waiting.clone())
+                State::Ready {
+                    outcome: Ok(key),
+                    fetched,
+                    until,
+                } if now < *until => {
+                    if target.answered_by(key) {
+                        return Lookup::Cached(Ok(key.clone()));
+                    }
+                    // A fresh set without the kid: fetched again once KID_REFETCH_AFTER has passed; until then the
+                    // answer is that it holds no such key.
+                    if let Some(waiting) = entry.refresh.as_ref().filter(|w| alive(w)) {
+                        return Lookup::InFlight(waiting.clone());
+                    }
+                    if now < *fetched + KID_REFETCH_AFTER {
+                        return Lookup::Cached(Ok(key.clone()));
+                    }
+                    refresh = true;
                 }
+                State::Ready { outcome, until, .. } if now < *until => {
+                    return Lookup::Cached(outcome.clone())
+                }
+                State::Ready { outcome: Ok(key), .. } => stale = Some(key.clone()),
+                State::Pending(waiting) if alive(waiting) => return Lookup::InFlight(waiting.clone()),
                 _ => {}
             }
         }
-        if let Err(retry_after) = self.spend(source, now) {
-            // A key past its hour is still the provider's key: better than a 503 while the budget is spent.
-            return Lookup::Cached(stale.ok_or(KeyFetchError::Budget { retry_after }));
+        // What no forged request can make the source want takes the reserved share: the provider's key set, whose
+        // URL is the scheme's, and a key that verified one of the source's deliveries.
+        let reserved = !target.chosen_by_request() || proven.is_some();
+        if let Err(retry_after) = self.spend(source, reserved, now) {
+            // A key past its hour is still the provider's key: better than a 503 while the budget is spent. A
+            // proven one first: forged requests cannot push it out of its store as they can out of the cache.
+            let fallback = proven.or(stale).filter(|key| target.answered_by(key));
+            return Lookup::Cached(fallback.ok_or(KeyFetchError::Budget { retry_after }));
         }
         let (done, waiting) = watch::channel(None);
-        self.put(key, State::Pending(waiting), now);
+        match self.entries.get_mut(&target.id) {
+            Some(entry) if refresh => entry.refresh = Some(waiting),
+            _ => self.put(&target.id, State::Pending(waiting), now),
+        }
         Lookup::Fetch(done)
     }
 
-    /// Counts a fetch `source` starts now, if it has started fewer than [`FETCHES_PER_MINUTE`] within the last
-    /// [`BUDGET_WINDOW`]; else how long until the oldest of them leaves the window.
-    fn spend(&mut self, source: &str, now: Duration) -> Result<(), Duration> {
-        let started = self.started.entry(source.to_owned()).or_default();
-        while started
-            .front()
-            .is_some_and(|at| now.saturating_sub(*at) >= BUDGET_WINDOW)
-        {
-            started.pop_front();
+    /// Counts a fetch `source` starts now: on the reserved share if `reserved` and it has room, else on the open
+    /// one if it has; else how long until a fetch of the window leaves it.
+    fn spend(&mut self, source: &str, reserved: bool, now: Duration) -> Result<(), Duration> {
+        let budget = self.budgets.entry(source.to_owned()).or_default();
+        let open = |budget: &mut Budget| take(&mut budget.open, FETCHES_PER_MINUTE, now);
+        if !reserved {
+            return open(budget);
         }
-        if started.len() < FETCHES_PER_MINUTE {
-            started.push_back(now);
-            return Ok(());
+        match take(&mut budget.reserved, RESERVED_FETCHES_PER_MINUTE, now) {
+            Ok(()) => Ok(()),
+            Err(reserved_after) => open(budget).map_err(|open_after| open_after.min(reserved_after)),
         }
-        let oldest = started.front().copied().unwrap_or(now);
-        Err((oldest + BUDGET_WINDOW).saturating_sub(now))
     }
 
-    /// Keeps a fetch's outcome: a key for [`CACHE_FOR`], a failure for [`FAILED_FOR`].
-    fn settle(&mut self, key: &str, outcome: Outcome, now: Duration) {
+    /// Keeps a fetch's outcome: a key for [`CACHE_FOR`] (the proven stores' copies too), a failure for
+    /// [`FAILED_FOR`]. A failure does not replace a fresh key: a set fetched again for a `kid` it lacks goes on
+    /// answering the `kid`s it holds while its host is down, and is not tried again before [`KID_REFETCH_AFTER`].
+    fn settle(&mut self, id: &str, outcome: Outcome, now: Duration) {
+        if let Ok(key) = &outcome {
+            for proven in self.proven.values_mut().filter_map(|keys| keys.get_mut(id)) {
+                proven.key = key.clone();
+                proven.until = now + CACHE_FOR;
+            }
+        }
+        if let Some(entry) = self.entries.get_mut(id) {
+            entry.refresh = None;
+            if let (
+                Err(_),
+                State::Ready {
+                    outcome: Ok(_),
+                    fetched,
+                    until,
+                },
+            ) = (&outcome, &mut entry.state)
+            {
+                if now < *until {
+                    *fetched = now;
+                    return;
+                }
+            }
+        }
         let until = now + if outcome.is_ok() { CACHE_FOR } else { FAILED_FOR };
-        self.put(key, State::Ready { outcome, until }, now);
+        let fetched = now;
+        self.put(
+            id,
+            State::Ready {
+                outcome,
+                fetched,
+                until,
+            },
+            now,
+        );
     }
 
-    fn put(&mut self, key: &str, state: State, now: Duration) {
-        if let Some(entry) = self.entries.get_mut(key) {
+    /// Keeps the key the cache holds for `target` among `source`'s proven keys: it has just verified one of its
+    /// deliveries. (A key pushed out of the cache between its fetch and that check is proven by a later delivery.)
+    fn verified(&mut self, target: &Target, source: &str) {
+        self.tick += 1;
+        let tick = self.tick;
+        let cached = match self.entries.get(&target.id).map(|entry| &entry.state) {
+            Some(State::Ready {
+                outcome: Ok(key),
+                until,
+                ..
+            }) if target.answered_by(key) => Some((key.clone(), *until)),
+            _ => None,
+        };
+        let keys = self.proven.entry(source.to_owned()).or_default();
+        if let Some(proven) = keys.get_mut(&target.id) {
+            proven.verified = tick;
+            return;
+        }
+        let Some((key, until)) = cached else { return };
+        if keys.len() >= PROVEN_KEYS {
+            let oldest = keys
+                .iter()
+                .min_by_key(|(_, proven)| proven.verified)
+                .map(|(id, _)| id.clone());
+            if let Some(oldest) = oldest {
+                keys.remove(&oldest);
+            }
+        }
+        keys.insert(
+            target.id.clone(),
+            Proven {
+                key,
+                until,
+                verified: tick,
+            },
+        );
+    }
+
+    fn put(&mut self, id: &str, state: State, now: Duration) {
+        if let Some(entry) = self.entries.get_mut(id) {
             entry.state = state;
             return;
         }
@@ -264,10 +481,11 @@ impl Cache {
             self.evict(now);
         }
         self.entries.insert(
-            key.to_owned(),
+            id.to_owned(),
             Entry {
                 state,
                 used: self.tick,
+                refresh: None,
             },
         );
     }
@@ -285,11 +503,28 @@ impl Cache {
             .entries
             .iter()
             .min_by_key(|(_, entry)| (rank(entry), entry.used))
-            .map(|(key, _)| key.clone());
+            .map(|(id, _)| id.clone());
         if let Some(victim) = victim {
             self.entries.remove(&victim);
         }
     }
+}
+
+/// Counts a fetch started now in `started` (a share's starts, oldest first), if fewer than `limit` started within
+/// the last [`BUDGET_WINDOW`]; else how long until the oldest of them leaves the window.
+fn take(started: &mut VecDeque<Duration>, limit: usize, now: Duration) -> Result<(), Duration> {
+    while started
+        .front()
+        .is_some_and(|at| now.saturating_sub(*at) >= BUDGET_WINDOW)
+    {
+        started.pop_front();
+    }
+    if started.len() < limit {
+        started.push_back(now);
+        return Ok(());
+    }
+    let oldest = started.front().copied().unwrap_or(now);
+    Err((oldest + BUDGET_WINDOW).saturating_sub(now))
 }
 
 /// The HTTPS [`Fetcher`].
@@ -481,11 +716,11 @@ impl Fetcher for HttpsKeys {
         };
         Ok(match request {
             KeyRequest::Certificate { names, .. } => self.certified_key(&body, names)?,
-            KeyRequest::Jwks { kid, .. } => {
+            // The whole set: the cache picks each request's `kid` in it.
+            KeyRequest::Jwks { .. } => {
                 let text = std::str::from_utf8(&body)
                     .map_err(|_| KeyFetchError::Unavailable("the key set is not UTF-8".into()))?;
-                jwks_key(text, kid)
-                    .ok_or_else(|| KeyFetchError::Unavailable(format!("the key set holds no key {kid:?}")))?
+                jwks(text).ok_or_else(|| KeyFetchError::Unavailable("the key set holds no key".into()))?
             }
             KeyRequest::JwkByPost { kid, .. } => {
                 let answer: serde_json::Value = serde_json::from_slice(&body)
@@ -507,6 +742,9 @@ impl Fetcher for HttpsKeys {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
+    use std::sync::atomic::AtomicBool;
+    use std::sync::atomic::Ordering::SeqCst;
+
     use super::*;
 
     /// A file of the test-only keys and certificates (tests/data/keys/make.sh).
@@ -555,17 +793,17 @@ mod tests {
         ));
     }
 
-    /// A stand-in for the network: counts its fetches, answers each with `answer` once `open` is true.
+    /// A stand-in for the network: records what it fetches, answers each with `answer` once `open` is true.
     struct Fake {
-        fetches: std::sync::atomic::AtomicUsize,
+        fetched: Mutex<Vec<String>>,
         open: watch::Receiver<bool>,
-        answer: fn(&KeyRequest) -> Outcome,
+        answer: Box<dyn Fn(&KeyRequest) -> Outcome + Send + Sync>,
     }
 
     #[async_trait]
     impl Fetcher for Fake {
         async fn fetch(&self, request: &KeyRequest) -> Outcome {
-            self.fetches.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            lock(&self.fetched).push(fetched_as(request));
             let _ = self.open.clone().wait_for(|open| *open).await;
             (self.answer)(request)
         }
@@ -574,12 +812,14 @@ mod tests {
         }
     }
 
-    fn fake(answer: fn(&KeyRequest) -> Outcome) -> (Arc<CachedKeys<Fake>>, watch::Sender<bool>) {
+    fn fake(
+        answer: impl Fn(&KeyRequest) -> Outcome + Send + Sync + 'static,
+    ) -> (Arc<CachedKeys<Fake>>, watch::Sender<bool>) {
         let (open, opened) = watch::channel(false);
         let fetcher = Fake {
-            fetches: 0.into(),
+            fetched: Mutex::new(Vec::new()),
             open: opened,
-            answer,
+            answer: Box::new(answer),
         };
         (
             Arc::new(CachedKeys::new(fetcher, Arc::new(crate::clock::SystemClock))),
@@ -588,7 +828,24 @@ mod tests {
     }
 
     fn fetches(keys: &CachedKeys<Fake>) -> usize {
-        keys.fetcher.fetches.load(std::sync::atomic::Ordering::SeqCst)
+        lock(&keys.fetcher.fetched).len()
+    }
+
+    /// What a fetch is recorded as: its URL, and a `kid` asked for by `POST`.
+    fn fetched_as(request: &KeyRequest) -> String {
+        match request {
+            KeyRequest::JwkByPost { url, kid, .. } => format!("{url}#{kid}"),
+            _ => request.url().to_owned(),
+        }
+    }
+
+    /// How many times `request`'s key was fetched.
+    fn fetches_of(keys: &CachedKeys<Fake>, request: &KeyRequest) -> usize {
+        let wanted = fetched_as(request);
+        lock(&keys.fetcher.fetched)
+            .iter()
+            .filter(|fetched| **fetched == wanted)
+            .count()
     }
 
     fn certificate(n: usize) -> KeyRequest {
@@ -600,6 +857,202 @@ mod tests {
 
     fn a_key(_: &KeyRequest) -> Outcome {
         Ok(PublicKey::Rsa(vec![1, 2, 3]))
+    }
+
+    const GOOGLE: &str = "https://www.googleapis.com/oauth2/v3/certs";
+
+    /// A token's key in Google's set, by `kid`.
+    fn google(kid: &str) -> KeyRequest {
+        KeyRequest::Jwks {
+            url: GOOGLE.to_owned(),
+            kid: kid.to_owned(),
+        }
+    }
+
+    /// A JWK set of these `kid`s.
+    fn set(kids: &[&str]) -> PublicKey {
+        PublicKey::Jwks(
+            kids.iter()
+                .map(|kid| ((*kid).to_owned(), format!(r#"{{"kty":"RSA","kid":"{kid}"}}"#)))
+                .collect(),
+        )
+    }
+
+    /// GIVEN a Google source (its keys in one set at Google's URL) and a forger who sends it a hundred tokens a
+    /// minute for five minutes, each naming an invented `kid` of Google's shape
+    /// WHEN a real delivery comes in the middle of each minute naming a key not cached before the flood began:
+    /// Google's key, then (from the third minute) one Google has added to its set since; and in the fifth minute
+    /// Google's key host is down
+    /// THEN every real delivery gets its key (through the outage too, from the set already had), and the set is
+    /// fetched at most once per KID_REFETCH_AFTER however many `kid`s are invented.
+    #[tokio::test(start_paused = true)]
+    async fn invented_kids_do_not_keep_a_real_key_from_being_fetched() {
+        let (rotated, down) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+        let (keys, open) = fake({
+            let (rotated, down) = (rotated.clone(), down.clone());
+            move |_| match (rotated.load(SeqCst), down.load(SeqCst)) {
+                (_, true) => Err(KeyFetchError::Unavailable("503".into())),
+                (false, false) => Ok(set(&["k1"])),
+                (true, false) => Ok(set(&["k1", "k2"])),
+            }
+        });
+        open.send_replace(true);
+        for minute in 0..5 {
+            rotated.store(minute >= 2, SeqCst);
+            down.store(minute == 4, SeqCst);
+            let real = if minute < 2 { "k1" } else { "k2" };
+            for n in 0..100 {
+                let invented = format!("{:040x}", minute * 1000 + n);
+                assert!(keys.fetch("google", &google(&invented)).await.is_err());
+                if n == 50 {
+                    let key = keys
+                        .fetch("google", &google(real))
+                        .await
+                        .unwrap_or_else(|e| panic!("minute {minute}: a real delivery's key: {e}"));
+                    assert_eq!(key, set(&[real]), "minute {minute}");
+                    keys.verified("google", &google(real));
+                }
+                tokio::time::advance(BUDGET_WINDOW / 100).await;
+            }
+        }
+        let most = 1 + (5 * BUDGET_WINDOW).as_secs() / KID_REFETCH_AFTER.as_secs();
+        assert!(
+            fetches(&keys) as u64 <= most,
+            "{} fetches of the set for 500 invented kids",
+            fetches(&keys)
+        );
+    }
+
+    /// GIVEN an SNS source whose eleven certificates (a topic in each of eleven regions) each verified a real
+    /// delivery
+    /// WHEN a forger names, ten a minute at each of four sources (their budgets), 400 certificate URLs of SNS's
+    /// shape that all fetch (another account's or region's certificate is as real), until every one of the
+    /// source's keys is out of the cache
+    /// THEN a real delivery within the hour is answered with its key and no fetch, while invented keys spend the
+    /// source's budget; and past the hour, ten of its keys are fetched again (the reserved share) and the
+    /// eleventh, no fetch left to it, is answered with its key past its hour rather than a 503.
+    #[tokio::test(start_paused = true)]
+    async fn keys_that_verified_deliveries_outlive_a_flood_of_invented_keys() {
+        let (keys, open) = fake(a_key);
+        open.send_replace(true);
+        let minute = || tokio::time::advance(BUDGET_WINDOW);
+        let real: Vec<KeyRequest> = (0..=RESERVED_FETCHES_PER_MINUTE).map(certificate).collect();
+        // Keys not proven yet take the open share: six this minute, the rest the next.
+        for (n, request) in real.iter().enumerate() {
+            if n == 6 {
+                minute().await;
+            }
+            keys.fetch("sns", request).await.unwrap();
+            keys.verified("sns", request);
+        }
+        minute().await;
+        let mut invented = (1000..).map(certificate);
+        for _ in 0..10 {
+            for source in ["sns", "paypal", "plaid", "google"] {
+                for request in invented.by_ref().take(FETCHES_PER_MINUTE) {
+                    keys.fetch(source, &request).await.unwrap();
+                }
+            }
+            minute().await;
+        }
+        assert!(
+            real.iter()
+                .all(|request| !lock(&keys.cache).entries.contains_key(request.url())),
+            "the flood left a real key in the cache"
+        );
+
+        for request in invented.by_ref().take(FETCHES_PER_MINUTE) {
+            keys.fetch("sns", &request).await.unwrap();
+        }
+        let before = fetches(&keys);
+        for request in &real {
+            let key = keys.fetch("sns", request).await;
+            assert_eq!(key.unwrap(), PublicKey::Rsa(vec![1, 2, 3]), "within its hour");
+        }
+        assert_eq!(
+            fetches(&keys),
+            before,
+            "a proven key fetched again within its hour"
+        );
+
+        tokio::time::advance(CACHE_FOR).await;
+        for request in invented.by_ref().take(FETCHES_PER_MINUTE) {
+            keys.fetch("sns", &request).await.unwrap();
+        }
+        let before = fetches(&keys);
+        for request in &real {
+            let key = keys.fetch("sns", request).await;
+            assert_eq!(key.unwrap(), PublicKey::Rsa(vec![1, 2, 3]), "past its hour");
+        }
+        assert_eq!(fetches(&keys) - before, RESERVED_FETCHES_PER_MINUTE);
+        assert_eq!(
+            fetches_of(&keys, &real[RESERVED_FETCHES_PER_MINUTE]),
+            1,
+            "the fall-back"
+        );
+    }
+
+    /// GIVEN an SNS source whose certificate, and a Plaid source whose key, verified a real delivery, and a forger
+    /// who keeps each source's fetches spent with invented certificate URLs and key ids
+    /// WHEN the keys' hour has passed and the provider now serves another key at each (renewed)
+    /// THEN a real delivery gets the new key: a proven key is fetched again on the reserved share, not answered
+    /// with the old one for want of a fetch.
+    #[tokio::test(start_paused = true)]
+    async fn a_proven_key_is_fetched_again_while_invented_keys_spend_the_budget() {
+        let plaid = |kid: &str| KeyRequest::JwkByPost {
+            url: "https://production.plaid.com/webhook_verification_key/get".to_owned(),
+            kid: kid.to_owned(),
+            body: crate::schemes::Key::new(b"{}".to_vec()),
+        };
+        let real_kid = "bfbd5111-8e33-4643-8ced-b2e642a72f3c";
+        let renewed = Arc::new(AtomicBool::new(false));
+        let (keys, open) = fake({
+            let (renewed, sns) = (renewed.clone(), certificate(1).url().to_owned());
+            move |request| {
+                let key = vec![u8::from(renewed.load(SeqCst)) + 1];
+                match request {
+                    KeyRequest::Certificate { url, .. } if *url == sns => Ok(PublicKey::Rsa(key)),
+                    KeyRequest::JwkByPost { kid, .. } if kid == real_kid => Ok(PublicKey::P256(key)),
+                    _ => Err(KeyFetchError::Unavailable("404".into())),
+                }
+            }
+        });
+        open.send_replace(true);
+        let invented = |source: &str, n: usize| match source {
+            "sns" => certificate(1000 + n),
+            _ => plaid(&format!("00000000-0000-4000-8000-{:012x}", 1000 + n)),
+        };
+        let real = [("sns", certificate(1)), ("plaid", plaid(real_kid))];
+        for (source, request) in &real {
+            keys.fetch(source, request).await.unwrap();
+            keys.verified(source, request);
+        }
+        tokio::time::advance(CACHE_FOR + Duration::from_secs(1)).await;
+        renewed.store(true, SeqCst);
+        let renewed_keys = [PublicKey::Rsa(vec![2]), PublicKey::P256(vec![2])];
+        for ((source, request), renewed_key) in real.iter().zip(renewed_keys) {
+            for n in 0..FETCHES_PER_MINUTE {
+                assert!(keys.fetch(source, &invented(source, n)).await.is_err());
+            }
+            assert!(
+                matches!(
+                    keys.fetch(source, &invented(source, 999)).await,
+                    Err(KeyFetchError::Budget { .. })
+                ),
+                "{source}: the budget is spent"
+            );
+            let key = keys.fetch(source, request).await.unwrap();
+            assert_eq!(key, renewed_key, "{source}");
+            assert_eq!(fetches_of(&keys, request), 2, "{source}");
+        }
+    }
+
+    /// A certificate's target in the cache, for tests of the cache alone.
+    fn target(id: &str) -> Target {
+        Target {
+            id: id.to_owned(),
+            kid: None,
+        }
     }
 
     /// GIVEN a fetch of a key that does not answer yet
@@ -655,22 +1108,25 @@ mod tests {
 
         let (t0, mut cache) = (Duration::from_secs(1_000_000), Cache::default());
         let failed = Err(KeyFetchError::Unavailable("down".into()));
-        assert!(matches!(cache.lookup("u", "src", t0), Lookup::Fetch(_)));
+        assert!(matches!(cache.lookup(&target("u"), "src", t0), Lookup::Fetch(_)));
         cache.settle("u", failed, t0);
         let just_before = t0 + FAILED_FOR - Duration::from_millis(1);
         assert!(matches!(
-            cache.lookup("u", "src", just_before),
+            cache.lookup(&target("u"), "src", just_before),
             Lookup::Cached(Err(_))
         ));
         assert!(matches!(
-            cache.lookup("u", "src", t0 + FAILED_FOR),
+            cache.lookup(&target("u"), "src", t0 + FAILED_FOR),
             Lookup::Fetch(_)
         ));
         cache.settle("u", Ok(PublicKey::Rsa(vec![1])), t0 + FAILED_FOR);
         let later = t0 + FAILED_FOR + CACHE_FOR - Duration::from_millis(1);
-        assert!(matches!(cache.lookup("u", "src", later), Lookup::Cached(Ok(_))));
         assert!(matches!(
-            cache.lookup("u", "src", later + Duration::from_millis(1)),
+            cache.lookup(&target("u"), "src", later),
+            Lookup::Cached(Ok(_))
+        ));
+        assert!(matches!(
+            cache.lookup(&target("u"), "src", later + Duration::from_millis(1)),
             Lookup::Fetch(_)
         ));
     }
@@ -679,12 +1135,15 @@ mod tests {
     #[test]
     fn a_fetch_that_died_is_fetched_again() {
         let (now, mut cache) = (Duration::from_secs(1_000_000), Cache::default());
-        let Lookup::Fetch(done) = cache.lookup("u", "src", now) else {
+        let Lookup::Fetch(done) = cache.lookup(&target("u"), "src", now) else {
             panic!("not fetched")
         };
-        assert!(matches!(cache.lookup("u", "src", now), Lookup::InFlight(_)));
+        assert!(matches!(
+            cache.lookup(&target("u"), "src", now),
+            Lookup::InFlight(_)
+        ));
         drop(done);
-        assert!(matches!(cache.lookup("u", "src", now), Lookup::Fetch(_)));
+        assert!(matches!(cache.lookup(&target("u"), "src", now), Lookup::Fetch(_)));
     }
 
     /// GIVEN a full cache of keys
@@ -697,12 +1156,21 @@ mod tests {
         let key = |n: usize| format!("https://example/{n}");
         for n in 0..CACHE_ENTRIES {
             // A source each: the budget is not what this is about.
-            assert!(matches!(cache.lookup(&key(n), &key(n), now), Lookup::Fetch(_)));
+            assert!(matches!(
+                cache.lookup(&target(&key(n)), &key(n), now),
+                Lookup::Fetch(_)
+            ));
             cache.settle(&key(n), Ok(PublicKey::Rsa(vec![1])), now);
         }
         // Key 0 is used again; key 1 is now the least recently used.
-        assert!(matches!(cache.lookup(&key(0), "src", now), Lookup::Cached(Ok(_))));
-        assert!(matches!(cache.lookup("new", "new", now), Lookup::Fetch(_)));
+        assert!(matches!(
+            cache.lookup(&target(&key(0)), "src", now),
+            Lookup::Cached(Ok(_))
+        ));
+        assert!(matches!(
+            cache.lookup(&target("new"), "new", now),
+            Lookup::Fetch(_)
+        ));
         assert_eq!(cache.entries.len(), CACHE_ENTRIES);
         assert!(
             !cache.entries.contains_key(&key(1)),
@@ -713,7 +1181,10 @@ mod tests {
             .all(|n| cache.entries.contains_key(&key(n))));
 
         cache.settle("new", Err(KeyFetchError::Unavailable("down".into())), now);
-        assert!(matches!(cache.lookup("newer", "newer", now), Lookup::Fetch(_)));
+        assert!(matches!(
+            cache.lookup(&target("newer"), "newer", now),
+            Lookup::Fetch(_)
+        ));
         assert!(!cache.entries.contains_key("new"), "a failure outlived a key");
         assert!(cache.entries.contains_key(&key(2)));
         assert_eq!(cache.entries.len(), CACHE_ENTRIES);
@@ -727,12 +1198,15 @@ mod tests {
     fn a_source_starts_at_most_its_budget_of_fetches_a_minute() {
         let (t0, mut cache) = (Duration::from_secs(1_000_000), Cache::default());
         let key = |n: usize| format!("https://example/{n}");
-        assert!(matches!(cache.lookup("real", "paypal", t0), Lookup::Fetch(_)));
+        assert!(matches!(
+            cache.lookup(&target("real"), "paypal", t0),
+            Lookup::Fetch(_)
+        ));
         cache.settle("real", Ok(PublicKey::Rsa(vec![7])), t0);
         let mut fetched = 1;
         for n in 0..1000 {
             let at = t0 + Duration::from_millis(10 * n as u64);
-            match cache.lookup(&key(n), "paypal", at) {
+            match cache.lookup(&target(&key(n)), "paypal", at) {
                 Lookup::Fetch(_) => fetched += 1,
                 Lookup::Cached(Err(KeyFetchError::Budget { retry_after })) => {
                     assert_eq!(
@@ -747,32 +1221,32 @@ mod tests {
         assert_eq!(fetched, FETCHES_PER_MINUTE, "fetches started within a minute");
         let during = t0 + Duration::from_secs(20);
         assert!(matches!(
-            cache.lookup("real", "paypal", during),
+            cache.lookup(&target("real"), "paypal", during),
             Lookup::Cached(Ok(_))
         ));
         assert!(
-            matches!(cache.lookup(&key(5000), "sns", during), Lookup::Fetch(_)),
+            matches!(cache.lookup(&target(&key(5000)), "sns", during), Lookup::Fetch(_)),
             "one source spent another's"
         );
         // An hour on, the real key is past CACHE_FOR: kept in use while the budget is spent again.
         let hour = t0 + CACHE_FOR + Duration::from_secs(1);
         for n in 0..FETCHES_PER_MINUTE {
             assert!(matches!(
-                cache.lookup(&key(10_000 + n), "paypal", hour),
+                cache.lookup(&target(&key(10_000 + n)), "paypal", hour),
                 Lookup::Fetch(_)
             ));
         }
         assert!(matches!(
-            cache.lookup("real", "paypal", hour),
+            cache.lookup(&target("real"), "paypal", hour),
             Lookup::Cached(Ok(_))
         ));
         assert!(matches!(
-            cache.lookup(&key(20_000), "paypal", hour),
+            cache.lookup(&target(&key(20_000)), "paypal", hour),
             Lookup::Cached(Err(KeyFetchError::Budget { .. }))
         ));
         // A minute after those fetches, one more may start.
         assert!(matches!(
-            cache.lookup(&key(20_000), "paypal", hour + BUDGET_WINDOW),
+            cache.lookup(&target(&key(20_000)), "paypal", hour + BUDGET_WINDOW),
             Lookup::Fetch(_)
         ));
     }

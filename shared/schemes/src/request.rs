@@ -154,7 +154,9 @@ pub enum KeyRequest {
     /// issued to one of `names` (a DNS name of its subjectAltName): the names the provider's own signing
     /// certificates carry. A certificate from a trusted root under any other name is not the provider's.
     Certificate { url: String, names: Vec<String> },
-    /// A JWK set; the key with this `kid` is the one.
+    /// A JWK set at the provider's own URL (the scheme's, never the request's); the key with this `kid` is the
+    /// one. The receiver fetches the set whole and picks each request's `kid` in it, so a `kid` is no fetch of its
+    /// own.
     Jwks { url: String, kid: String },
     /// One JWK, returned as `{"key": JWK}` for a `POST` of `body` (JSON naming the key id and the source's API
     /// credentials, never shown in `Debug`): Plaid's `/webhook_verification_key/get`.
@@ -379,7 +381,7 @@ fn p256_point(der: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// A JWK set (`{"keys": [...]}`) or a single JWK, by `kid`.
-pub(crate) fn jwks(text: &str) -> Option<PublicKey> {
+pub fn jwks(text: &str) -> Option<PublicKey> {
     let value: serde_json::Value = serde_json::from_str(text).ok()?;
     let keys = match value.get("keys") {
         Some(serde_json::Value::Array(keys)) => keys.clone(),

@@ -210,11 +210,12 @@ async fn accept(
     }
 
     // 2. The signature, over the raw bytes; first the key the request points at, from the provider's own hosts.
-    let fetched = match source.scheme.key_request(creds, &req).map_err(refused)? {
+    let wanted = source.scheme.key_request(creds, &req).map_err(refused)?;
+    let fetched = match &wanted {
         None => None,
         // Anyone can name a key, so what follows is logged at debug per request and counted once a minute
         // ([`rejected`]); a fetch that fails is logged once by the fetcher, not once per request waiting for it.
-        Some(wanted) => match r.keys.fetch(source.name.as_str(), &wanted).await {
+        Some(wanted) => match r.keys.fetch(source.name.as_str(), wanted).await {
             Ok(key) => Some(key),
             // A certificate under another name than the provider's: a forgery, like a key off its hosts.
             Err(KeyFetchError::Forged(why)) => return Err(refused(VerifyError::UntrustedKey(why))),
@@ -242,6 +243,11 @@ async fn accept(
         .scheme
         .verify_request(creds, &req, now_unix, source.tolerance_secs, fetched.as_ref())
         .map_err(refused)?;
+    // The key is the provider's: kept for the source where invented keys cannot push it out or keep it from
+    // being fetched again.
+    if let Some(wanted) = &wanted {
+        r.keys.verified(source.name.as_str(), wanted);
+    }
     crate::failpoint!("after_verify");
     if let Some(answer) = source.scheme.signed_handshake(creds, &req) {
         if let Some(url) = &answer.confirm {

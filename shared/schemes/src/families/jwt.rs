@@ -27,8 +27,9 @@ pub enum JwtKey {
         /// the source's first secret as `client_id:secret`, answered `{"key": JWK}` (Plaid).
         by_post: bool,
         /// Whether a `kid` has the shape of the provider's key ids: a token naming any other is refused before
-        /// anything is fetched (every invented `kid` would otherwise be a fetch, and for Plaid a `POST` of the
-        /// source's credentials).
+        /// anything is fetched. Asked for by `POST`, every invented `kid` is a fetch (for Plaid, a `POST` of the
+        /// source's credentials) on the source's budget; a set got by `GET` is fetched whole and each `kid`
+        /// picked in it.
         kid: fn(&str) -> bool,
     },
 }

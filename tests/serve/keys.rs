@@ -420,3 +420,169 @@ async fn post_for_retry_after(
     let json = serde_json::from_str(&text).unwrap_or(Value::Null);
     (Answer { status, json, text }, retry_after)
 }
+
+/// The audience Google's tokens name: the push endpoint, as the source's `url` says it.
+const PUBSUB_URL: &str = "https://hooks.example.com/webhooks/pubsub";
+const PUBSUB_ACCOUNT: &str = "pusher@project.iam.gserviceaccount.com";
+/// The `kid` Google's set lists the test RSA key under: 40 hex digits, as Google's are.
+const GOOGLE_KID: &str = "0ad1fec78504f447bae65bcf5afaedb65eec9e81";
+
+/// The test RSA key (signer.key) as a JWK under `kid`, as Google's set lists its keys.
+fn rsa_jwk(kid: &str) -> Value {
+    use aws_lc_rs::signature::KeyPair as _;
+    use base64::Engine as _;
+    /// One DER element's contents, and what follows it.
+    fn element(input: &[u8]) -> (&[u8], &[u8]) {
+        let first = usize::from(input[1]);
+        let (len, head) = if first < 0x80 {
+            (first, 2)
+        } else {
+            let n = first & 0x7f;
+            let len = input[2..2 + n]
+                .iter()
+                .fold(0, |len, b| (len << 8) | usize::from(*b));
+            (len, 2 + n)
+        };
+        (&input[head..head + len], &input[head + len..])
+    }
+    let pair = aws_lc_rs::signature::RsaKeyPair::from_pkcs8(&der("signer.key")).expect("an RSA key");
+    // RSAPublicKey ::= SEQUENCE { modulus INTEGER, publicExponent INTEGER } (RFC 8017).
+    let (sequence, _) = element(pair.public_key().as_ref());
+    let (modulus, rest) = element(sequence);
+    let (exponent, _) = element(rest);
+    let unsigned = |b: &[u8]| b.strip_prefix(&[0]).unwrap_or(b).to_vec();
+    let b64 = |b: Vec<u8>| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
+    json!({"kty": "RSA", "kid": kid, "alg": "RS256", "use": "sig",
+        "n": b64(unsigned(modulus)), "e": b64(unsigned(exponent))})
+}
+
+/// A Pub/Sub push's `Authorization` as Google makes one: an RS256 ID token naming `kid`, for the source's audience
+/// and service account, signed with the test RSA key; or, `forged`, the same claims under a signature of nothing.
+fn google_token(kid: &str, forged: bool) -> (HeaderName, HeaderValue) {
+    use base64::Engine as _;
+    let b64 = |bytes: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
+    let now = now_unix();
+    let head = json!({"alg": "RS256", "kid": kid, "typ": "JWT"});
+    let claims = json!({"iss": "https://accounts.google.com", "aud": PUBSUB_URL, "iat": now, "exp": now + 3600,
+        "email": PUBSUB_ACCOUNT, "email_verified": true, "sub": "112233445566778899000"});
+    let signing = format!(
+        "{}.{}",
+        b64(head.to_string().as_bytes()),
+        b64(claims.to_string().as_bytes())
+    );
+    let signature = if forged {
+        b"forged".to_vec()
+    } else {
+        let pair = aws_lc_rs::signature::RsaKeyPair::from_pkcs8(&der("signer.key")).expect("an RSA key");
+        let mut signature = vec![0; pair.public_modulus_len()];
+        pair.sign(
+            &aws_lc_rs::signature::RSA_PKCS1_SHA256,
+            &aws_lc_rs::rand::SystemRandom::new(),
+            signing.as_bytes(),
+            &mut signature,
+        )
+        .expect("signed");
+        signature
+    };
+    header("authorization", &format!("Bearer {signing}.{}", b64(&signature)))
+}
+
+fn pubsub_push(id: &str) -> String {
+    json!({"message": {"messageId": id, "data": "e30=", "publishTime": "2026-01-01T00:00:00Z"},
+        "subscription": "projects/p/subscriptions/s"})
+    .to_string()
+}
+
+/// GIVEN a Google Pub/Sub source in a process that has fetched no key yet, and a local HTTPS host answering as
+/// www.googleapis.com with Google's key set (the test RSA key under one `kid`)
+/// WHEN 1,000 forged pushes arrive, each naming an invented `kid` of Google's shape and the source's own audience
+/// and service account (the worst case: neither is a secret), while real pushes signed by the key in the set come
+/// in the middle of it and after it
+/// THEN every real push is accepted: the set is fetched whole on the source's reserved share and each `kid` picked
+/// in it, so invented `kid`s are no fetches (the host sees one per KID_REFETCH_AFTER at most) and cannot keep the
+/// real key from being had; every forged push is a 503 key_unavailable (no such key in the set).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_flood_of_invented_kids_does_not_keep_a_real_push_waiting() {
+    const CERTS: &str = "/oauth2/v3/certs";
+    let set = json!({"keys": [rsa_jwk(GOOGLE_KID)]}).to_string().into_bytes();
+    let routes = HashMap::from([(CERTS.to_owned(), set)]);
+    let host =
+        testkit::https::HttpsServer::start(read("host.pem").as_bytes(), read("host.key").as_bytes(), routes)
+            .await;
+    let roots = keys().join("root.pem");
+    let connect_to = format!("www.googleapis.com={}", host.addr());
+    let config = format!(
+        "[sources.pubsub]\nscheme = \"google-pubsub\"\nurl = \"{PUBSUB_URL}\"\nsecrets = [\"env:PUBSUB_ACCOUNT\"]\n\
+         {HANDLER}\n"
+    );
+    let app = spawn_app(
+        &config,
+        &[
+            ("PUBSUB_ACCOUNT", PUBSUB_ACCOUNT),
+            ("INBOX_TRUST_ROOTS", roots.to_str().expect("a UTF-8 path")),
+            ("INBOX_CONNECT_TO", &connect_to),
+        ],
+    );
+    let (client, url) = (client(), app.webhook_url("pubsub"));
+
+    let started = Instant::now();
+    let gate = Arc::new(tokio::sync::Semaphore::new(32));
+    let mut flood = tokio::task::JoinSet::new();
+    for n in 0..FLOOD {
+        let (client, url, gate) = (client.clone(), url.clone(), gate.clone());
+        flood.spawn(async move {
+            let _turn = gate.acquire().await.expect("the gate");
+            let kid = format!("{n:040x}");
+            post(
+                &client,
+                &url,
+                pubsub_push(&format!("forged-{n}")),
+                &[google_token(&kid, true)],
+            )
+            .await
+        });
+    }
+    let mut real = Vec::new();
+    for n in 0..3 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let answer = post(
+            &client,
+            &url,
+            pubsub_push(&format!("real-{n}")),
+            &[google_token(GOOGLE_KID, false)],
+        )
+        .await;
+        real.push((answer.status, answer.text));
+    }
+    let mut refused = 0;
+    while let Some(done) = flood.join_next().await {
+        let answer = done.expect("a forged push");
+        answer.assert_error(503, "a forged push naming an invented kid");
+        assert!(answer.text.contains("key_unavailable"), "{}", answer.text);
+        refused += 1;
+    }
+    assert_eq!(refused, FLOOD);
+    let answer = post(
+        &client,
+        &url,
+        pubsub_push("real-after"),
+        &[google_token(GOOGLE_KID, false)],
+    )
+    .await;
+    real.push((answer.status, answer.text));
+    let took = started.elapsed();
+    let fetched = host.hits().iter().filter(|path| *path == CERTS).count();
+    eprintln!(
+        "{refused} forged pushes naming invented kids, each a 503, in {took:?}; fetches of Google's set: {fetched}; \
+         real pushes: {real:?}"
+    );
+    for (status, text) in &real {
+        assert_eq!(*status, 200, "a real push: {text}");
+        assert!(text.contains("accepted"), "a real push: {text}");
+    }
+    let most = 1 + took.as_secs() / inbox_core::keys::KID_REFETCH_AFTER.as_secs();
+    assert!(
+        (1..=most as usize).contains(&fetched),
+        "{fetched} fetches of the set in {took:?}"
+    );
+}

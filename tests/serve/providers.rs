@@ -1126,6 +1126,56 @@ async fn a_rewritten_dropbox_sign_callback_is_the_same_event() {
     .await;
 }
 
+/// GIVEN a Zendesk and a Linear source, whose ids are headers their signatures do not cover (a signed timestamp
+/// bounds a resend to the tolerance; it does not stop one)
+/// WHEN a signed delivery arrives, then the same body, signature and timestamp under a fresh id header, as anyone who
+/// saw the first could send it within the tolerance
+/// THEN the second is stored as its own event (an id is the sender's to choose) but marked `resent_of` the first: the
+/// resent-body guard looks for it, as for GitHub's unsigned delivery id.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unsigned_id_header_beside_a_signed_timestamp_is_watched_for_resent_bodies() {
+    use inbox_core::schemes::Scheme;
+    use reqwest::header::{HeaderName, HeaderValue};
+    let secret = rand_secret();
+    let config = format!(
+        "[sources.zendesk]\nscheme = \"zendesk\"\nsecrets = [\"env:SECRET\"]\n{HANDLER}\n\
+         [sources.linear]\nscheme = \"linear\"\nsecrets = [\"env:SECRET\"]\n{HANDLER}\n"
+    );
+    let app = spawn_app(&config, &[("SECRET", &secret)]);
+    let client = client();
+    let cases = [
+        (
+            "zendesk",
+            "x-zendesk-webhook-invocation-id",
+            json!({"type": "zen:event-type:ticket.created", "detail": {"id": "35436"}}).to_string(),
+        ),
+        (
+            "linear",
+            "linear-delivery",
+            json!({"action": "create", "type": "Issue", "data": {"id": "9cfb482a"}, "webhookTimestamp": now_unix() * 1000})
+                .to_string(),
+        ),
+    ];
+    for (source, id_header, body) in cases {
+        let signer = Signer::new(Scheme::named(source).expect("a provider"), &secret);
+        let mut headers = signer.headers(body.as_bytes(), "first", None);
+        headers.retain(|(name, _)| name != id_header);
+        for id in ["first", "again"] {
+            let mut sent = headers.clone();
+            sent.push((HeaderName::from_static(id_header), HeaderValue::from_static(id)));
+            let a = post(&client, &app.webhook_url(source), body.clone(), &sent).await;
+            assert_eq!(
+                (a.status, a.json["event_id"].as_str()),
+                (200, Some(id)),
+                "{source}: {}",
+                a.text
+            );
+        }
+        let resent = app.event(source, "again").expect("the second stored");
+        assert_eq!(resent["resent_of"], "first", "{source}: {resent}");
+    }
+}
+
 /// GIVEN a field-by-field `hmac` source whose id is a query parameter its MAC (over the body alone) does not cover
 /// WHEN a signed delivery arrives under `?delivery=d1`, then the same body and signature under `?delivery=d2`, as
 /// anyone who saw it could send it

@@ -220,8 +220,9 @@ impl Scheme {
     }
 
     /// Whether a captured delivery could be resent under a fresh id with its signature still valid: the
-    /// signature covers the body but neither the id nor a timestamp (GitHub, Shopify, `hmac` with an id header).
-    /// Such sources look for resent bodies by default, and store each as its own event marked `resent_of`.
+    /// signature covers the body but not the id (GitHub, Shopify, `hmac` with an id header, the providers whose
+    /// preset says `resendable`); a signed timestamp only bounds that to its tolerance. Such sources look for
+    /// resent bodies by default, and store each as its own event marked `resent_of`.
     pub fn signs_body_but_not_id(&self) -> bool {
         match self {
             Scheme::Github | Scheme::Shopify => true,

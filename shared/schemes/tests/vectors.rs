@@ -339,105 +339,130 @@ fn every_named_provider_has_a_vector() {
     assert!(missing.is_empty(), "providers without a vector: {missing:?}");
 }
 
+/// A delivery signed by hand as `inbox send --source X` signs it: the scheme, the source's credentials, the
+/// headers and body sent, and the time signed at; `Err` says why a provider cannot be signed by hand.
+struct Sent {
+    scheme: Scheme,
+    creds: Credentials,
+    identity: inbox_schemes::Identity,
+    headers: HeaderMap,
+    body: Vec<u8>,
+    now: i64,
+}
+
+/// A sample body with an id and type where the provider puts them, signed as the provider signs (a fresh key pair
+/// for the asymmetric ones).
+fn sign_sample(name: &str) -> Result<Sent, String> {
+    use aws_lc_rs::signature::{self as sig, KeyPair};
+    use inbox_schemes::{Family, Identity, Key, Signer};
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vectors");
+    let vector: Vector =
+        serde_json::from_str(&std::fs::read_to_string(dir.join(format!("{name}.json"))).unwrap()).unwrap();
+    let scheme = Scheme::named(name).unwrap();
+    let mut creds = credentials(&scheme, &vector.config, &Config::default());
+    let rng = aws_lc_rs::rand::SystemRandom::new();
+    let family = &scheme.preset().unwrap().family;
+    let signer = match family {
+        Family::Ed25519(_) => {
+            let pkcs8 = sig::Ed25519KeyPair::generate_pkcs8(&rng).unwrap();
+            let pair = sig::Ed25519KeyPair::from_pkcs8(pkcs8.as_ref()).unwrap();
+            creds.public_key = Some(PublicKey::Ed25519(pair.public_key().as_ref().to_vec()));
+            Signer::Private {
+                pkcs8: Key::new(pkcs8.as_ref().to_vec()),
+                key_url: None,
+            }
+        }
+        Family::Ecdsa(_) => {
+            let pkcs8 =
+                sig::EcdsaKeyPair::generate_pkcs8(&sig::ECDSA_P256_SHA256_ASN1_SIGNING, &rng).unwrap();
+            let pair =
+                sig::EcdsaKeyPair::from_pkcs8(&sig::ECDSA_P256_SHA256_ASN1_SIGNING, pkcs8.as_ref()).unwrap();
+            creds.public_key = Some(PublicKey::P256(pair.public_key().as_ref().to_vec()));
+            Signer::Private {
+                pkcs8: Key::new(pkcs8.as_ref().to_vec()),
+                key_url: None,
+            }
+        }
+        Family::Rsa(_) => {
+            let pair = sig::RsaKeyPair::generate(aws_lc_rs::rsa::KeySize::Rsa2048).unwrap();
+            let pkcs8 = aws_lc_rs::encoding::AsDer::<aws_lc_rs::encoding::Pkcs8V1Der>::as_der(&pair).unwrap();
+            creds.public_key = Some(PublicKey::Rsa(pair.public_key().as_ref().to_vec()));
+            Signer::Private {
+                pkcs8: Key::new(pkcs8.as_ref().to_vec()),
+                key_url: None,
+            }
+        }
+        Family::Jwt(j) if j.algorithms.iter().any(|a| *a != jsonwebtoken::Algorithm::HS256) => {
+            return Err(format!(
+                "{name}: signed by the provider's own key, fetched by the receiver"
+            ));
+        }
+        _ => match creds.secrets.first() {
+            Some(key) => Signer::Secret(key.clone()),
+            None => return Err(format!("{name}: no secret")),
+        },
+    };
+    let identity = Identity {
+        event_id: format!("evt_{}_sample", name.replace('-', "_")),
+        event_type: Some("sample.event".to_owned()),
+    };
+    let now = vector.cases[0].now;
+    let sample = scheme.sample_at(std::slice::from_ref(&identity), now);
+    let uri: Uri = "/webhooks/sample".parse().unwrap();
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static(sample.content_type),
+    );
+    for (n, v) in &sample.headers {
+        headers.insert(n.clone(), HeaderValue::from_str(v).unwrap());
+    }
+    let req = Request::post(&uri, &headers, &sample.body);
+    let Some(out) = scheme.sign_request(&signer, &creds, &req, &identity, now) else {
+        return Err(format!(
+            "{name}: the family cannot sign with what the source holds"
+        ));
+    };
+    let body = out.body.unwrap_or(sample.body);
+    for (n, v) in out.headers {
+        headers.insert(n, HeaderValue::from_str(&v).unwrap());
+    }
+    Ok(Sent {
+        scheme,
+        creds,
+        identity,
+        headers,
+        body,
+        now,
+    })
+}
+
 /// What `inbox send --source X` does for every provider: a sample body with an id and type where the provider puts
 /// them, signed as the provider signs (a fresh key pair for the asymmetric ones), then verified and identified as
 /// the receiver does. Providers that cannot be signed by hand say why, and are listed.
 #[test]
 fn every_provider_signs_what_it_verifies() {
-    use aws_lc_rs::signature::{self as sig, KeyPair};
-    use inbox_schemes::{Family, Identity, Key, Signer};
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vectors");
     let mut unsigned = Vec::new();
     let mut signed = 0;
     for name in inbox_schemes::providers::NAMES {
-        let vector: Vector =
-            serde_json::from_str(&std::fs::read_to_string(dir.join(format!("{name}.json"))).unwrap())
-                .unwrap();
-        let scheme = Scheme::named(name).unwrap();
-        let mut creds = credentials(&scheme, &vector.config, &Config::default());
-        let rng = aws_lc_rs::rand::SystemRandom::new();
-        let family = &scheme.preset().unwrap().family;
-        let signer = match family {
-            Family::Ed25519(_) => {
-                let pkcs8 = sig::Ed25519KeyPair::generate_pkcs8(&rng).unwrap();
-                let pair = sig::Ed25519KeyPair::from_pkcs8(pkcs8.as_ref()).unwrap();
-                creds.public_key = Some(PublicKey::Ed25519(pair.public_key().as_ref().to_vec()));
-                Signer::Private {
-                    pkcs8: Key::new(pkcs8.as_ref().to_vec()),
-                    key_url: None,
-                }
-            }
-            Family::Ecdsa(_) => {
-                let pkcs8 =
-                    sig::EcdsaKeyPair::generate_pkcs8(&sig::ECDSA_P256_SHA256_ASN1_SIGNING, &rng).unwrap();
-                let pair =
-                    sig::EcdsaKeyPair::from_pkcs8(&sig::ECDSA_P256_SHA256_ASN1_SIGNING, pkcs8.as_ref())
-                        .unwrap();
-                creds.public_key = Some(PublicKey::P256(pair.public_key().as_ref().to_vec()));
-                Signer::Private {
-                    pkcs8: Key::new(pkcs8.as_ref().to_vec()),
-                    key_url: None,
-                }
-            }
-            Family::Rsa(_) => {
-                let pair = sig::RsaKeyPair::generate(aws_lc_rs::rsa::KeySize::Rsa2048).unwrap();
-                let pkcs8 =
-                    aws_lc_rs::encoding::AsDer::<aws_lc_rs::encoding::Pkcs8V1Der>::as_der(&pair).unwrap();
-                creds.public_key = Some(PublicKey::Rsa(pair.public_key().as_ref().to_vec()));
-                Signer::Private {
-                    pkcs8: Key::new(pkcs8.as_ref().to_vec()),
-                    key_url: None,
-                }
-            }
-            Family::Jwt(j) if j.algorithms.iter().any(|a| *a != jsonwebtoken::Algorithm::HS256) => {
-                unsigned.push(format!(
-                    "{name}: signed by the provider's own key, fetched by the receiver"
-                ));
+        let sent = match sign_sample(name) {
+            Ok(sent) => sent,
+            Err(why) => {
+                unsigned.push(why);
                 continue;
             }
-            _ => match creds.secrets.first() {
-                Some(key) => Signer::Secret(key.clone()),
-                None => {
-                    unsigned.push(format!("{name}: no secret"));
-                    continue;
-                }
-            },
         };
-        let identity = Identity {
-            event_id: format!("evt_{}_sample", name.replace('-', "_")),
-            event_type: Some("sample.event".to_owned()),
-        };
-        let now = vector.cases[0].now;
-        let sample = scheme.sample_at(std::slice::from_ref(&identity), now);
+        let (scheme, creds, now) = (&sent.scheme, &sent.creds, sent.now);
         let uri: Uri = "/webhooks/sample".parse().unwrap();
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            http::header::CONTENT_TYPE,
-            HeaderValue::from_static(sample.content_type),
-        );
-        for (n, v) in &sample.headers {
-            headers.insert(n.clone(), HeaderValue::from_str(v).unwrap());
-        }
-        let req = Request::post(&uri, &headers, &sample.body);
-        let Some(out) = scheme.sign_request(&signer, &creds, &req, &identity, now) else {
-            unsigned.push(format!(
-                "{name}: the family cannot sign with what the source holds"
-            ));
-            continue;
-        };
-        let body = out.body.unwrap_or(sample.body);
-        for (n, v) in out.headers {
-            headers.insert(n, HeaderValue::from_str(&v).unwrap());
-        }
-        let req = Request::post(&uri, &headers, &body);
+        let req = Request::post(&uri, &sent.headers, &sent.body);
         let tolerance = scheme.default_tolerance_secs().unwrap_or(300);
-        if scheme.key_request(&creds, &req).ok().flatten().is_some() {
+        if scheme.key_request(creds, &req).ok().flatten().is_some() {
             unsigned.push(format!(
                 "{name}: verified with a certificate the receiver fetches (end-to-end tests)"
             ));
             continue;
         }
-        match scheme.verify_request(&creds, &req, now, tolerance, None) {
+        match scheme.verify_request(creds, &req, now, tolerance, None) {
             Ok(()) => {}
             Err(e) => {
                 unsigned.push(format!("{name}: its own signature does not verify: {e}"));
@@ -465,6 +490,84 @@ fn every_provider_signs_what_it_verifies() {
         .filter(|why| !by_the_provider.iter().any(|p| why.starts_with(&format!("{p}:"))))
         .collect();
     assert!(others.is_empty(), "inbox send cannot sign for these: {others:#?}");
+}
+
+/// The ids of a delivery's events, as the receiver finds them.
+fn ids(identified: Identified) -> Vec<String> {
+    match identified {
+        Identified::One(identity) => vec![identity.event_id],
+        Identified::Batch(items) => items.into_iter().map(|i| i.identity.event_id).collect(),
+    }
+}
+
+/// A captured delivery sent again with its body and signature untouched but under a fresh id (the id's header
+/// changed, or the same bytes a minute later) must be looked for as a resent body wherever its signature still
+/// verifies: the provider's preset says `resendable`, so the receiver's resent-body guard marks it (`resent_of`)
+/// instead of taking it for a new event. A provider whose signature covers the id refuses the changed header, and
+/// one whose id is the body's (or a signed part's) finds the same id: neither needs the guard.
+#[test]
+fn a_delivery_replayed_under_a_fresh_id_is_looked_for_as_a_resent_body() {
+    let mut unguarded = Vec::new();
+    let mut replayable = Vec::new();
+    for name in inbox_schemes::providers::NAMES {
+        let Ok(sent) = sign_sample(name) else { continue };
+        let (scheme, creds, now) = (&sent.scheme, &sent.creds, sent.now);
+        let uri: Uri = "/webhooks/sample".parse().unwrap();
+        let req = Request::post(&uri, &sent.headers, &sent.body);
+        let tolerance = scheme.default_tolerance_secs().unwrap_or(300);
+        if scheme.key_request(creds, &req).ok().flatten().is_some()
+            || scheme.verify_request(creds, &req, now, tolerance, None).is_err()
+        {
+            continue;
+        }
+        let first = ids(scheme.identify_request(&req).unwrap());
+        // The same bytes with every header that carries the id given a fresh one, then the same bytes arriving a
+        // minute later (a replay of the original when it was received later).
+        let fresh = sent.identity.event_id.replace("_sample", "_replayed");
+        let mut renamed = sent.headers.clone();
+        for value in renamed.values_mut() {
+            let text = value.to_str().unwrap_or_default();
+            if text.contains(&sent.identity.event_id) {
+                *value = HeaderValue::from_str(&text.replace(&sent.identity.event_id, &fresh)).unwrap();
+            }
+        }
+        let replays = [
+            (
+                "a fresh id header",
+                Request::post(&uri, &renamed, &sent.body),
+                now,
+            ),
+            (
+                "a minute later",
+                Request {
+                    received_ms: req.received_ms + 61_000,
+                    ..Request::post(&uri, &sent.headers, &sent.body)
+                },
+                now + 61,
+            ),
+        ];
+        for (how, replay, at) in replays {
+            if scheme
+                .verify_request(creds, &replay, at, tolerance, None)
+                .is_err()
+            {
+                continue;
+            }
+            let again = ids(scheme.identify_request(&replay).unwrap());
+            if again != first {
+                replayable.push(format!("{name} ({how})"));
+                if !scheme.signs_body_but_not_id() {
+                    unguarded.push(format!("{name}: {how}: {first:?} then {again:?}"));
+                }
+            }
+        }
+    }
+    println!("replayable under a fresh id, and guarded: {replayable:?}");
+    assert!(
+        unguarded.is_empty(),
+        "a captured delivery verifies under a fresh id, and its scheme does not look for resent bodies:\n{}",
+        unguarded.join("\n")
+    );
 }
 
 /// The signature compare is the constant-time one: every HMAC a scheme checks goes through `verify_mac`, which

@@ -4,7 +4,12 @@
 //! for every later change of the same accounts: the id is the hex SHA-256 of the body with the minute it arrived,
 //! so a later change is its own event (a body hash alone would answer it as a duplicate for all of retention, and
 //! the app would never hear of it), and a retry Dropbox makes in another minute runs again, which its apps expect
-//! (they list changes with their cursor). No type.
+//! (they list changes with their cursor). No type. The minute is the receiver's, not signed: a captured
+//! notification posted again in another minute verifies under a fresh id, so the preset is `resendable` and the
+//! resent-body guard marks such a body (`resent_of`) and alarms. Deriving the id from the signed body alone would
+//! answer every later change of the same accounts as a duplicate, and the app would stop hearing of them; so a
+//! repeat is stored and run, marked, and a Dropbox source must not set `refuse_resent_bodies` (it would drop those
+//! changes). A replay carries no data: the app lists the changes itself.
 //! <https://www.dropbox.com/developers/reference/webhooks>
 
 use crate::families::{Family, Hmac, Signature};
@@ -23,6 +28,8 @@ pub(super) fn preset() -> Preset {
     Preset {
         before: Some(challenge),
         get: true,
+        // The id's minute is not signed (see above).
+        resendable: true,
         ..Preset::new("dropbox", family, Identify::Custom(identify))
     }
 }

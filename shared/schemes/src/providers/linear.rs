@@ -1,7 +1,10 @@
 //! Linear: `Linear-Signature` = hex HMAC-SHA256 of the raw body, keyed with the webhook's signing secret as
 //! text. The timestamp is the body's `webhookTimestamp` (unix milliseconds, inside the signed bytes), refused more
 //! than 60 s from now as Linear's SDK does; the `Linear-Timestamp` header is not trusted. The id is
-//! `Linear-Delivery`; the type is the body's `type` and `action` as `Issue.create`. No handshake.
+//! `Linear-Delivery`, which the signature does not cover: within the 60 s a captured delivery can be sent again
+//! under a fresh `Linear-Delivery`, so the preset is `resendable` (the resent-body guard marks the same body under
+//! another id; the body's `webhookTimestamp`, in ms, sets distinct events apart). The type is the body's `type` and
+//! `action` as `Issue.create`. No handshake.
 //! <https://linear.app/developers/webhooks>
 
 use http::HeaderName;
@@ -30,6 +33,8 @@ pub(super) fn preset() -> Preset {
     });
     Preset {
         tolerance_secs: Some(60),
+        // The id is an unsigned header.
+        resendable: true,
         kept: vec![
             DELIVERY,
             HeaderName::from_static("linear-event"),

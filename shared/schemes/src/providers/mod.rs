@@ -37,8 +37,9 @@ pub struct Preset {
     pub answer: Option<fn(&Request) -> Answer>,
     /// Whether the provider sends `GET` requests to the endpoint (handshakes only): the route exists only then.
     pub get: bool,
-    /// Whether a captured delivery could be resent under a fresh id with its signature still valid (the signature
-    /// covers the body but neither the id nor a timestamp); see `Scheme::signs_body_but_not_id`.
+    /// Whether a captured delivery could be resent under a fresh id with its signature still valid: the signature
+    /// covers the body but not the id (an id header, or a part the receiver adds), with no timestamp or within
+    /// its tolerance. See `Scheme::signs_body_but_not_id`.
     pub resendable: bool,
     /// Whether the provider signs (or checks) the endpoint's public URL in a way the family's template does not
     /// show (a `Custom` family): the source must then configure `url`.

@@ -1,7 +1,9 @@
 //! Zendesk: `X-Zendesk-Webhook-Signature: base64(HMAC-SHA256(signing secret, timestamp + body))`, the timestamp
 //! being `X-Zendesk-Webhook-Signature-Timestamp` as sent, an ISO 8601 UTC time (`2023-11-14T22:13:20Z`); no
 //! tolerance is documented (300 s). The id is `X-Zendesk-Webhook-Invocation-Id` (one invocation keeps it over its
-//! retry attempts, for event and trigger webhooks alike); the type is the body's `type` (`zen:event-type:...`),
+//! retry attempts, for event and trigger webhooks alike), which the signature does not cover: within the tolerance
+//! a captured delivery can be sent again under a fresh invocation id, so the preset is `resendable` and the
+//! resent-body guard marks the same body under another id. The type is the body's `type` (`zen:event-type:...`),
 //! absent from trigger and automation webhooks, whose body the admin writes. No handshake, no required answer.
 //! <https://developer.zendesk.com/documentation/webhooks/verifying/>
 
@@ -34,6 +36,8 @@ pub(super) fn preset() -> Preset {
             HeaderName::from_static("x-zendesk-account-id"),
             TIMESTAMP.clone(),
         ],
+        // The id is an unsigned header.
+        resendable: true,
         ..Preset::new(
             "zendesk",
             family,

@@ -390,7 +390,8 @@ impl RawSource {
             .unwrap_or("hmac");
         Ok(Scheme::Preset(Box::new(Preset {
             kept,
-            resendable: !signs_id && timestamp.is_none(),
+            // A signed timestamp only bounds a resend under a fresh id to its tolerance.
+            resendable: !signs_id,
             ..Preset::new(name, family, identify)
         })))
     }

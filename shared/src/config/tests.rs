@@ -537,8 +537,13 @@ fn an_unsigned_query_id_is_resendable_like_an_unsigned_header() {
     ));
     assert!(!resendable("id = \"query:delivery\"\nsigned = \"{path}{body}\""));
     assert!(!resendable("id = \"json:/id\""));
-    assert!(!resendable(
+    // A signed timestamp leaves the id unsigned: within the tolerance the delivery can be sent again under a
+    // fresh one.
+    assert!(resendable(
         "id = \"query:delivery\"\ntimestamp = \"header:x-ts\"\nsigned = \"{timestamp}.{body}\""
+    ));
+    assert!(!resendable(
+        "id = \"header:x-delivery\"\ntimestamp = \"header:x-ts\"\nsigned = \"{timestamp}.{header:x-delivery}.{body}\""
     ));
 }
 

@@ -4,7 +4,18 @@
 //! check is optional in Mailgun's docs ("not too aggressive"): 15 minutes, the default of Mailgun's own SDK. The
 //! id is `event-data.id` with `event-data.timestamp` (Mailgun keeps an id unique within a day only, and retention
 //! is longer), the type `event-data.event`. No handshake.
+//!
+//! Neither the id nor the type is signed: within the tolerance a captured signature block verifies beside any other
+//! `event-data`, under a fresh id (the same delivery sent again is a duplicate). The id is not taken from what is
+//! signed (the `token`, "randomly generated", 50 characters, one per delivery): reconciliation finds missed events
+//! through the Events API (`shared/src/reconcile/mailgun.rs`), whose items are the `event-data` without the
+//! `signature` object, by this same id, so a token id would make every reconciled event a second one beside its
+//! webhook; and Mailgun does not say whether a retry (5 min to 4 h apart, over 8 h) keeps its token (Hookdeck's
+//! Mailgun reference says the signature object is the same on every retry). Mailgun's own defence, "cache the
+//! token value locally and not honor any subsequent request with the same token", needs the store to remember each
+//! token with the event it came with; that is not done (docs/providers.md, "Ids and what the signature covers").
 //! <https://documentation.mailgun.com/docs/mailgun/user-manual/webhooks/securing-webhooks>
+//! <https://documentation.mailgun.com/docs/mailgun/user-manual/webhooks/webhook-retries>
 
 use http::HeaderName;
 use sha2::{Digest, Sha256};

@@ -272,7 +272,12 @@ impl Machine {
             return Ok(Outcome::Fenced);
         }
         let token = self.lease_owner();
-        let event = match self.ledger.claim(key, &token, lease, None).await? {
+        // The store starts the lease no sooner than the claim is sent: what is left of it is the lease less the time
+        // the claim took to be answered (a slow commit, a paused process), on this process's monotonic clock.
+        let sent = tokio::time::Instant::now();
+        let claim = self.ledger.claim(key, &token, lease, None).await?;
+        let lease = lease.saturating_sub(sent.elapsed());
+        let event = match claim {
             Claim::Claimed(event) => *event,
             Claim::Done(_) => return Ok(Outcome::Dropped(Dropped::Done)),
             Claim::OwnedElsewhere => return Ok(Outcome::Dropped(Dropped::OwnedElsewhere)),

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use inbox_core::clock::{ManualClock, SeededRandom, World};
+use inbox_core::clock::{Clock, ManualClock, SeededRandom, World};
 use inbox_core::config::Config;
 use inbox_core::contract::{eventually, Harness};
 use inbox_core::handlers::{http_client, Handler, HandlerError, Registry};
@@ -195,6 +195,7 @@ every_store!(
     handler_error_text_is_cut_to_a_bounded_length,
     a_failed_alarm_waits_its_own_backoff_beside_the_work,
     a_resent_event_is_not_sent_again_by_the_next_sweep,
+    the_sweep_reads_due_times_on_the_stores_clock_not_the_machines,
 );
 
 /// Sources built for receiving alone (the receiver function's) have keys but no handler: a machine over them
@@ -560,4 +561,52 @@ async fn a_resent_event_is_not_sent_again_by_the_next_sweep(h: &dyn Harness) {
     rig.clock.advance(Duration::from_millis(400));
     assert_eq!(swept(&rig, &queue, |r| r.received >= 1).await.received, 1);
     assert_eq!(queue.0.lock().unwrap().len(), 2);
+}
+
+/// GIVEN an event claimed under a 30 s lease, and a machine whose own clock runs an hour ahead of the store's (an
+/// instance's clock that drifted, beside PostgreSQL's `now()`)
+/// WHEN it sweeps
+/// THEN it reads what is due on the store's clock, which set the due times: nothing is due, nothing is sent again;
+/// once the lease runs out on the store's clock, the event is.
+async fn the_sweep_reads_due_times_on_the_stores_clock_not_the_machines(h: &dyn Harness) {
+    let rig = rig(h, 5, Duration::from_millis(50)).await;
+    let k = received(&rig, "held").await;
+    assert!(matches!(
+        rig.store.claim(&k, "other:1:aa", LEASE, None).await.unwrap(),
+        inbox_core::ports::Claim::Claimed(_)
+    ));
+    let ahead = ManualClock::at(rig.clock.now_ms() + 3_600_000);
+    let machine = Machine::new(
+        rig.store.clone(),
+        rig.store.clone(),
+        Sources::build(
+            &Config::from_toml(
+                "[sources.src]\nscheme = \"github\"\nsecrets = [\"env:MACHINE_TEST_SECRET\"]\n\
+                 handler = { kind = \"custom\", name = \"script\", timeout = \"1s\" }\n",
+            )
+            .unwrap(),
+            Some(&LocalSecrets),
+            &Registry::new(http_client()).register("script", rig.script.clone()),
+        )
+        .await
+        .unwrap(),
+        rig.metrics.clone(),
+        rig.alarms.clone(),
+        Duration::from_secs(3600),
+        "ahead",
+    )
+    .with_world(World {
+        clock: ahead,
+        random: SeededRandom::new(7),
+    });
+    let queue = Recorded::default();
+    assert_eq!(
+        machine.sweep(&queue, 100).await.unwrap(),
+        SweepReport::default(),
+        "a lease live on the store's clock was taken for expired"
+    );
+    rig.clock.advance(LEASE + Duration::from_secs(1));
+    let rig = Rig { machine, ..rig };
+    let found = swept(&rig, &queue, |r| r.expired_leases >= 1).await;
+    assert_eq!(found.expired_leases, 1, "{found:?}");
 }

@@ -41,7 +41,8 @@ pub struct Rates {
     pub error_before: u32,
     pub error_after: u32,
     pub slow: u32,
-    /// A call held past any lease (a process paused, a stop-the-world pause): 8 to 15 s.
+    /// A call held past any lease (a process paused, a stop-the-world pause): 8 to 15 s, before it reaches the
+    /// store, or after a write landed and before its answer.
     pub stall: u32,
     pub pause_before_sync: u32,
 }
@@ -140,6 +141,13 @@ impl Faulty {
         }
         if sync {
             self.inner.sync();
+        }
+        // Landed, and answered late (a commit whose answer is held up, a process paused right after it): a lease it
+        // took has been running all the while.
+        if self.draw(self.rates.stall) {
+            *self.injected.lock().unwrap() += 1;
+            let ms = self.rng.lock().unwrap().random_range(8_000..15_000);
+            tokio::time::sleep(Duration::from_millis(ms)).await;
         }
         let done = done?;
         if self.draw(self.rates.error_after) {

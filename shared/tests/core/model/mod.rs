@@ -1,7 +1,8 @@
 //! The model check of the state machine (docs/DESIGN.md, "The model check"): every interleaving, within bounds, of
 //! two events' deliveries and duplicates, a reconciliation creating an id while its webhook arrives, two workers
 //! and the sweeper claiming, handlers that succeed, fail or hang past their lease, a crash of a worker between any
-//! two of its steps, lease expiry, an owner declared gone, the dead-letter path and an operator's replay.
+//! two of its steps, lease expiry, an owner declared gone, a live owner whose heartbeat stalls while it runs an
+//! event, the dead-letter path and an operator's replay.
 //!
 //! **Why stateright.** It checks a Rust model in the test binary itself, over any `Clone + Hash + Eq` state: the
 //! reference store's [`State`] is one, so each step runs the real code on a store rebuilt from the state held
@@ -21,13 +22,36 @@
 //! is written before the handler); the *settle* step runs it again, the handler answering the same, and keeps what
 //! it wrote. Between the two, time may pass (a handler hung past its lease), another worker may claim, or the worker
 //! may crash. Where `run_claimed` ends an attempt without running the handler (the budget spent at the claim), the
-//! handle step keeps what it wrote.
+//! handle step keeps what it wrote. Where it waits for its fence to come down (below), the step polls it once and
+//! keeps nothing; the worker is then *fenced*, and the step that renews its heartbeat runs it again, lowers the fence
+//! where it waits, and keeps what it wrote (the lease given back).
 //!
 //! **Time.** A model clock of whole ticks, a tick being one lease (handler timeout 1 s + 2 × `LEASE_MARGIN`), also
 //! the sweeper's grace and the backoff (base = cap = one lease; the model's randomness draws the longest wait). A
 //! handler starts in the tick of its claim: the clock does not move while a worker holds a claim it has not run
 //! (the machine runs the handler right after the claim, bounded by `lease − LEASE_MARGIN`); it moves while a
 //! handler hangs.
+//!
+//! **Owners and their heartbeats.** Without heartbeats ([`Bounds::heartbeats`] off) one process holds the store, as
+//! SQLite's lock proves: a crashed incarnation is known gone at once and its leases ended through
+//! `Upkeep::end_leases`. With them, the store is kept as PostgreSQL's ([`MemoryStore::with_heartbeats`], a liveness
+//! period of one tick): every live worker beats at each tick (at its start, and when it renews), and an owner is
+//! judged gone only through the real `Upkeep::gone_owners` then `Upkeep::end_leases`, two steps with anything in
+//! between, by a worker whose own beats have been unbroken for a whole period (`serve::liveness`'s rule, which the
+//! model cannot call: it chooses who may judge by it). The leases last three ticks there (the handler's timeout
+//! eleven seconds), longer than the liveness period, as a handler slower than the period makes them in production.
+//! A *stalled owner* is a live worker whose heartbeat stops while it holds a claim (a long pass in its upkeep loop, a
+//! store it cannot reach): its process still runs, so its handler may still take effect, and the clock moves while
+//! it holds the claim, up to its handler's timeout. Its fence ([`Fence`], a switch per worker in each step) is up
+//! once its last renewed beat is half a period old (the next tick), and its heartbeat runs out on the store's clock
+//! a whole period after it (the tick after), when another worker may end its leases. The handler runs through the
+//! real `run_claimed` with that fence, so a raised fence cancels it (no effect; the lease given back once the
+//! heartbeat is renewed), as in production; "an effect only inside a held lease" is what fails without it.
+//! `MODEL_MUTATION` puts back what item 1 of issue 53 fixed, to show that the check finds it: `no_fence` runs every
+//! worker's machine with [`Fence::never`] (no fence), `trusted_list` ends a listed owner's leases without checking
+//! again that its heartbeat is still out (a store without heartbeats' `end_leases`). The fence is up from the tick
+//! it is due, so the check finds a fence that comes up after its owner may be judged gone, not one that leaves less
+//! margin than half a period.
 //!
 //! **Liveness.** stateright's `eventually` is judged at terminal states only, and a path that revisits a state is
 //! not one: it holds only where every path ends. [`Bounds::liveness`] makes every path end: no replay, two
@@ -43,7 +67,10 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeSet;
+use std::future::Future;
+use std::pin::{pin, Pin};
 use std::sync::{Arc, Mutex};
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -52,9 +79,10 @@ use stateright::{Checker, Model, Property};
 use inbox_core::clock::{ManualClock, Random, World};
 use inbox_core::config::Config;
 use inbox_core::delivery_health::{DeliveryHealth, HealthAlarm, Thresholds};
+use inbox_core::fence::{Fence, FenceSwitch};
 use inbox_core::handlers::{http_client, Handler, HandlerError, Registry};
 use inbox_core::intake::{Intake, Order, Reserved, Runner};
-use inbox_core::machine::{Dropped, Machine, Notifier, NotifyError, Outcome};
+use inbox_core::machine::{Dropped, Machine, Notifier, NotifyError, Outcome, LEASE_MARGIN};
 use inbox_core::metrics::Metrics;
 use inbox_core::model::{Event, EventId, EventKey, NewEvent, Origin, Record, SourceName, Status};
 use inbox_core::ports::{
@@ -62,11 +90,15 @@ use inbox_core::ports::{
     Settled, Settlement, StoreError, Upkeep,
 };
 use inbox_core::secrets::LocalSecrets;
+use inbox_core::serve::Pace;
 use inbox_core::source::Sources;
 use inbox_core::stores::memory::{MemoryStore, State};
 
-/// One tick of the model clock, in ms: one lease ([`Machine::lease_for`]: the handler's 1 s + 2 × 2 s).
+/// One tick of the model clock, in ms: one lease ([`Machine::lease_for`]: the handler's 1 s + 2 × 2 s), unless
+/// [`Bounds::lease_ticks`] says more.
 const TICK: i64 = 5_000;
+/// How long a renewed heartbeat vouches for its owner, where the store is kept with heartbeats: one tick.
+const LIVENESS: Duration = Duration::from_millis(TICK as u64);
 /// The model clock's tick 0.
 const T0: i64 = 1_700_000_000_000;
 const EVENTS: usize = 2;
@@ -93,10 +125,20 @@ pub struct Bounds {
     pub replays: u8,
     /// Messages the queue may deliver twice.
     pub redeliveries: u8,
-    /// Whether a crashed worker's earlier leases may be ended as a gone owner's.
+    /// Whether a crashed worker's earlier leases may be ended as a gone owner's (without heartbeats: the crash is
+    /// proven at once).
     pub gone: bool,
     /// The clock moves only when the system has no step left to take (the liveness check's fairness).
     pub urgent: bool,
+    /// Whether the store is kept with heartbeats (the module's doc): owners are judged gone by them, not by a crash.
+    pub heartbeats: bool,
+    /// How long a lease lasts, in ticks (the handler's timeout is the lease less `2 × LEASE_MARGIN`).
+    pub lease_ticks: u8,
+    /// Live workers whose heartbeat may stop while they hold a claim (with heartbeats).
+    pub stalls: u8,
+    /// How many times a worker may read which owners are gone (with heartbeats), each read perhaps followed by
+    /// the end of their leases.
+    pub judgments: u8,
 }
 
 impl Bounds {
@@ -115,6 +157,10 @@ impl Bounds {
             redeliveries: 0,
             gone: false,
             urgent: false,
+            heartbeats: false,
+            lease_ticks: 1,
+            stalls: 0,
+            judgments: 0,
         }
     }
 
@@ -168,6 +214,47 @@ impl Bounds {
             ..Self::quiet(2, 8)
         }
     }
+
+    /// A store kept with heartbeats and leases of three ticks: one event, created claimed or enqueued; a live
+    /// worker's heartbeat stalls while it holds the claim (perhaps renewed later), a crash, one judgment of who is
+    /// gone; the clock runs three ticks, a whole lease.
+    pub fn stalled_owner() -> Self {
+        Self {
+            claimed_creates: true,
+            crashes: 1,
+            heartbeats: true,
+            lease_ticks: 3,
+            stalls: 1,
+            judgments: 1,
+            ..Self::quiet(1, 3)
+        }
+    }
+}
+
+/// A defect put back on purpose (`MODEL_MUTATION`), to show that the check finds it: what item 1 of issue 53 fixed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mutation {
+    None,
+    /// `no_fence`: no worker obeys a fence ([`Fence::never`]), as before the fix: a stalled owner's handler still
+    /// runs once another owner may have ended its lease.
+    NoFence,
+    /// `trusted_list`: a list of gone owners is trusted when their leases end (a store without heartbeats'
+    /// `end_leases`, as the reference store ended them before the fix; PostgreSQL's checked a listed row again,
+    /// but took a missing one as proof): an owner listed that beat since loses the lease it holds.
+    TrustedList,
+}
+
+impl Mutation {
+    fn from_env() -> Self {
+        match std::env::var("MODEL_MUTATION").as_deref() {
+            Ok("no_fence") => Self::NoFence,
+            Ok("trusted_list") => Self::TrustedList,
+            Ok(other) if !other.is_empty() => {
+                panic!("MODEL_MUTATION: unknown {other:?} (no_fence, trusted_list)")
+            }
+            _ => Self::None,
+        }
+    }
 }
 
 /// What a handler answers, chosen by the checker.
@@ -192,15 +279,28 @@ pub enum Pc {
         record: Record,
         answer: Answer,
     },
+    /// Its fence cancelled the handler (before it ran, or after it ran and before it answered): `run_claimed`
+    /// waits for the fence to come down, to give the lease back.
+    Fenced {
+        e: usize,
+        record: Record,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Worker {
     /// Its incarnation: a crash starts a new one, a new owner name.
     life: u8,
-    /// Its last incarnation's leases may be ended as a gone owner's.
+    /// Its last incarnation's leases may be ended as a gone owner's (without heartbeats).
     gone: bool,
     pc: Pc,
+    /// With heartbeats: stopped while it held a claim, its last renewed beat at this tick.
+    stalled: Option<u8>,
+    /// With heartbeats: the tick since which its beats have been renewed without a break (its start, or the
+    /// renewal after a stall).
+    since: u8,
+    /// With heartbeats: the owners it read as gone, whose leases it is about to end.
+    listed: Vec<String>,
 }
 
 /// A property broken on the path to a state (latched).
@@ -239,6 +339,11 @@ pub struct Sim {
     last_settle: [Option<(u32, u32)>; EVENTS],
     /// Seen on the path: a handler's settle refused for its lease; a handler run twice for one event (a repeat).
     lease_lost: bool,
+    stalls: u8,
+    judgments: u8,
+    /// Seen on the path: a handler cancelled by its fence; the leases of a live owner (stalled) ended by another.
+    cancelled: bool,
+    live_owner_ended: bool,
     broken: BTreeSet<Broken>,
 }
 
@@ -261,8 +366,17 @@ pub enum Action {
     /// The worker's process dies between two of its steps, with every queued message (`inbox serve`'s queue is
     /// in memory).
     Crash(usize),
-    /// A crashed worker's last incarnation is proven gone: its leases end now.
+    /// A crashed worker's last incarnation is proven gone: its leases end now (without heartbeats).
     DeclareGone(usize),
+    /// A live worker's heartbeat stops while it holds a claim; its process runs on.
+    Stall(usize),
+    /// A stalled worker's heartbeat is renewed: its fence comes down, and a handler it cancelled gives its lease
+    /// back.
+    Resume(usize),
+    /// A worker reads which owners are gone (`Upkeep::gone_owners`), to end their leases.
+    ListGone(usize),
+    /// The worker ends the leases of the owners it read as gone (`Upkeep::end_leases`).
+    EndLeases(usize),
     Sweep,
     /// A message redriven to the dead-letter queue: the alarm function buries the event.
     DeadLetter(usize),
@@ -274,6 +388,7 @@ pub enum Action {
 /// The model: the core's sources, built once, and the bounds.
 pub struct Inbox {
     bounds: Bounds,
+    mutation: Mutation,
     sources: Sources,
     metrics: Arc<Metrics>,
     health: Arc<DeliveryHealth>,
@@ -292,6 +407,17 @@ thread_local! {
 
 fn block_on<F: std::future::Future>(f: F) -> F::Output {
     RUNTIME.with(|rt| rt.block_on(f))
+}
+
+/// Polls `f` once: its output, or `None` where it waits.
+async fn poll_once<F: Future>(mut f: Pin<&mut F>) -> Option<F::Output> {
+    std::future::poll_fn(|cx| {
+        Poll::Ready(match f.as_mut().poll(cx) {
+            Poll::Ready(output) => Some(output),
+            Poll::Pending => None,
+        })
+    })
+    .await
 }
 
 #[derive(Default)]
@@ -492,6 +618,24 @@ impl Ledger for Watched {
     }
 }
 
+/// How many live leases `owner` holds at `now`.
+fn leases(state: &State, owner: &str, now: i64) -> usize {
+    let mine = format!("{owner}:");
+    state
+        .applied
+        .events
+        .values()
+        .filter(|s| {
+            s.record.status == Status::Processing
+                && s.record
+                    .lease_owner
+                    .as_deref()
+                    .is_some_and(|o| o.starts_with(&mine))
+                && s.record.lease_until.is_some_and(|u| u > now)
+        })
+        .count()
+}
+
 /// `key`'s record as the store holds it (applied writes).
 fn record(state: &State, key: &EventKey) -> Option<Record> {
     state
@@ -510,15 +654,19 @@ struct Step {
     machine: Machine,
     sent: Arc<Sent>,
     world: World,
+    /// The fence the machine obeys (unless the mutation drops it): raised for a stalled worker's steps.
+    switch: FenceSwitch,
 }
 
 impl Inbox {
-    pub fn new(bounds: Bounds) -> Self {
+    pub fn new(bounds: Bounds, mutation: Mutation) -> Self {
         std::env::set_var("MODEL_CHECK_SECRET", "s3cret");
+        // The lease is the handler's timeout and twice the margin (`Machine::lease_for`).
+        let timeout = i64::from(bounds.lease_ticks) * TICK - 2 * LEASE_MARGIN.as_millis() as i64;
         let config = Config::from_toml(&format!(
             "[retry]\nbase = \"{TICK}ms\"\ncap = \"{TICK}ms\"\nmax_attempts = {}\nmax_age = \"24h\"\n\
              [sources.src]\nscheme = \"github\"\nsecrets = [\"env:MODEL_CHECK_SECRET\"]\n\
-             handler = {{ kind = \"custom\", name = \"model\", timeout = \"1s\" }}\n",
+             handler = {{ kind = \"custom\", name = \"model\", timeout = \"{timeout}ms\" }}\n",
             bounds.max_attempts
         ))
         .unwrap();
@@ -536,6 +684,7 @@ impl Inbox {
         let keys = ["e0", "e1"].map(|id| EventKey::new(src.clone(), EventId::parse(id).unwrap()));
         Self {
             bounds,
+            mutation,
             sources,
             metrics,
             health,
@@ -545,10 +694,18 @@ impl Inbox {
     }
 
     fn step(&self, s: &Sim, owner: &str) -> Step {
+        self.step_on(s, owner, self.bounds.heartbeats)
+    }
+
+    /// [`Inbox::step`], the store kept with heartbeats or not (the `trusted_list` mutation's judge).
+    fn step_on(&self, s: &Sim, owner: &str, heartbeats: bool) -> Step {
         let now = T0 + i64::from(s.tick) * TICK;
         let clock = ManualClock::at(now);
-        let store = MemoryStore::from_state(s.store.clone(), Duration::from_millis(TICK as u64))
+        let mut store = MemoryStore::from_state(s.store.clone(), Duration::from_millis(TICK as u64))
             .with_clock(clock.clone());
+        if heartbeats {
+            store = store.with_heartbeats(LIVENESS);
+        }
         let ledger = Arc::new(Watched {
             store: store.clone(),
             settles: Mutex::default(),
@@ -556,6 +713,11 @@ impl Inbox {
         let world = World {
             clock,
             random: Arc::new(Longest),
+        };
+        let (switch, fence) = Fence::new();
+        let fence = match self.mutation {
+            Mutation::NoFence => Fence::never(),
+            _ => fence,
         };
         let machine = Machine::new(
             ledger.clone(),
@@ -566,14 +728,48 @@ impl Inbox {
             Duration::from_secs(3600),
             owner,
         )
-        .with_world(world.clone());
+        .with_world(world.clone())
+        .with_fence(fence);
         Step {
             store,
             ledger,
             machine,
             sent: Arc::default(),
             world,
+            switch,
         }
+    }
+
+    /// Worker `w`'s step: its machine, its fence up where it is.
+    fn worker_step(&self, s: &Sim, w: usize) -> Step {
+        let step = self.step(s, &Self::owner(s, w));
+        step.switch.set(Self::fence_up(s, w));
+        step
+    }
+
+    /// Whether worker `w`'s fence is up: its heartbeat stalled, and its last renewed beat at least
+    /// [`Pace::fence_after`] old (half the liveness period: the next tick).
+    fn fence_up(s: &Sim, w: usize) -> bool {
+        let fence_after = Pace::of(LIVENESS).fence_after.as_millis() as i64;
+        s.workers[w]
+            .stalled
+            .is_some_and(|beat| i64::from(s.tick - beat) * TICK >= fence_after)
+    }
+
+    /// Whether worker `w` may judge others: its beats renewed without a break for a whole liveness period.
+    fn may_judge(s: &Sim, w: usize) -> bool {
+        let worker = &s.workers[w];
+        let liveness = Pace::of(LIVENESS).liveness.as_millis() as i64;
+        worker.stalled.is_none() && i64::from(s.tick - worker.since) * TICK >= liveness
+    }
+
+    /// Each of `owners` renews its heartbeat now.
+    fn beat(&self, n: &mut Sim, owners: &[String]) {
+        let step = self.step(n, "clock");
+        for owner in owners {
+            block_on(step.store.heartbeat(owner)).unwrap();
+        }
+        self.absorb(n, &step, None);
     }
 
     fn index(&self, key: &EventKey) -> usize {
@@ -582,6 +778,12 @@ impl Inbox {
 
     fn owner(s: &Sim, w: usize) -> String {
         format!("w{w}.{}", s.workers[w].life)
+    }
+
+    /// Whether worker `w` may take a claim: idle, and its heartbeat not stalled (a stalled worker's fence is up
+    /// soon, and the model keeps its stall to the claim it held).
+    fn free(s: &Sim, w: usize) -> bool {
+        s.workers[w].pc == Pc::Idle && s.workers[w].stalled.is_none()
     }
 
     fn new_event(&self, e: usize, origin: Origin) -> NewEvent {
@@ -635,14 +837,15 @@ impl Inbox {
 
     /// Runs `run_claimed` for worker `w`'s claim, its handler answering `answer`; `probe`: whether the handler
     /// looks for its lease (the handle step) or only answers (the settle step). Whether the handler ran, whether
-    /// its lease was held, and the outcome.
+    /// its lease was held, and the outcome: `None` where `run_claimed` waits for the worker's fence to come down
+    /// (it cancelled the handler), the one thing it may wait for here (the store never does).
     fn run_claimed(
         &self,
         step: &Step,
         record: &Record,
         answer: Answer,
         probe: bool,
-    ) -> (bool, bool, Outcome) {
+    ) -> (bool, bool, Option<Outcome>) {
         let token = record.lease_owner.clone().unwrap();
         let now = step.world.now_ms();
         SCRIPT.with(|s| {
@@ -655,9 +858,36 @@ impl Inbox {
         });
         let event = record.clone().with_payload(bytes::Bytes::from_static(PAYLOAD));
         let lease = step.machine.lease_for(&event.key());
-        let outcome = block_on(step.machine.run_claimed(event, &token, lease, || {})).unwrap();
+        let outcome = block_on(async {
+            let run = pin!(step.machine.run_claimed(event, &token, lease, || {}));
+            poll_once(run).await.map(Result::unwrap)
+        });
+        assert!(
+            outcome.is_some() || step.switch.is_raised(),
+            "run_claimed waited, its fence down"
+        );
         let script = SCRIPT.with(|s| std::mem::take(&mut *s.borrow_mut()));
         (script.ran, script.held, outcome)
+    }
+
+    /// The heartbeat renewed, a fenced worker's `run_claimed` goes on where it waited: the same call, polled once (it
+    /// waits for the fence), then the fence comes down and it runs to its end; the handler must not run. Its outcome.
+    fn give_back(&self, step: &Step, record: &Record) -> Outcome {
+        let token = record.lease_owner.clone().unwrap();
+        // No answer scripted: a handler that ran here would panic.
+        SCRIPT.with(|s| *s.borrow_mut() = Script::default());
+        let event = record.clone().with_payload(bytes::Bytes::from_static(PAYLOAD));
+        let lease = step.machine.lease_for(&event.key());
+        assert!(step.switch.is_raised(), "a fenced worker's fence is down");
+        block_on(async {
+            let mut run = pin!(step.machine.run_claimed(event, &token, lease, || {}));
+            assert!(
+                poll_once(run.as_mut()).await.is_none(),
+                "run_claimed did not wait for the fence"
+            );
+            step.switch.set(false);
+            run.await.unwrap()
+        })
     }
 
     fn deliver(&self, s: &Sim, n: &mut Sim, e: usize, worker: Option<usize>) {
@@ -719,7 +949,30 @@ impl Inbox {
                 Pc::Idle => format!(" w{w} idle"),
                 Pc::Claimed { e, record } => format!(" w{w} claimed e{e}#{}", record.attempts),
                 Pc::Ran { e, record, answer } => format!(" w{w} ran e{e}#{} {answer:?}", record.attempts),
+                Pc::Fenced { e, record } => format!(" w{w} cancelled e{e}#{}", record.attempts),
             };
+            if self.bounds.heartbeats {
+                line += &format!(" as {}", Self::owner(s, w));
+            }
+            if let Some(beat) = worker.stalled {
+                line += &format!(
+                    " (stalled, last beat at {beat}{})",
+                    if Self::fence_up(s, w) { ", fenced" } else { "" }
+                );
+            }
+            if !worker.listed.is_empty() {
+                line += &format!(" (read gone: {})", worker.listed.join(", "));
+            }
+        }
+        if self.bounds.heartbeats {
+            let alive: Vec<_> = s
+                .store
+                .applied
+                .owners
+                .iter()
+                .map(|(owner, until)| format!("{owner} {}", (until - T0) as f64 / TICK as f64))
+                .collect();
+            line += &format!(" alive until: {};", alive.join(", "));
         }
         if !s.broken.is_empty() {
             line += &format!(" BROKEN {:?}", s.broken);
@@ -743,6 +996,10 @@ impl Inbox {
                 | Action::Redeliver(_)
                 | Action::Crash(_)
                 | Action::DeclareGone(_)
+                | Action::Stall(_)
+                | Action::Resume(_)
+                | Action::ListGone(_)
+                | Action::EndLeases(_)
                 | Action::DeadLetter(_)
                 | Action::Replay(_)
                 | Action::Tick => false,
@@ -760,8 +1017,11 @@ impl Model for Inbox {
             life: 0,
             gone: false,
             pc: Pc::Idle,
+            stalled: None,
+            since: 0,
+            listed: Vec::new(),
         };
-        vec![Sim {
+        let mut sim = Sim {
             store: State::default(),
             tick: 0,
             messages: [0; EVENTS],
@@ -776,8 +1036,18 @@ impl Model for Inbox {
             effects: [0; EVENTS],
             last_settle: [None; EVENTS],
             lease_lost: false,
+            stalls: 0,
+            judgments: 0,
+            cancelled: false,
+            live_owner_ended: false,
             broken: BTreeSet::new(),
-        }]
+        };
+        if self.bounds.heartbeats {
+            // Each worker beats as it starts.
+            let owners: Vec<_> = (0..WORKERS).map(|w| Self::owner(&sim, w)).collect();
+            self.beat(&mut sim, &owners);
+        }
+        vec![sim]
     }
 
     fn actions(&self, s: &Sim, actions: &mut Vec<Action>) {
@@ -787,7 +1057,7 @@ impl Model for Inbox {
                 actions.push(Action::Deliver(e));
                 if b.claimed_creates {
                     for w in 0..WORKERS {
-                        if s.workers[w].pc == Pc::Idle {
+                        if Self::free(s, w) {
                             actions.push(Action::DeliverClaimed(e, w));
                         }
                     }
@@ -798,7 +1068,7 @@ impl Model for Inbox {
             }
             if s.messages[e] > 0 {
                 for w in 0..WORKERS {
-                    if s.workers[w].pc == Pc::Idle {
+                    if Self::free(s, w) {
                         actions.push(Action::Claim(w, e));
                     }
                 }
@@ -814,8 +1084,9 @@ impl Model for Inbox {
             }
         }
         for w in 0..WORKERS {
-            match s.workers[w].pc {
-                Pc::Idle => {}
+            let worker = &s.workers[w];
+            match worker.pc {
+                Pc::Idle | Pc::Fenced { .. } => {}
                 Pc::Claimed { .. } => {
                     for a in [Answer::Ok, Answer::Retryable, Answer::Permanent] {
                         actions.push(Action::Handle(w, a));
@@ -828,8 +1099,22 @@ impl Model for Inbox {
             if s.crashes < b.crashes {
                 actions.push(Action::Crash(w));
             }
-            if b.gone && s.workers[w].gone {
+            if !b.heartbeats && b.gone && worker.gone {
                 actions.push(Action::DeclareGone(w));
+            }
+            if b.heartbeats {
+                let holds = matches!(worker.pc, Pc::Claimed { .. } | Pc::Ran { .. });
+                match worker.stalled {
+                    None if holds && s.stalls < b.stalls => actions.push(Action::Stall(w)),
+                    // A handler running as the fence went up was cancelled then: that step comes first.
+                    Some(_) if !(holds && Self::fence_up(s, w)) => actions.push(Action::Resume(w)),
+                    _ => {}
+                }
+                if !worker.listed.is_empty() {
+                    actions.push(Action::EndLeases(w));
+                } else if s.judgments < b.judgments && Self::may_judge(s, w) {
+                    actions.push(Action::ListGone(w));
+                }
             }
         }
         actions.push(Action::Sweep);
@@ -883,9 +1168,10 @@ impl Model for Inbox {
                 let Pc::Claimed { e, record } = &s.workers[w].pc else {
                     return None;
                 };
-                let step = self.step(s, &Self::owner(s, w));
+                let step = self.worker_step(s, w);
                 let (ran, held, outcome) = self.run_claimed(&step, record, answer, true);
                 if ran {
+                    assert!(outcome.is_some(), "run_claimed waited after its handler ran");
                     // The effect is done; what run_claimed wrote after it is the settle step's.
                     if !held {
                         n.broken.insert(Broken::EffectOutsideLease);
@@ -901,7 +1187,7 @@ impl Model for Inbox {
                         record: record.clone(),
                         answer,
                     };
-                } else {
+                } else if let Some(outcome) = outcome {
                     // Ended without running the handler (the budget spent at the claim): as written.
                     assert!(
                         matches!(outcome, Outcome::Dead | Outcome::Dropped(Dropped::LeaseLost)),
@@ -909,14 +1195,42 @@ impl Model for Inbox {
                     );
                     n.workers[w].pc = Pc::Idle;
                     self.absorb(&mut n, &step, Some(record));
+                } else {
+                    // The fence cancelled the handler before it ran: nothing written; it waits for the fence.
+                    assert_eq!(
+                        step.store.state(),
+                        s.store,
+                        "a fenced run_claimed wrote before it waited"
+                    );
+                    n.cancelled = true;
+                    n.workers[w].pc = Pc::Fenced {
+                        e: *e,
+                        record: record.clone(),
+                    };
                 }
             }
             Action::Settle(w) => {
                 let Pc::Ran { e, record, answer } = &s.workers[w].pc else {
                     return None;
                 };
-                let step = self.step(s, &Self::owner(s, w));
+                let step = self.worker_step(s, w);
                 let (ran, _, outcome) = self.run_claimed(&step, record, *answer, false);
+                let Some(outcome) = outcome else {
+                    // The fence cancelled the handler after its effect, before it answered: as a crash there,
+                    // and the lease given back once the fence is down.
+                    assert!(!ran, "run_claimed waited after its handler ran");
+                    assert_eq!(
+                        step.store.state(),
+                        s.store,
+                        "a fenced run_claimed wrote before it waited"
+                    );
+                    n.cancelled = true;
+                    n.workers[w].pc = Pc::Fenced {
+                        e: *e,
+                        record: record.clone(),
+                    };
+                    return Some(n);
+                };
                 assert!(ran, "the settle step's run_claimed ran no handler: {outcome:?}");
                 if let Outcome::Retry(_) = outcome {
                     // The worker sends the message again after the backoff.
@@ -931,7 +1245,65 @@ impl Model for Inbox {
                 let worker = &mut n.workers[w];
                 worker.pc = Pc::Idle;
                 worker.life += 1;
-                worker.gone = true;
+                if self.bounds.heartbeats {
+                    // The new incarnation beats as it starts; the last one's heartbeat runs out on its own.
+                    worker.stalled = None;
+                    worker.since = s.tick;
+                    worker.listed.clear();
+                    let owner = Self::owner(&n, w);
+                    self.beat(&mut n, &[owner]);
+                } else {
+                    worker.gone = true;
+                }
+            }
+            Action::Stall(w) => {
+                n.stalls += 1;
+                // Its last beat was at this tick's start.
+                n.workers[w].stalled = Some(s.tick);
+            }
+            Action::Resume(w) => {
+                let step = self.worker_step(s, w);
+                block_on(step.store.heartbeat(&Self::owner(s, w))).unwrap();
+                let mut claimed = None;
+                if let Pc::Fenced { e, record } = &s.workers[w].pc {
+                    let outcome = self.give_back(&step, record);
+                    assert_eq!(outcome, Outcome::Fenced, "a fenced run_claimed ended otherwise");
+                    // The worker sends the message again once the fence is down.
+                    n.messages[*e] = (n.messages[*e] + 1).min(MAX_MESSAGES);
+                    n.workers[w].pc = Pc::Idle;
+                    claimed = Some(record);
+                }
+                let worker = &mut n.workers[w];
+                worker.stalled = None;
+                worker.since = s.tick;
+                self.absorb(&mut n, &step, claimed);
+            }
+            Action::ListGone(w) => {
+                let me = Self::owner(s, w);
+                let step = self.step(s, &me);
+                let GoneOwners::These(owners) = block_on(step.store.gone_owners(&me)).unwrap() else {
+                    panic!("a store kept with heartbeats names the owners it judges gone");
+                };
+                if owners.is_empty() {
+                    return None;
+                }
+                n.judgments += 1;
+                n.workers[w].listed = owners;
+            }
+            Action::EndLeases(w) => {
+                let listed = std::mem::take(&mut n.workers[w].listed);
+                let heartbeats = self.mutation != Mutation::TrustedList;
+                let step = self.step_on(s, &Self::owner(s, w), heartbeats);
+                block_on(step.store.end_leases(&GoneOwners::These(listed.clone()), None)).unwrap();
+                let now = step.world.now_ms();
+                if (0..WORKERS).any(|v| {
+                    let live = Self::owner(s, v);
+                    listed.contains(&live)
+                        && leases(&step.store.state(), &live, now) < leases(&s.store, &live, now)
+                }) {
+                    n.live_owner_ended = true;
+                }
+                self.absorb(&mut n, &step, None);
             }
             Action::DeclareGone(w) => {
                 n.workers[w].gone = false;
@@ -964,13 +1336,27 @@ impl Model for Inbox {
                 self.absorb(&mut n, &step, None);
             }
             Action::Tick => {
-                // The handler starts in its claim's tick; urgency: the clock waits for everything else.
-                if s.workers.iter().any(|w| matches!(w.pc, Pc::Claimed { .. }))
-                    || (self.bounds.urgent && self.busy(s))
-                {
+                // The handler starts in its claim's tick, but a stalled worker's may take effect until its timeout
+                // (the lease less twice the margin); urgency: the clock waits for everything else.
+                let next = T0 + i64::from(s.tick + 1) * TICK;
+                let held = s.workers.iter().any(|w| match &w.pc {
+                    Pc::Claimed { record, .. } => {
+                        w.stalled.is_none()
+                            || next >= record.lease_until.unwrap() - 2 * LEASE_MARGIN.as_millis() as i64
+                    }
+                    _ => false,
+                });
+                if held || (self.bounds.urgent && self.busy(s)) {
                     return None;
                 }
                 n.tick += 1;
+                if self.bounds.heartbeats {
+                    let owners: Vec<_> = (0..WORKERS)
+                        .filter(|w| n.workers[*w].stalled.is_none())
+                        .map(|w| Self::owner(&n, w))
+                        .collect();
+                    self.beat(&mut n, &owners);
+                }
             }
         }
         (n != *s).then_some(n)
@@ -1027,6 +1413,16 @@ impl Model for Inbox {
                 |_, s: &Sim| s.lease_lost,
             ));
         }
+        if self.bounds.heartbeats {
+            properties.push(Property::sometimes(
+                "reach: a handler cancelled by its fence",
+                |_, s: &Sim| s.cancelled,
+            ));
+            properties.push(Property::sometimes(
+                "reach: a stalled owner's leases ended by another",
+                |_, s: &Sim| s.live_owner_ended,
+            ));
+        }
         if self.bounds.replays > 0 {
             properties.push(Property::sometimes(
                 "reach: a replayed event COMPLETED",
@@ -1047,7 +1443,8 @@ impl Model for Inbox {
 /// every property holds (and every "reach" was reached), and that it explored at least `floor` states.
 ///
 /// Wider bounds, by hand: `MODEL_TICKS`, `MODEL_CRASHES`, `MODEL_MAX_ATTEMPTS`, `MODEL_DELIVERIES`,
-/// `MODEL_RECONCILE` (0 or 1), `MODEL_DEAD_LETTERS` (e.g. `MODEL_TICKS=3`).
+/// `MODEL_RECONCILE` (0 or 1), `MODEL_DEAD_LETTERS` (e.g. `MODEL_TICKS=3`); a defect put back, `MODEL_MUTATION`
+/// ([`Mutation`]).
 fn check(name: &str, mut bounds: Bounds, floor: usize) {
     let env = |name: &str| std::env::var(name).ok().map(|v| v.parse::<u8>().unwrap());
     if let Some(t) = env("MODEL_TICKS") {
@@ -1068,9 +1465,10 @@ fn check(name: &str, mut bounds: Bounds, floor: usize) {
     if let Some(v) = env("MODEL_MAX_ATTEMPTS") {
         bounds.max_attempts = v.into();
     }
+    let mutation = Mutation::from_env();
     let budget = Duration::from_secs(600);
     let started = Instant::now();
-    let checker = Inbox::new(bounds.clone())
+    let checker = Inbox::new(bounds.clone(), mutation)
         .checker()
         .threads(2)
         .timeout(budget)
@@ -1078,7 +1476,11 @@ fn check(name: &str, mut bounds: Bounds, floor: usize) {
         .join();
     let took = started.elapsed();
     println!(
-        "model check {name}: {} states, {} unique, max depth {}, {:.1} s ({bounds:?})",
+        "model check {name}{}: {} states, {} unique, max depth {}, {:.1} s ({bounds:?})",
+        match mutation {
+            Mutation::None => String::new(),
+            m => format!(" (mutation {m:?})"),
+        },
         checker.state_count(),
         checker.unique_state_count(),
         checker.max_depth(),
@@ -1089,24 +1491,13 @@ fn check(name: &str, mut bounds: Bounds, floor: usize) {
         "the model check timed out after {took:?}: it did not finish"
     );
     assert!(checker.is_done());
-    let model = checker.model();
-    for property in model.properties() {
-        if property.expectation == stateright::Expectation::Sometimes {
-            continue;
-        }
-        if let Some(path) = checker.discovery(property.name) {
-            // Breadth first: no shorter path (up to the threads' interleaving of one depth's states).
-            println!("VIOLATED: {}; a path to it:", property.name);
-            for (state, action) in path.into_vec() {
-                println!("  {}", model.summary(&state));
-                let always = property.expectation == stateright::Expectation::Always;
-                if always && !(property.condition)(model, &state) {
-                    break;
-                }
-                if let Some(action) = action {
-                    println!("- {action:?}");
-                }
-            }
+    for property in checker.model().properties() {
+        if property.expectation != stateright::Expectation::Sometimes
+            && checker.discovery(property.name).is_some()
+        {
+            // A run to the end keeps the last path it found to a latched violation, often a long one: a run that
+            // stops at the first shows a short one.
+            first_counterexample(&bounds, mutation, property.name);
         }
     }
     checker.assert_properties();
@@ -1114,6 +1505,61 @@ fn check(name: &str, mut bounds: Bounds, floor: usize) {
         checker.unique_state_count() >= floor,
         "only {} states: the model checked less than it should",
         checker.unique_state_count()
+    );
+}
+
+/// Prints the path to `property`'s counterexample, if the checker found one; whether it did.
+fn print_violation(checker: &impl Checker<Inbox>, property: &Property<Inbox>) -> bool {
+    let model = checker.model();
+    let Some(path) = checker.discovery(property.name) else {
+        return false;
+    };
+    println!("VIOLATED: {}; a path to it:", property.name);
+    for (state, action) in path.into_vec() {
+        println!("  {}", model.summary(&state));
+        let always = property.expectation == stateright::Expectation::Always;
+        if always && !(property.condition)(model, &state) {
+            break;
+        }
+        if let Some(action) = action {
+            println!("- {action:?}");
+        }
+    }
+    true
+}
+
+/// Runs the checker on `bounds` until it finds a counterexample to `property`, breadth first (so a short one, up to
+/// how its two threads share one depth's states), and prints its path; whether it found one.
+fn first_counterexample(bounds: &Bounds, mutation: Mutation, property: &'static str) -> bool {
+    let started = Instant::now();
+    let checker = Inbox::new(bounds.clone(), mutation)
+        .checker()
+        .threads(2)
+        .finish_when(stateright::HasDiscoveries::AnyOf(BTreeSet::from([property])))
+        .spawn_bfs()
+        .join();
+    println!(
+        "model check to a first counterexample (mutation {mutation:?}): {} states, {} unique, max depth {}, {:.1} s",
+        checker.state_count(),
+        checker.unique_state_count(),
+        checker.max_depth(),
+        started.elapsed().as_secs_f64()
+    );
+    let property = checker
+        .model()
+        .properties()
+        .into_iter()
+        .find(|p| p.name == property)
+        .expect("a property of the model");
+    print_violation(&checker, &property)
+}
+
+/// Asserts that with `mutation`, the stalled-owner scenario has a counterexample to `property`: the check can fail,
+/// and fails on what the mutation puts back.
+fn caught(mutation: Mutation, property: &'static str) {
+    assert!(
+        first_counterexample(&Bounds::stalled_owner(), mutation, property),
+        "with {mutation:?}, the check found no counterexample to {property:?}"
     );
 }
 
@@ -1134,6 +1580,23 @@ fn safety_dead_letters_and_replays() {
 #[test]
 fn safety_two_events() {
     check("two events", Bounds::two_events(), 40_000);
+}
+
+#[test]
+fn safety_stalled_owner() {
+    check("stalled owner", Bounds::stalled_owner(), 10_000);
+}
+
+/// Without the fence, a stalled owner's handler takes effect after another owner ended its lease.
+#[test]
+fn a_stalled_owner_without_its_fence_is_caught() {
+    caught(Mutation::NoFence, "an effect only inside a held lease");
+}
+
+/// Trusting the list of gone owners, an owner that beat since it was read loses the lease it holds.
+#[test]
+fn a_trusted_list_of_gone_owners_is_caught() {
+    caught(Mutation::TrustedList, "an effect only inside a held lease");
 }
 
 #[test]

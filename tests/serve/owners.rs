@@ -282,6 +282,55 @@ fn instance(url: &str, to: &str, quick: &str, secret: &str) -> App {
     spawn_app(&config, &[("SHARED_SECRET", secret), ("INBOX_DATABASE_URL", url)])
 }
 
+/// What every test here starts with: its clock's zero, the destination that times attempts, a quick sink for the
+/// `quick` source, and the sources' secret.
+struct Scene {
+    t0: Instant,
+    destination: Destination,
+    quick: Sink,
+    secret: String,
+}
+
+impl Scene {
+    async fn start() -> Self {
+        Self {
+            t0: Instant::now(),
+            destination: Destination::start().await,
+            quick: Sink::start(&[], 200).await,
+            secret: rand_secret(),
+        }
+    }
+
+    /// An instance on the database at `url`.
+    fn instance(&self, url: &str) -> App {
+        instance(url, &self.destination.url(), &self.quick.url(), &self.secret)
+    }
+
+    /// No two attempts of one event in flight at once, none after a delivery, and each of `ids` delivered once.
+    fn assert_each_delivered_once(&self, what: &str, ids: &[String]) {
+        let (destination, t0) = (&self.destination, self.t0);
+        println!("{what}: the destination saw\n{}", destination.log(t0));
+        destination.assert_one_at_a_time_and_none_after_delivery(t0);
+        for id in ids {
+            let attempts = destination
+                .attempts()
+                .get(&format!("{SOURCE}:{id}"))
+                .cloned()
+                .unwrap_or_default();
+            let delivered = attempts
+                .iter()
+                .filter(|a| matches!(a.ended, Some((_, Ended::Answered))))
+                .count();
+            assert_eq!(
+                delivered,
+                1,
+                "{id} delivered {delivered} times\n{}",
+                destination.log(t0)
+            );
+        }
+    }
+}
+
 /// Sends one signed event of `source` to `app`; it must be accepted.
 async fn send(app: &App, source: &str, id: &str, secret: &str) {
     let body = serde_json::json!({ "id": id }).to_string();
@@ -324,22 +373,12 @@ async fn a_busy_instance_is_not_judged_gone() {
     let Some(db) = Database::fresh().await else {
         return;
     };
-    let t0 = Instant::now();
-    let destination = Destination::start().await;
-    let quick = Sink::start(&[], 200).await;
-    let secret = rand_secret();
-    let url = db.url();
-    let apps = [
-        instance(&url, &destination.url(), &quick.url(), &secret),
-        instance(&url, &destination.url(), &quick.url(), &secret),
-    ];
+    let scene = Scene::start().await;
+    let apps = [scene.instance(&db.url()), scene.instance(&db.url())];
     // GIVEN completed events past retention, and a purge that cannot delete them within its statement timeout.
     for n in 0..30 {
-        send(&apps[n % 2], "quick", &rand_id("old"), &secret).await;
+        send(&apps[n % 2], "quick", &rand_id("old"), &scene.secret).await;
     }
-    wait_until(Duration::from_secs(30), "30 quick events completed", || {
-        quick.count() >= 30
-    });
     wait_every(
         Duration::from_secs(30),
         Duration::from_millis(200),
@@ -356,12 +395,12 @@ async fn a_busy_instance_is_not_judged_gone() {
     // WHEN events are in flight at both instances while the sweep's leader is stuck in its purge.
     let ids: Vec<String> = (0..4).map(|_| rand_id("busy")).collect();
     for (n, id) in ids.iter().enumerate() {
-        send(&apps[n % 2], SOURCE, id, &secret).await;
+        send(&apps[n % 2], SOURCE, id, &scene.secret).await;
     }
     wait_until(
         Duration::from_secs(10),
         "every event reaches the destination",
-        || destination.started() >= ids.len(),
+        || scene.destination.started() >= ids.len(),
     );
     all_completed(&apps[0], &ids, Duration::from_secs(120));
     // THEN the purge was stuck past the liveness period, and still every event ran once.
@@ -369,20 +408,8 @@ async fn a_busy_instance_is_not_judged_gone() {
         apps.iter().any(|a| a.log().contains("purge failed")),
         "no purge outlasted its statement timeout: the scenario did not happen"
     );
-    println!("a busy instance: the destination saw\n{}", destination.log(t0));
-    destination.assert_one_at_a_time_and_none_after_delivery(t0);
-    for id in &ids {
-        let attempts = destination
-            .attempts()
-            .get(&format!("{SOURCE}:{id}"))
-            .map_or(0, Vec::len);
-        assert_eq!(
-            attempts,
-            1,
-            "{id} was attempted {attempts} times\n{}",
-            destination.log(t0)
-        );
-    }
+    scene.assert_each_delivered_once("a busy instance", &ids);
+    assert_eq!(scene.destination.started(), ids.len(), "attempted more than once");
     for app in &apps {
         assert!(
             !app.log().contains("their leases ended"),
@@ -403,42 +430,23 @@ async fn an_instance_cut_off_from_the_database_stops_its_handlers_before_another
     let Some(db) = Database::fresh().await else {
         return;
     };
-    let t0 = Instant::now();
-    let destination = Destination::start().await;
-    let quick = Sink::start(&[], 200).await;
-    let secret = rand_secret();
-    let hop = Hop::start(server_of(&db.url())).await;
-    let through_hop = db
-        .url()
-        .replacen(&server_of(&db.url()).to_string(), &hop.addr.to_string(), 1);
-    let cut_off = instance(&through_hop, &destination.url(), &quick.url(), &secret);
-    let other = instance(&db.url(), &destination.url(), &quick.url(), &secret);
+    let scene = Scene::start().await;
+    let server = server_of(&db.url());
+    let hop = Hop::start(server).await;
+    let cut_off = scene.instance(&db.url().replacen(&server.to_string(), &hop.addr.to_string(), 1));
+    let other = scene.instance(&db.url());
     let id = rand_id("cut");
-    send(&cut_off, SOURCE, &id, &secret).await;
+    send(&cut_off, SOURCE, &id, &scene.secret).await;
     wait_until(
         Duration::from_secs(10),
         "the first attempt reaches the destination",
-        || destination.started() >= 1,
+        || scene.destination.started() >= 1,
     );
     hop.cut();
     tokio::time::sleep(Duration::from_secs(15)).await;
     hop.heal();
     all_completed(&other, std::slice::from_ref(&id), Duration::from_secs(90));
-    println!(
-        "an instance cut off: the destination saw\n{}",
-        destination.log(t0)
-    );
-    destination.assert_one_at_a_time_and_none_after_delivery(t0);
-    let attempts = destination.attempts()[&format!("{SOURCE}:{id}")].clone();
-    assert_eq!(
-        attempts
-            .iter()
-            .filter(|a| matches!(a.ended, Some((_, Ended::Answered))))
-            .count(),
-        1,
-        "delivered once\n{}",
-        destination.log(t0)
-    );
+    scene.assert_each_delivered_once("an instance cut off", std::slice::from_ref(&id));
     assert!(
         cut_off.log().contains("could not renew its heartbeat"),
         "the cut-off instance did not fence itself:\n{}",
@@ -459,40 +467,20 @@ async fn a_database_outage_ends_no_live_instances_leases() {
     let Some(cluster) = Cluster::start() else {
         return;
     };
-    let t0 = Instant::now();
-    let destination = Destination::start().await;
-    let quick = Sink::start(&[], 200).await;
-    let secret = rand_secret();
-    let url = cluster.url();
-    let apps = [
-        instance(&url, &destination.url(), &quick.url(), &secret),
-        instance(&url, &destination.url(), &quick.url(), &secret),
-    ];
+    let scene = Scene::start().await;
+    let apps = [scene.instance(&cluster.url()), scene.instance(&cluster.url())];
     let ids: Vec<String> = (0..2).map(|_| rand_id("outage")).collect();
     for (app, id) in apps.iter().zip(&ids) {
-        send(app, SOURCE, id, &secret).await;
+        send(app, SOURCE, id, &scene.secret).await;
     }
     wait_until(
         Duration::from_secs(10),
         "both first attempts reach the destination",
-        || destination.started() >= 2,
+        || scene.destination.started() >= 2,
     );
     cluster.pg_ctl(&["stop", "-m", "fast", "-w"]);
     tokio::time::sleep(Duration::from_secs(12)).await;
     cluster.pg_ctl(&["start", "-w"]);
     all_completed(&apps[0], &ids, Duration::from_secs(120));
-    println!("a database outage: the destination saw\n{}", destination.log(t0));
-    destination.assert_one_at_a_time_and_none_after_delivery(t0);
-    for id in &ids {
-        let attempts = destination.attempts()[&format!("{SOURCE}:{id}")].clone();
-        assert_eq!(
-            attempts
-                .iter()
-                .filter(|a| matches!(a.ended, Some((_, Ended::Answered))))
-                .count(),
-            1,
-            "{id} delivered once\n{}",
-            destination.log(t0)
-        );
-    }
+    scene.assert_each_delivered_once("a database outage", &ids);
 }

@@ -155,6 +155,31 @@ async fn swept(rig: &Rig, queue: &Recorded, found: impl Fn(&SweepReport) -> bool
     total
 }
 
+/// Another machine over the rig's store, script and alarms, named `owner`, on `world`.
+async fn script_machine(rig: &Rig, owner: &str, world: World) -> Machine {
+    let sources = Sources::build(
+        &Config::from_toml(
+            "[sources.src]\nscheme = \"github\"\nsecrets = [\"env:MACHINE_TEST_SECRET\"]\n\
+             handler = { kind = \"custom\", name = \"script\", timeout = \"1s\" }\n",
+        )
+        .unwrap(),
+        Some(&LocalSecrets),
+        &Registry::new(http_client()).register("script", rig.script.clone()),
+    )
+    .await
+    .unwrap();
+    Machine::new(
+        rig.store.clone(),
+        rig.store.clone(),
+        sources,
+        rig.metrics.clone(),
+        rig.alarms.clone(),
+        Duration::from_secs(3600),
+        owner,
+    )
+    .with_world(world)
+}
+
 fn key(id: &str) -> EventKey {
     EventKey::new(SourceName::parse("src").unwrap(), EventId::parse(id).unwrap())
 }
@@ -490,27 +515,9 @@ async fn handler_error_text_is_cut_to_a_bounded_length(h: &dyn Harness) {
 /// waited for the dead endpoint). Sent beside the work, a failed one waits its own backoff.
 async fn a_failed_alarm_waits_its_own_backoff_beside_the_work(h: &dyn Harness) {
     let mut rig = rig(h, 5, Duration::ZERO).await;
-    let machine = Machine::new(
-        rig.store.clone(),
-        rig.store.clone(),
-        Sources::build(
-            &Config::from_toml(
-                "[sources.src]\nscheme = \"github\"\nsecrets = [\"env:MACHINE_TEST_SECRET\"]\n\
-                 handler = { kind = \"custom\", name = \"script\", timeout = \"1s\" }\n",
-            )
-            .unwrap(),
-            Some(&LocalSecrets),
-            &Registry::new(http_client()).register("script", rig.script.clone()),
-        )
+    let machine = script_machine(&rig, "test", rig.world.clone())
         .await
-        .unwrap(),
-        rig.metrics.clone(),
-        rig.alarms.clone(),
-        Duration::from_secs(3600),
-        "test",
-    )
-    .with_world(rig.world.clone())
-    .with_background_alarms();
+        .with_background_alarms();
     rig.machine = machine;
     *rig.alarms.fail.lock().unwrap() = true;
     rig.script
@@ -576,29 +583,11 @@ async fn the_sweep_reads_due_times_on_the_stores_clock_not_the_machines(h: &dyn 
         inbox_core::ports::Claim::Claimed(_)
     ));
     let ahead = ManualClock::at(rig.clock.now_ms() + 3_600_000);
-    let machine = Machine::new(
-        rig.store.clone(),
-        rig.store.clone(),
-        Sources::build(
-            &Config::from_toml(
-                "[sources.src]\nscheme = \"github\"\nsecrets = [\"env:MACHINE_TEST_SECRET\"]\n\
-                 handler = { kind = \"custom\", name = \"script\", timeout = \"1s\" }\n",
-            )
-            .unwrap(),
-            Some(&LocalSecrets),
-            &Registry::new(http_client()).register("script", rig.script.clone()),
-        )
-        .await
-        .unwrap(),
-        rig.metrics.clone(),
-        rig.alarms.clone(),
-        Duration::from_secs(3600),
-        "ahead",
-    )
-    .with_world(World {
+    let world = World {
         clock: ahead,
         random: SeededRandom::new(7),
-    });
+    };
+    let machine = script_machine(&rig, "ahead", world).await;
     let queue = Recorded::default();
     assert_eq!(
         machine.sweep(&queue, 100).await.unwrap(),

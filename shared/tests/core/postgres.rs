@@ -185,6 +185,26 @@ async fn race_resent_bodies(
     answers
 }
 
+/// [`race_resent_bodies`] four rounds through both instances, and a fifth through one (each body's two creates in
+/// one batch, or in two one after the other): every round's answers.
+async fn race_rounds(
+    stores: &[Arc<PostgresStore>; 2],
+    mode: ResentBodies,
+    prefix: &str,
+    pairs: usize,
+) -> Vec<(String, Created, String, Created)> {
+    let mut answers = Vec::new();
+    for round in 0..5 {
+        let stores = if round < 4 {
+            stores.clone()
+        } else {
+            [stores[0].clone(), stores[0].clone()]
+        };
+        answers.extend(race_resent_bodies(&stores, mode, &format!("{prefix}{round}"), pairs).await);
+    }
+    answers
+}
+
 /// GIVEN two handles on one database (two instances), a source that refuses resent bodies
 /// WHEN 60 bodies are each created under two ids at once, one id through each instance, all 120 creates together
 ///   (group-committed on both sides), four rounds over, and a fifth through one instance
@@ -202,21 +222,11 @@ async fn two_instances_racing_on_one_body_under_two_ids_store_it_once_where_rese
     ];
     let refused = ResentBodies::Refused { within: LONG };
     let mut wrong = Vec::new();
-    for round in 0..5 {
-        // The last round through one instance: each body's two creates in one batch, or in two one after the other.
-        let stores = if round < 4 {
-            stores.clone()
-        } else {
-            [stores[0].clone(), stores[0].clone()]
-        };
-        for (a, created_a, b, created_b) in
-            race_resent_bodies(&stores, refused, &format!("r{round}"), PAIRS).await
-        {
-            match (&created_a, &created_b) {
-                (Created::New, Created::Duplicate { event_id, .. }) if event_id.as_str() == a => {}
-                (Created::Duplicate { event_id, .. }, Created::New) if event_id.as_str() == b => {}
-                other => wrong.push(format!("{a} / {b}: {other:?}")),
-            }
+    for (a, created_a, b, created_b) in race_rounds(&stores, refused, "r", PAIRS).await {
+        match (&created_a, &created_b) {
+            (Created::New, Created::Duplicate { event_id, .. }) if event_id.as_str() == a => {}
+            (Created::Duplicate { event_id, .. }, Created::New) if event_id.as_str() == b => {}
+            other => wrong.push(format!("{a} / {b}: {other:?}")),
         }
     }
     let twice = h
@@ -250,21 +260,11 @@ async fn two_instances_racing_on_one_body_under_two_ids_mark_exactly_one_as_rese
     ];
     let marked = ResentBodies::Marked { within: LONG };
     let mut wrong = Vec::new();
-    for round in 0..5 {
-        // The last round through one instance: each body's two creates in one batch, or in two one after the other.
-        let stores = if round < 4 {
-            stores.clone()
-        } else {
-            [stores[0].clone(), stores[0].clone()]
-        };
-        for (a, created_a, b, created_b) in
-            race_resent_bodies(&stores, marked, &format!("m{round}"), PAIRS).await
-        {
-            match (&created_a, &created_b) {
-                (Created::New, Created::Resent { of }) if of.as_str() == a => {}
-                (Created::Resent { of }, Created::New) if of.as_str() == b => {}
-                other => wrong.push(format!("{a} / {b}: {other:?}")),
-            }
+    for (a, created_a, b, created_b) in race_rounds(&stores, marked, "m", PAIRS).await {
+        match (&created_a, &created_b) {
+            (Created::New, Created::Resent { of }) if of.as_str() == a => {}
+            (Created::Resent { of }, Created::New) if of.as_str() == b => {}
+            other => wrong.push(format!("{a} / {b}: {other:?}")),
         }
     }
     // Per body: two records, one unmarked, and the other marked with the unmarked one's id.

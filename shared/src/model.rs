@@ -235,15 +235,72 @@ pub enum ResentBodies {
     Marked { within: std::time::Duration },
     /// Answered as a duplicate of the stored event (`refuse_resent_bodies = true`).
     Refused { within: std::time::Duration },
+    /// The scheme signs a nonce of its own per delivery, but neither the body nor the id (Mailgun's `token`): the
+    /// nonce (its SHA-256 here) is remembered in the body's place, and a create under another id that brings a nonce
+    /// a live event holds is answered as a duplicate of that event, whatever the source says of resent bodies: one
+    /// signed delivery is one event, and a second body under its signature is a captured one sent again.
+    SignedNonce {
+        sha256: [u8; 32],
+        within: std::time::Duration,
+    },
 }
 
 impl ResentBodies {
-    /// How long a stored body is remembered, when it is looked for at all.
+    /// How long a stored body (or signed nonce) is remembered, when it is looked for at all.
     pub fn within(self) -> Option<std::time::Duration> {
         match self {
             ResentBodies::Ignored => None,
-            ResentBodies::Marked { within } | ResentBodies::Refused { within } => Some(within),
+            ResentBodies::Marked { within }
+            | ResentBodies::Refused { within }
+            | ResentBodies::SignedNonce { within, .. } => Some(within),
         }
+    }
+
+    /// Whether a live holder under another id makes the create a duplicate of it (else it is marked `resent_of` it).
+    pub fn refuses(self) -> bool {
+        matches!(
+            self,
+            ResentBodies::Refused { .. } | ResentBodies::SignedNonce { .. }
+        )
+    }
+
+    /// The guard for a delivery whose signature covers `nonce`, remembered `within`.
+    pub fn signed_nonce(nonce: &[u8], within: std::time::Duration) -> ResentBodies {
+        use sha2::Digest;
+        ResentBodies::SignedNonce {
+            sha256: sha2::Sha256::digest(nonce).into(),
+            within,
+        }
+    }
+}
+
+/// What a create looks for among the remembered ones (the resent-body guard, docs/DESIGN.md "Receiving"): the key
+/// its holder is remembered under, and what a live holder under another id means.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Guard {
+    /// The event's type (`""` for none), or [`Guard::SIGNED_NONCE`].
+    pub kind: String,
+    /// Lower-case hex SHA-256 of the body, or of the signed nonce.
+    pub sha256: String,
+    /// Whether the key is a signed nonce's: its holder's record carries another body by design, so the record
+    /// cannot say whether it holds the key; the key itself must (stores that keep a hash of it keep it whole).
+    pub nonce: bool,
+    pub within: std::time::Duration,
+    /// A live holder under another id makes the create its duplicate (else the create is marked `resent_of` it).
+    pub refuses: bool,
+}
+
+impl Guard {
+    /// The kind a signed nonce is remembered under. Keys are per source, and a source's deliveries all carry the
+    /// scheme's nonce or none: a body of a type so named is never looked for beside nonces.
+    pub const SIGNED_NONCE: &'static str = "#signed-nonce";
+
+    /// Whether `holder`, a live record the remembered key names, holds this key: for a body, the same type and
+    /// SHA-256 (a store may keep only a hash of the key); for a nonce, the store's key says so, not the record.
+    pub fn held_by(&self, holder: &Record) -> bool {
+        self.nonce
+            || (holder.event_type.as_deref().unwrap_or("") == self.kind
+                && holder.payload_sha256 == self.sha256)
     }
 }
 
@@ -258,8 +315,33 @@ pub struct NewEvent {
     pub headers: KeptHeaders,
     pub origin: Origin,
     /// What the create does with a body already stored under another id of the source and type (docs/DESIGN.md
-    /// "Receiving"): nothing, mark it (`resent_of`), or refuse it as a duplicate of that event.
+    /// "Receiving"): nothing, mark it (`resent_of`), or refuse it as a duplicate of that event; or, for a delivery
+    /// whose signature covers a nonce of its own, the same with the nonce in the body's place.
     pub resent_bodies: ResentBodies,
+}
+
+impl NewEvent {
+    /// What this create looks for among the remembered ones, if anything ([`Guard`]).
+    pub fn guard(&self) -> Option<Guard> {
+        let within = self.resent_bodies.within()?;
+        let refuses = self.resent_bodies.refuses();
+        Some(match self.resent_bodies {
+            ResentBodies::SignedNonce { sha256, .. } => Guard {
+                kind: Guard::SIGNED_NONCE.to_owned(),
+                sha256: hex::encode(sha256),
+                nonce: true,
+                within,
+                refuses,
+            },
+            _ => Guard {
+                kind: self.event_type.clone().unwrap_or_default(),
+                sha256: self.payload_sha256.clone(),
+                nonce: false,
+                within,
+                refuses,
+            },
+        })
+    }
 }
 
 /// One ledger record without its body: what listings, the sweeper and alarms read. Times are UTC milliseconds since

@@ -10,9 +10,9 @@
 //!
 //! The suite, by concern: [`creates`] (creates and duplicates, batches, claimed and announced creates), [`claims`]
 //! (claims and leases), [`settles`] (settles and the dead letter path), [`replay`], [`sweep`] (the sweeper's sparse
-//! index), [`retention`] (retention and expiry), [`listings`] (listings and the summary), [`resent`] (resent bodies),
-//! [`checkpoints`] (reconciliation's presence reads and checkpoints), [`upkeep`] (gone owners, ending and giving back
-//! leases, purging).
+//! index), [`retention`] (retention and expiry), [`listings`] (listings and the summary), [`resent`] (resent bodies
+//! and signed nonces), [`checkpoints`] (reconciliation's presence reads and checkpoints), [`upkeep`] (gone owners,
+//! ending and giving back leases, purging).
 //!
 //! **Capabilities are asked, never assumed.** Where stores may differ, the contract reads
 //! [`Ledger::capabilities`](crate::ports::Ledger::capabilities) (or [`Browse::lists_by_scan`]) and tests the promise
@@ -158,6 +158,7 @@ macro_rules! contract_tests {
             a_body_resent_under_a_fresh_id_is_stored_and_marked,
             a_refusing_source_answers_a_resent_body_as_the_stored_event,
             a_body_past_its_window_is_stored_unmarked,
+            a_signed_nonce_under_another_id_is_answered_as_the_event_it_came_with,
             // reconciliation checkpoints
             reconciliation_reads_presence_in_batches_and_keeps_checkpoints_apart,
             a_checkpoint_saved_before_failed_events_were_kept_reads_with_none,

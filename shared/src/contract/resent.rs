@@ -1,5 +1,6 @@
 //! Resent bodies: a body stored again under a fresh id of the same source and type is its own event, marked with
-//! the first live holder's id, or, where the source refuses resent bodies, answered as the stored event.
+//! the first live holder's id, or, where the source refuses resent bodies, answered as the stored event. Signed
+//! nonces: a second event under one signed delivery's nonce is answered as the stored event.
 
 use std::time::Duration;
 
@@ -115,5 +116,64 @@ pub async fn a_body_past_its_window_is_stored_unmarked(h: &dyn Harness) {
         Created::Resent {
             of: EventId::parse("e3").unwrap()
         }
+    );
+}
+
+/// Where the signature covers a nonce of its own per delivery but neither the id nor the body (Mailgun's token), the
+/// nonce is remembered in the body's place: another id under a nonce a live event holds, whatever its body, is
+/// answered as a duplicate of that event and stores nothing, always (a nonce is never another event's, so it is
+/// refused where a body would be marked); the same id again is its own duplicate; another nonce is another event.
+pub async fn a_signed_nonce_under_another_id_is_answered_as_the_event_it_came_with(h: &dyn Harness) {
+    let l = h.open(LONG).await;
+    let signed = |id: &str, body: &str, nonce: &str| NewEvent {
+        resent_bodies: ResentBodies::signed_nonce(nonce.as_bytes(), LONG),
+        ..new_event(id, body)
+    };
+    assert_eq!(
+        l.create(signed("e1", "first", "n1"), None).await.unwrap(),
+        Created::New
+    );
+    // The captured signature beside another event, under a fresh id.
+    let Created::Duplicate {
+        event_id,
+        payload_sha256,
+        ..
+    } = l.create(signed("e2", "forged", "n1"), None).await.unwrap()
+    else {
+        panic!("a second event under one signed nonce was stored")
+    };
+    assert_eq!(
+        (event_id.as_str(), payload_sha256.as_str()),
+        ("e1", "sha-of-first")
+    );
+    assert!(l.get(&key("e2"), None).await.unwrap().is_none());
+    // The holder stays the first event: a third try names it too.
+    assert!(matches!(
+        l.create(signed("e2b", "forged again", "n1"), None).await.unwrap(),
+        Created::Duplicate { event_id, .. } if event_id.as_str() == "e1"
+    ));
+    // The delivery sent again (a retry: same id, same nonce) is its own duplicate, as is a retry under a fresh nonce.
+    for nonce in ["n1", "n9"] {
+        assert!(matches!(
+            l.create(signed("e1", "first", nonce), None).await.unwrap(),
+            Created::Duplicate { event_id, .. } if event_id.as_str() == "e1"
+        ));
+    }
+    // Another delivery (another nonce) is another event, whatever its body.
+    assert_eq!(
+        l.create(signed("e3", "forged", "n2"), None).await.unwrap(),
+        Created::New
+    );
+    let ids: Vec<String> = l
+        .list(&all(10), None)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.event_id.to_string())
+        .collect();
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    assert!(
+        ids.contains(&"e1".to_owned()) && ids.contains(&"e3".to_owned()),
+        "{ids:?}"
     );
 }

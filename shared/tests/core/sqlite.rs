@@ -52,7 +52,7 @@ where
 /// Schema v3 (the console's listing indexes) comes to a version-2 file at open, its events kept; v4 takes away
 /// the index on the id alone that v3 had (every insert paid for it; the unique key serves the lookup); and v5 marks
 /// resent bodies and remembers bodies per type, the remembered ones kept under their holder's type; v6 indexes the
-/// remembered bodies by expiry, for the purge.
+/// remembered bodies by expiry, for the purge; up to v9 (a remembered signed nonce's whole SHA-256).
 #[tokio::test]
 async fn sqlite_older_files_gain_the_console_indexes_and_lose_the_id_index() {
     let indexes = ["events_received", "events_source", "events_type"];
@@ -85,7 +85,7 @@ async fn sqlite_older_files_gain_the_console_indexes_and_lose_the_id_index() {
         let l = open_sqlite(&dir, LONG);
         let c = rusqlite::Connection::open(dir.path().join("inbox.db")).unwrap();
         let version: i64 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-        assert_eq!(version, 8);
+        assert_eq!(version, 9);
         let has = |index: &str| -> bool {
             c.query_row(
                 "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = ?1",

@@ -19,7 +19,7 @@ use super::{no_attributes, DynamoLedger, Write};
 use crate::aws::s3::fresh_key;
 use crate::aws::sdk::sdk_error;
 use crate::model::EventKey;
-use crate::model::{Event, EventId, NewEvent, Origin, Record, ResentBodies, Status};
+use crate::model::{Event, EventId, NewEvent, Origin, Record, Status};
 use crate::ports::{Capabilities, Claim, Created, Ledger, MarkDead, Replay, Settled, Settlement, StoreError};
 use crate::rules;
 use crate::time::ms;
@@ -356,9 +356,9 @@ impl DynamoLedger {
         // The body's marker goes first, so that a refused body writes nothing else and a marked one says so in
         // its record's only write.
         let mut resent_of = None;
-        if let Some(within) = event.resent_bodies.within() {
-            if let Some(holder) = self.hold_body(&event, within, now).await? {
-                if let ResentBodies::Refused { .. } = event.resent_bodies {
+        if let Some(guard) = event.guard() {
+            if let Some(holder) = self.hold_body(&event, &guard, now).await? {
+                if guard.refuses {
                     // A retry of this very event stays its own duplicate, whoever holds the body now.
                     return Ok(match self.meta(&event.key).await? {
                         Some(own) if !own.is_expired(now) => rules::duplicate_of(&own),

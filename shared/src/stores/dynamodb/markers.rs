@@ -1,5 +1,6 @@
-//! The resent-body markers: which event holds a body, per source and type, so that a body resent under a fresh
-//! id is told apart (docs/DESIGN.md, "Receiving").
+//! The resent-body markers: which event holds a body, per source and type (or a signed nonce: [`Guard`]), so that a
+//! body resent under a fresh id, or a second event under one signed delivery, is told apart (docs/DESIGN.md,
+//! "Receiving").
 
 use std::time::Duration;
 
@@ -10,12 +11,12 @@ use super::expressions::Values;
 use super::items::{meta_names, n, projection, record_of, s, secs, Fields};
 use super::DynamoLedger;
 use crate::aws::sdk::sdk_error;
-use crate::model::{EventId, EventKey, NewEvent, Record, ResentBodies};
+use crate::model::{EventId, EventKey, Guard, NewEvent, Record};
 use crate::ports::StoreError;
 use crate::time::ms;
 
 impl DynamoLedger {
-    /// Takes the marker of `event`'s body (`#body#{source}#{sha256}#{type}`, its source's retention long) for
+    /// Takes the marker of `event`'s body or signed nonce (`#body#{source}#{sha256}#{kind}`, `guard.within` long) for
     /// `event`, unless another live event holds it: that event is returned. One conditional put of a small item,
     /// one write unit, beside the event's own put (a transaction of both would bill each twice). The two writes
     /// need no transaction: a marker whose holder has no record (its create failed, or was never made) is taken
@@ -24,10 +25,10 @@ impl DynamoLedger {
     pub(super) async fn hold_body(
         &self,
         event: &NewEvent,
-        within: Duration,
+        guard: &Guard,
         now: i64,
     ) -> Result<Option<Record>, StoreError> {
-        let marker_pk = body_marker_pk(event);
+        let marker_pk = body_marker_pk(event, guard);
         let mut stale: Option<String> = None;
         for _ in 0..3 {
             let mut values = Values::default()
@@ -46,7 +47,7 @@ impl DynamoLedger {
                 .item("pk", AttributeValue::S(marker_pk.clone()))
                 .item("event_id", s(event.key.event_id.as_str()))
                 .item("written_at", n(now))
-                .item("expires_at", n(secs(now.saturating_add(ms(within)))))
+                .item("expires_at", n(secs(now.saturating_add(ms(guard.within)))))
                 .condition_expression(condition)
                 .set_expression_attribute_values(Some(values.0))
                 .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
@@ -71,13 +72,14 @@ impl DynamoLedger {
             let holder = f.s("event_id")?.to_owned();
             let id = EventId::parse(&holder).map_err(|_| f.corrupt("event_id", "is not an event id"))?;
             if let Some(found) = self.meta(&EventKey::new(event.key.source.clone(), id)).await? {
-                if !found.is_expired(now) {
+                if !found.is_expired(now) && guard.held_by(&found) {
                     return Ok(Some(found));
                 }
             } else if now.saturating_sub(f.opt_n("written_at")?.unwrap_or(0)) < ms(HOLDER_IN_FLIGHT) {
-                return match event.resent_bodies {
-                    ResentBodies::Refused { .. } => Err(StoreError::Busy),
-                    _ => Ok(None),
+                return if guard.refuses {
+                    Err(StoreError::Busy)
+                } else {
+                    Ok(None)
                 };
             }
             stale = Some(holder);
@@ -105,12 +107,8 @@ impl DynamoLedger {
 /// How long a body marker whose holder has no record yet is taken to have that holder's create in flight.
 const HOLDER_IN_FLIGHT: Duration = Duration::from_secs(60);
 
-/// The item that remembers which event holds a body, per source and type: `#` starts no event's `pk`.
-fn body_marker_pk(event: &NewEvent) -> String {
-    format!(
-        "#body#{}#{}#{}",
-        event.key.source,
-        event.payload_sha256,
-        event.event_type.as_deref().unwrap_or("")
-    )
+/// The item that remembers which event holds a body, per source and type (or a signed nonce, under
+/// [`Guard::SIGNED_NONCE`]): `#` starts no event's `pk`.
+fn body_marker_pk(event: &NewEvent, guard: &Guard) -> String {
+    format!("#body#{}#{}#{}", event.key.source, guard.sha256, guard.kind)
 }

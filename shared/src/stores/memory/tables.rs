@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::model::{Event, EventId, EventKey, NewEvent, Origin, Record, ResentBodies, SourceName, Status};
+use crate::model::{Event, EventId, EventKey, Guard, NewEvent, Origin, Record, SourceName, Status};
 use crate::ports::{Checkpoint, Claim, Created, GoneOwners, MarkDead, Purged, Replay, Settled, Settlement};
 use crate::rules::{self, Due};
 use crate::time::ms;
@@ -23,7 +23,8 @@ pub struct Stored {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Tables {
     pub events: BTreeMap<(SourceName, EventId), Stored>,
-    /// Which event holds a body, per source, type and SHA-256, and until when (the resent-body guard).
+    /// Which event holds a body, per source, type and SHA-256 (or a signed nonce: [`Guard`]), and until when (the
+    /// resent-body guard).
     pub bodies: BTreeMap<(SourceName, String, String), (EventId, i64)>,
     pub checkpoints: BTreeMap<SourceName, Checkpoint>,
     /// Each owner's heartbeat: alive until (a store kept with heartbeats, [`super::MemoryStore::with_heartbeats`]).
@@ -279,12 +280,8 @@ fn end_leases(t: &mut Tables, now: i64, ends: impl Fn(&Option<String>) -> bool) 
     ended
 }
 
-fn body_key(event: &NewEvent) -> (SourceName, String, String) {
-    (
-        event.key.source.clone(),
-        event.event_type.clone().unwrap_or_default(),
-        event.payload_sha256.clone(),
-    )
+fn body_key(event: &NewEvent, guard: &Guard) -> (SourceName, String, String) {
+    (event.key.source.clone(), guard.kind.clone(), guard.sha256.clone())
 }
 
 fn create(
@@ -294,19 +291,18 @@ fn create(
     now: i64,
     due: &Due,
 ) -> (Created, Option<Event>) {
-    // A body already held by another live event of this source and type.
-    let holder = event.resent_bodies.within().and_then(|_| {
-        let (id, until) = t.bodies.get(&body_key(event))?;
+    // A body (or signed nonce) already held by another live event of this source and type.
+    let guard = event.guard();
+    let holder = guard.as_ref().and_then(|guard| {
+        let (id, until) = t.bodies.get(&body_key(event, guard))?;
         if *until <= now || *id == event.key.event_id {
             return None;
         }
         let held = t.events.get(&(event.key.source.clone(), id.clone()))?;
-        let same = !held.record.is_expired(now)
-            && held.record.event_type == event.event_type
-            && held.record.payload_sha256 == event.payload_sha256;
+        let same = !held.record.is_expired(now) && guard.held_by(&held.record);
         same.then(|| held.record.clone())
     });
-    if let (Some(holder), ResentBodies::Refused { .. }) = (&holder, event.resent_bodies) {
+    if let (Some(holder), true) = (&holder, event.resent_bodies.refuses()) {
         // A retry of this very event stays its own duplicate, whoever holds the body now.
         return match t.events.get(&row(&event.key)) {
             Some(own) if !own.record.is_expired(now) => (rules::duplicate_of(&own.record), None),
@@ -356,10 +352,10 @@ fn create(
         origin: event.origin,
         resent_of: resent_of.clone(),
     };
-    if let (None, Some(within)) = (&resent_of, event.resent_bodies.within()) {
-        let until = now.saturating_add(ms(within));
+    if let (None, Some(guard)) = (&resent_of, &guard) {
+        let until = now.saturating_add(ms(guard.within));
         t.bodies
-            .insert(body_key(event), (event.key.event_id.clone(), until));
+            .insert(body_key(event, guard), (event.key.event_id.clone(), until));
     }
     t.events.insert(
         row(&event.key),

@@ -1,6 +1,7 @@
-//! The resent-body guard's arbiter: the remembered body (a row of `bodies`, keyed by source, type and SHA-256) is
-//! taken by the create that inserted its event, before anything is answered, so that of two creates of one body
-//! under two ids exactly one holds it, whichever instances they run on. A look-up before the insert cannot decide
+//! The resent-body guard's arbiter: the remembered body (a row of `bodies`, keyed by source, type and SHA-256; or a
+//! signed nonce's, by source, `#signed-nonce` and the nonce's SHA-256: [`Guard`]) is taken by the create that
+//! inserted its event, before anything is answered, so that of two creates of one body under two ids exactly one
+//! holds it, whichever instances they run on. A look-up before the insert cannot decide
 //! that: two transactions that both find no holder both store the body, both unmarked (issue 53, item 2).
 //!
 //! Each create that inserted an event whose source looks for resent bodies claims the body in one upsert
@@ -19,24 +20,26 @@ use deadpool_postgres::GenericClient;
 
 use super::rows::{record, COLUMNS};
 use super::{execute, query};
-use crate::model::Record;
+use crate::model::{Guard, Record};
 use crate::ports::StoreError;
 
-/// One create's claim on its body: the event it inserted and the time it runs at.
+/// One create's claim on its body (or signed nonce): the event it inserted and the time it runs at.
 pub(super) struct Claim<'a> {
     pub source: &'a str,
-    pub event_type: Option<&'a str>,
-    pub payload_sha256: &'a str,
+    pub guard: &'a Guard,
     pub event_id: &'a str,
     pub now: i64,
-    /// Until when the body is remembered, if this create comes to hold it.
-    pub until: i64,
 }
 
 impl Claim<'_> {
-    /// The remembered body's key: source, type (`""` for none), SHA-256.
+    /// The remembered body's key: source, type (`""` for none) or [`Guard::SIGNED_NONCE`], SHA-256.
     fn body(&self) -> (&str, &str, &str) {
-        (self.source, self.event_type.unwrap_or(""), self.payload_sha256)
+        (self.source, &self.guard.kind, &self.guard.sha256)
+    }
+
+    /// Until when the body is remembered, if this create comes to hold it.
+    fn until(&self) -> i64 {
+        self.now.saturating_add(crate::time::ms(self.guard.within))
     }
 }
 
@@ -60,7 +63,7 @@ pub(super) async fn hold(
         types.push(event_type);
         shas.push(sha);
         ids.push(claims[i].event_id);
-        untils.push(claims[i].until);
+        untils.push(claims[i].until());
     }
     // A new row is this create's; an existing one is locked, left as it is, and answered. One that names this very
     // event (an earlier life of its key) takes this create's window.
@@ -123,10 +126,7 @@ pub(super) async fn hold(
     for (k, &(i, _, expires_at)) in contested.iter().enumerate() {
         let claim = &claims[i];
         let live = records.remove(&k).filter(|holder| {
-            expires_at > claim.now
-                && !holder.is_expired(claim.now)
-                && holder.event_type.as_deref().unwrap_or("") == claim.event_type.unwrap_or("")
-                && holder.payload_sha256 == claim.payload_sha256
+            expires_at > claim.now && !holder.is_expired(claim.now) && claim.guard.held_by(holder)
         });
         match live {
             Some(holder) => answers[i] = Some(holder),
@@ -143,7 +143,7 @@ pub(super) async fn hold(
             types.push(event_type);
             shas.push(sha);
             ids.push(claims[i].event_id);
-            untils.push(claims[i].until);
+            untils.push(claims[i].until());
         }
         execute(
             c,

@@ -18,7 +18,7 @@ use deadpool_postgres::GenericClient;
 use super::rows::{record, Prepared, COLUMNS};
 use super::transitions::{self, created};
 use super::{bodies, query};
-use crate::model::{Event, Origin, Record, ResentBodies, Status};
+use crate::model::{Event, Guard, Origin, Record, Status};
 use crate::ports::{Created, StoreError};
 use crate::rules::Due;
 
@@ -34,14 +34,12 @@ fn key<'a>(item: &Item<'a>) -> (&'a str, &'a str) {
     (key.source.as_str(), key.event_id.as_str())
 }
 
-/// An item's body as the resent-body guard knows it: its source, its type (`""` for none) and its SHA-256.
-fn body<'a>(item: &Item<'a>) -> (&'a str, &'a str, &'a str) {
-    let e = &item.prepared.event;
-    (
-        e.key.source.as_str(),
-        e.event_type.as_deref().unwrap_or(""),
-        e.payload_sha256.as_str(),
-    )
+/// An item's body as the resent-body guard knows it, where it looks: its source, its type (`""` for none) and its
+/// SHA-256, or a signed nonce's ([`Guard`]).
+fn body<'a>(item: &Item<'a>) -> Option<(&'a str, &'a str, &'a str)> {
+    let p = item.prepared;
+    let guard = p.guard.as_ref()?;
+    Some((p.event.key.source.as_str(), &guard.kind, &guard.sha256))
 }
 
 /// Runs `items` (in key order) and answers each, in their order.
@@ -60,48 +58,40 @@ pub(super) async fn create_all(
         if !keys.insert(key(item)) {
             continue;
         }
-        if item.prepared.event.resent_bodies.within().is_some() && !watched_bodies.insert(body(item)) {
+        if body(item).is_some_and(|body| !watched_bodies.insert(body)) {
             continue;
         }
         first.push(i);
     }
     let inserted = insert(c, items, &first, due).await?;
     // Every watched body inserted claims its body, after every event is in (lock order: events, then bodies).
-    let watched: Vec<(usize, i64)> = first
+    let watched: Vec<(usize, i64, &Guard)> = first
         .iter()
-        .filter_map(|&i| inserted[i].map(|row| (i, row)))
-        .filter(|&(i, _)| items[i].prepared.event.resent_bodies.within().is_some())
+        .filter_map(|&i| Some((i, inserted[i]?, items[i].prepared.guard.as_ref()?)))
         .collect();
     let claims: Vec<bodies::Claim> = watched
         .iter()
-        .map(|&(i, _)| {
+        .map(|&(i, _, guard)| {
             let (item, e) = (&items[i], &items[i].prepared.event);
             bodies::Claim {
                 source: e.key.source.as_str(),
-                event_type: e.event_type.as_deref(),
-                payload_sha256: &e.payload_sha256,
+                guard,
                 event_id: e.key.event_id.as_str(),
                 now: item.now,
-                until: item
-                    .now
-                    .saturating_add(crate::time::ms(e.resent_bodies.within().unwrap_or_default())),
             }
         })
         .collect();
     let holders = bodies::hold(c, &claims).await?;
     let (mut marks, mut refused) = (Vec::new(), Vec::new());
-    for (&(i, row), holder) in watched.iter().zip(holders) {
+    for (&(i, row, guard), holder) in watched.iter().zip(holders) {
         let Some(holder) = holder else { continue };
         let item = &items[i];
-        answers[i] = Some(match item.prepared.event.resent_bodies {
-            ResentBodies::Refused { .. } => {
-                refused.push(row);
-                (crate::rules::duplicate_of(&holder), None)
-            }
-            _ => {
-                marks.push((row, holder.event_id.clone()));
-                created(item.prepared, Some(holder.event_id), item.now)
-            }
+        answers[i] = Some(if guard.refuses {
+            refused.push(row);
+            (crate::rules::duplicate_of(&holder), None)
+        } else {
+            marks.push((row, holder.event_id.clone()));
+            created(item.prepared, Some(holder.event_id), item.now)
         });
     }
     let marks: Vec<(i64, &str)> = marks.iter().map(|(row, of)| (*row, of.as_str())).collect();

@@ -5,7 +5,7 @@ use deadpool_postgres::GenericClient;
 use tokio_postgres::Row;
 
 use super::{query_opt, COMPRESS_UP_TO};
-use crate::model::{Event, EventId, EventKey, NewEvent, Origin, Record, SourceName};
+use crate::model::{Event, EventId, EventKey, Guard, NewEvent, Origin, Record, SourceName};
 use crate::ports::StoreError;
 
 pub(super) const COLUMNS: &str =
@@ -25,6 +25,8 @@ pub(super) struct Prepared {
     pub body: Vec<u8>,
     pub encoding: i16,
     pub claim: Option<(String, i64)>,
+    /// What the create looks for among the remembered bodies, if anything ([`NewEvent::guard`]).
+    pub guard: Option<Guard>,
 }
 
 /// `event` as it is written: bodies up to [`COMPRESS_UP_TO`] compressed where that makes them smaller.
@@ -39,6 +41,7 @@ pub(super) fn prepare(event: NewEvent, claim: Option<(String, i64)>) -> Result<P
         None => (event.payload.to_vec(), RAW),
     };
     Ok(Prepared {
+        guard: event.guard(),
         event,
         headers,
         body,

@@ -8,7 +8,7 @@ use deadpool_postgres::GenericClient;
 use super::bodies;
 use super::rows::{find, record, with_payload, Prepared, COLUMNS};
 use super::{db_now, execute, query, query_opt, DB_NOW};
-use crate::model::{Event, EventId, EventKey, Origin, Record, ResentBodies, Status};
+use crate::model::{Event, EventId, EventKey, Origin, Record, Status};
 use crate::ports::{Claim, Created, MarkDead, Replay, Settled, Settlement, StoreError};
 use crate::rules::{self, Due};
 use crate::time::ms;
@@ -64,24 +64,22 @@ async fn with_body(
     now: i64,
 ) -> Result<(Created, Option<Event>), StoreError> {
     let event = &prepared.event;
-    let Some(within) = event.resent_bodies.within() else {
+    let Some(guard) = &prepared.guard else {
         return Ok(created(prepared, None, now));
     };
     let claim = bodies::Claim {
         source: event.key.source.as_str(),
-        event_type: event.event_type.as_deref(),
-        payload_sha256: &event.payload_sha256,
+        guard,
         event_id: event.key.event_id.as_str(),
         now,
-        until: now.saturating_add(ms(within)),
     };
     let holder = bodies::hold(c, std::slice::from_ref(&claim))
         .await?
         .pop()
         .flatten();
-    match (holder, event.resent_bodies) {
+    match (holder, guard.refuses) {
         (None, _) => Ok(created(prepared, None, now)),
-        (Some(holder), ResentBodies::Refused { .. }) => {
+        (Some(holder), true) => {
             bodies::unstore(c, &[row]).await?;
             Ok((rules::duplicate_of(&holder), None))
         }

@@ -280,19 +280,18 @@ fn prepare(event: NewEvent, claim: Option<ClaimOnCreate>) -> Result<Prepared, St
             encoding: Encoding::Raw,
         },
     };
-    // Only where the source looks for resent bodies (`within`): the key of its body among the remembered ones.
-    let body_key = event.resent_bodies.within().map(|_| {
-        body_key(
-            event.key.source.as_str(),
-            event.event_type.as_deref().unwrap_or(""),
-            &event.payload_sha256,
+    // Only where the create looks for resent bodies or a signed nonce: its key among the remembered ones.
+    let guard = event.guard().map(|guard| {
+        (
+            body_key(event.key.source.as_str(), &guard.kind, &guard.sha256),
+            guard,
         )
     });
     Ok(Prepared {
         event,
         headers,
         body,
-        body_key,
+        guard,
         claim,
     })
 }

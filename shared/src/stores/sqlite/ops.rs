@@ -5,12 +5,13 @@
 
 use tokio::sync::oneshot;
 
-use crate::model::{Event, EventKey, NewEvent, SourceName, Status};
+use crate::model::{Event, EventKey, Guard, NewEvent, SourceName, Status};
 use crate::ports::{Claim, Created, GoneOwners, MarkDead, Purged, Replay, Settled, Settlement, StoreError};
 
 /// One write, as data: what the writer runs inside a transaction.
 pub(super) enum Op {
-    Create(Prepared),
+    /// Boxed: a create carries its event and its guard, several times any other write.
+    Create(Box<Prepared>),
     /// The events of one batched delivery: created together or not at all (one savepoint).
     CreateBatch(Vec<Prepared>),
     Claim {
@@ -70,9 +71,9 @@ pub(super) struct Prepared {
     pub(super) event: NewEvent,
     pub(super) headers: String,
     pub(super) body: StoredBody,
-    /// The body's key among the remembered bodies ([`body_key`](super::rows::body_key)), where its source looks
-    /// for resent bodies.
-    pub(super) body_key: Option<i64>,
+    /// What the create looks for among the remembered bodies, where it looks for anything ([`NewEvent::guard`]),
+    /// and that key as the table keeps it ([`body_key`](super::rows::body_key)).
+    pub(super) guard: Option<(i64, Guard)>,
     /// The worker that claims the event in its create, where it is created ([`Ledger::create_claimed`]).
     ///
     /// [`Ledger::create_claimed`]: crate::ports::Ledger::create_claimed

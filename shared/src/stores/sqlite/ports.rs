@@ -32,7 +32,7 @@ impl Ledger for SqliteLedger {
         }
     }
     async fn create(&self, event: NewEvent, now: Option<i64>) -> Result<Created, StoreError> {
-        self.ask(Op::Create(prepare(event, None)?), now).await
+        self.ask(Op::Create(Box::new(prepare(event, None)?)), now).await
     }
     /// The ledger is its own queue: an announced create is indexed like any other.
     async fn create_announced(&self, event: NewEvent, now: Option<i64>) -> Result<Created, StoreError> {
@@ -49,7 +49,8 @@ impl Ledger for SqliteLedger {
             owner: owner.to_owned(),
             lease: ms(lease),
         };
-        self.ask(Op::Create(prepare(event, Some(claim))?), now).await
+        self.ask(Op::Create(Box::new(prepare(event, Some(claim))?)), now)
+            .await
     }
     async fn create_batch(
         &self,

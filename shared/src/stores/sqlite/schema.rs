@@ -8,7 +8,7 @@ use super::sql;
 use crate::ports::StoreError;
 
 /// The schema version this code writes (`PRAGMA user_version`); older files are brought up to it at open.
-const SCHEMA_VERSION: i64 = 8;
+const SCHEMA_VERSION: i64 = 9;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS events (
@@ -120,6 +120,12 @@ CREATE TABLE bodies_v8 (
 );
 ";
 
+/// Version 9: a remembered signed nonce (a Mailgun delivery's `token`, remembered in its body's place:
+/// [`Guard`](crate::model::Guard)) keeps its whole SHA-256 beside its [`body_key`], a hash of it: a body's holder
+/// says by its record whether it holds that very body, but a nonce's holder carries another body by design.
+/// `NULL` for a body.
+const SCHEMA_V9: &str = "ALTER TABLE bodies ADD COLUMN nonce_sha256 TEXT;";
+
 /// The remembered bodies of version 7 under their [`body_key`] (the key is a SHA-256, which SQL cannot compute);
 /// then the table takes the old one's place, with its expiry index.
 fn to_v8(conn: &Connection) -> rusqlite::Result<()> {
@@ -192,6 +198,9 @@ pub(super) fn migrate(conn: &Connection) -> Result<(), StoreError> {
         }
         if version < 8 {
             to_v8(conn)?;
+        }
+        if version < 9 {
+            conn.execute_batch(SCHEMA_V9)?;
         }
         conn.pragma_update(None, "user_version", SCHEMA_VERSION)
     })();
@@ -276,6 +285,31 @@ mod tests {
             })
             .unwrap();
         assert_eq!((encoding, body.as_slice()), (0, b"{}".as_slice()));
+        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+        assert_eq!(version, SCHEMA_VERSION);
+    }
+
+    /// GIVEN a file as version 8 left it, with one remembered body
+    /// WHEN it is opened
+    /// THEN its remembered bodies can keep a signed nonce's SHA-256, and the body it held is still held.
+    #[test]
+    fn version_8_gains_the_column_of_a_remembered_nonce_and_keeps_its_bodies() {
+        let conn = version_5();
+        conn.execute_batch(SCHEMA_V6).unwrap();
+        conn.execute_batch(SCHEMA_V7).unwrap();
+        to_v8(&conn).unwrap();
+        conn.pragma_update(None, "user_version", 8).unwrap();
+
+        migrate(&conn).unwrap();
+
+        let kept: (String, Option<String>) = conn
+            .query_row(
+                "SELECT event_id, nonce_sha256 FROM bodies WHERE body_key = ?1",
+                [body_key("s", "t", "h")],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!(kept, ("e".to_owned(), None));
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
         assert_eq!(version, SCHEMA_VERSION);
     }

@@ -9,7 +9,7 @@ use super::ops::{Answer, Op, Prepared};
 use super::rows::{event_row, find, with_payload, COLUMNS};
 use super::sql;
 use super::writer::Writer;
-use crate::model::{Event, EventId, EventKey, NewEvent, Origin, Record, ResentBodies, Status};
+use crate::model::{Event, EventId, EventKey, Guard, NewEvent, Origin, Record, Status};
 use crate::ports::{Claim, Created, GoneOwners, MarkDead, Purged, Replay, Settled, Settlement, StoreError};
 use crate::rules;
 use crate::time::ms;
@@ -157,12 +157,13 @@ impl Writer {
     fn create(&self, prepared: &Prepared, now: i64) -> Result<(Created, Option<Event>), StoreError> {
         let (c, event) = (&self.conn, &prepared.event);
         // A body already stored under another id of this source and type: a resend under a fresh id, or a
-        // distinct event with the same bytes. Looked for in the same transaction as the insert.
-        let resent_of = match prepared.body_key {
+        // distinct event with the same bytes (or a signed nonce another id holds: a captured signature sent again
+        // with another body). Looked for in the same transaction as the insert.
+        let resent_of = match &prepared.guard {
             None => None,
-            Some(body_key) => self.body_holder(event, body_key, now)?,
+            Some((body_key, guard)) => self.body_holder(event, *body_key, guard, now)?,
         };
-        if let (Some(holder), ResentBodies::Refused { .. }) = (&resent_of, event.resent_bodies) {
+        if let (Some(holder), true) = (&resent_of, event.resent_bodies.refuses()) {
             // A retry of this very event stays its own duplicate, whoever holds the body now.
             return Ok((
                 match find(c, &event.key)? {
@@ -209,45 +210,57 @@ impl Writer {
         (rules::created(resent_of), claimed)
     }
 
-    /// The live event that holds `event`'s body under another id of its source and type, if any.
-    fn body_holder(&self, event: &NewEvent, body_key: i64, now: i64) -> Result<Option<Record>, StoreError> {
+    /// The live event that holds `event`'s body (or signed nonce) under another id of its source and type, if any.
+    fn body_holder(
+        &self,
+        event: &NewEvent,
+        body_key: i64,
+        guard: &Guard,
+        now: i64,
+    ) -> Result<Option<Record>, StoreError> {
         let c = &self.conn;
-        let event_type = event.event_type.as_deref().unwrap_or("");
-        let holder: Option<String> = c
-            .prepare_cached("SELECT event_id FROM bodies WHERE body_key = ?1 AND expires_at > ?2")
-            .and_then(|mut s| s.query_row(params![body_key, now], |r| r.get(0)).optional())
+        let holder: Option<(String, Option<String>)> = c
+            .prepare_cached(
+                "SELECT event_id, nonce_sha256 FROM bodies WHERE body_key = ?1 AND expires_at > ?2",
+            )
+            .and_then(|mut s| {
+                s.query_row(params![body_key, now], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .optional()
+            })
             .map_err(sql)?;
-        let Some(holder) = holder.filter(|h| h != event.key.event_id.as_str()) else {
+        let Some((holder, nonce)) = holder.filter(|(h, _)| h != event.key.event_id.as_str()) else {
             return Ok(None);
         };
+        // The key is a hash: a nonce's entry keeps the nonce's whole SHA-256 to say it is this very nonce's; for a
+        // body the holder's record says it (same type, same SHA-256).
+        if guard.nonce && nonce.as_deref() != Some(guard.sha256.as_str()) {
+            return Ok(None);
+        }
         let id = EventId::parse(&holder).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        // The key is a hash: the holder's record says whether it holds this very body (same type, same SHA-256).
         Ok(find(c, &EventKey::new(event.key.source.clone(), id))?
             .map(|(_, existing)| existing)
-            .filter(|existing| {
-                !existing.is_expired(now)
-                    && existing.event_type.as_deref().unwrap_or("") == event_type
-                    && existing.payload_sha256 == event.payload_sha256
-            }))
+            .filter(|existing| !existing.is_expired(now) && guard.held_by(existing)))
     }
 
-    /// Remembers the body of a just-created event as held by it, for the source's retention, where no other live
-    /// event holds it: a later resend names the first event that carried the body, as on DynamoDB.
+    /// Remembers the body (or signed nonce) of a just-created event as held by it, for its window, where no other
+    /// live event holds it: a later resend names the first event that carried the body, as on DynamoDB.
     fn remember_body(&self, prepared: &Prepared, now: i64) -> Result<(), StoreError> {
         let event = &prepared.event;
-        let (Some(body_key), Some(within)) = (prepared.body_key, event.resent_bodies.within()) else {
+        let Some((body_key, guard)) = &prepared.guard else {
             return Ok(());
         };
         self.conn
             .prepare_cached(
-                "INSERT INTO bodies (body_key, event_id, expires_at) VALUES (?1, ?2, ?3)
-                 ON CONFLICT (body_key) DO UPDATE SET event_id = excluded.event_id, expires_at = excluded.expires_at",
+                "INSERT INTO bodies (body_key, event_id, expires_at, nonce_sha256) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (body_key) DO UPDATE SET event_id = excluded.event_id, expires_at = excluded.expires_at,
+                                                      nonce_sha256 = excluded.nonce_sha256",
             )
             .and_then(|mut s| {
                 s.execute(params![
                     body_key,
                     event.key.event_id.as_str(),
-                    now.saturating_add(ms(within))
+                    now.saturating_add(ms(guard.within)),
+                    guard.nonce.then_some(guard.sha256.as_str()),
                 ])
             })
             .map_err(sql)?;

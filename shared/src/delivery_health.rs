@@ -1,7 +1,8 @@
 //! Delivery health (docs/DESIGN.md "Delivery health"): when the sender and the receiver disagree. Per source, over a
 //! sliding window: duplicates out of proportion to accepted events (the sender is not getting our 200s, or retries
 //! in a loop), every delivery refused 401 (a wrong or rotated secret: webhooks are being lost right now), and a
-//! payload that differs between two deliveries of one id (the sender broke its contract). One event answered as a
+//! payload that differs between two deliveries of one id (the sender broke its contract), or of one signed delivery
+//! (a captured signature came back with another event: `ResentBodies::SignedNonce`). One event answered as a
 //! duplicate more than a few times is a warning of its own.
 //!
 //! Each condition raises one alarm per episode, not one per request: it fires when it becomes true and is armed
@@ -49,7 +50,8 @@ impl Default for Thresholds {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Seen<'a> {
     Accepted,
-    /// A duplicate of a stored event; `mismatch` when its payload differs from the first one.
+    /// A duplicate of a stored event; `mismatch` when its payload differs from the first one and it is that event's
+    /// delivery (the same id, or the same signed nonce).
     Duplicate {
         key: &'a EventKey,
         mismatch: bool,
@@ -217,8 +219,9 @@ impl DeliveryHealth {
                     if last == i64::MIN || minute - last >= s.buckets.len() as i64 {
                         self.raise(s, "payload_mismatch", w, json!({
                             "event_id": key.event_id,
-                            "why": "two deliveries of one id with different payloads: the sender broke its \
-                                    contract; the first payload stands",
+                            "why": "two deliveries of one id (or of one signed delivery) with different \
+                                    payloads: the sender broke its contract, or a captured signature came back \
+                                    with another event; the first payload stands",
                         }));
                     }
                 }

@@ -12,7 +12,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use crate::clock::World;
 use crate::delivery_health::{DeliveryHealth, Seen};
 use crate::metrics::Metrics;
-use crate::model::{Event, EventId, EventKey, NewEvent, Origin, Status};
+use crate::model::{Event, EventId, EventKey, NewEvent, Origin, ResentBodies, Status};
 use crate::ports::{Created, Ledger, Queue, StoreError};
 use crate::source::Source;
 use crate::time::ms;
@@ -88,6 +88,11 @@ pub struct Intake {
     pub world: World,
 }
 
+/// Why a duplicate of one id came with another payload.
+const BROKEN: &str = "the sender broke its contract";
+/// Why a delivery whose signed nonce another id holds came with another event ([`ResentBodies::SignedNonce`]).
+const CAPTURED: &str = "a captured signature came back with another event under a fresh id";
+
 impl Intake {
     /// One verified event of `source`. `memory` (the body's share of the in-flight bytes) is held until the
     /// store is done with the body. An error is the store's: nothing is acknowledged (503).
@@ -99,6 +104,7 @@ impl Intake {
     ) -> Result<Taken, StoreError> {
         let key = event.key.clone();
         let payload_sha256 = event.payload_sha256.clone();
+        let signed_nonce = matches!(event.resent_bodies, ResentBodies::SignedNonce { .. });
         // Where the queue vouches for a record from the moment its message is sent (DynamoDB with SQS), the message
         // goes first, once a read has found no record: a duplicate sends none, and the record needs no index entry.
         let mut found = None;
@@ -143,15 +149,23 @@ impl Intake {
                 origin,
                 since,
             } => {
-                if event_id != key.event_id {
+                let fresh_id = event_id != key.event_id;
+                if fresh_id && !signed_nonce {
                     tracing::warn!(stored_event_id = %event_id,
                         "a body already stored under another id: answered as a duplicate of that event");
                 }
-                // The stored event's key: this one's, unless the body was refused as a resend under a fresh id.
+                // The stored event's key: this one's, unless the body (or signed nonce) was refused as a resend
+                // under a fresh id.
                 let stored = EventKey::new(key.source.clone(), event_id.clone());
                 // A reconciled record holds the provider's API object, which need not match the webhook's bytes.
-                let mismatch =
-                    first != payload_sha256 && origin == Origin::Webhook && event_id == key.event_id;
+                // Under another id, only a signed nonce says this is the stored event's delivery with another body.
+                let mismatch = if first == payload_sha256 || origin != Origin::Webhook {
+                    None
+                } else if !fresh_id {
+                    Some(BROKEN)
+                } else {
+                    signed_nonce.then_some(CAPTURED)
+                };
                 self.duplicate(source, &stored, mismatch, &first, &payload_sha256);
                 // Where the message goes before the write, no crash between the two exists: a RECEIVED record has
                 // its message, or (its send failed) is in the sweeper's index; and a backlog of RECEIVED events
@@ -204,7 +218,7 @@ impl Intake {
                 } => {
                     // The same item sent again with other bytes: the sender broke its contract; the first stands.
                     let mismatch = origin == Origin::Webhook && event_id == key.event_id && *sha256 != first;
-                    self.duplicate(source, key, mismatch, &first, sha256);
+                    self.duplicate(source, key, mismatch.then_some(BROKEN), &first, sha256);
                     if self.order == Order::WriteThenEnqueue {
                         self.heal(source, key, status, since).await;
                     }
@@ -265,20 +279,21 @@ impl Intake {
         }
     }
 
-    /// The bookkeeping of a duplicate: counted, fed to delivery health, a different payload logged and counted.
-    fn duplicate(&self, source: &Source, stored: &EventKey, mismatch: bool, first: &str, this: &str) {
+    /// The bookkeeping of a duplicate: counted, fed to delivery health, a different payload (`mismatch`: why it
+    /// came) logged and counted.
+    fn duplicate(&self, source: &Source, stored: &EventKey, mismatch: Option<&str>, first: &str, this: &str) {
         self.metrics.duplicate(source.index);
         self.health.seen(
             source.index,
             Seen::Duplicate {
                 key: stored,
-                mismatch,
+                mismatch: mismatch.is_some(),
             },
         );
-        if mismatch {
+        if let Some(why) = mismatch {
             self.metrics.payload_mismatch(source.index);
             tracing::warn!(event_id = %stored.event_id, first_sha256 = %first, this_sha256 = %this,
-                "duplicate with a different payload: the sender broke its contract; the first payload stands");
+                "duplicate with a different payload: {why}; the first payload stands");
         }
     }
 

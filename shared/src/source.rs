@@ -29,6 +29,10 @@ pub struct Source {
     /// What a create does with a body already stored under another id of the same type: marked where the scheme
     /// signs the body but not the id, refused where the source opts in.
     pub resent_bodies: ResentBodies,
+    /// How long a delivery's signed nonce is remembered, where the scheme signs one ([`ResentBodies::SignedNonce`]):
+    /// the retention, and at least twice the tolerance (a delivery verifies from `tolerance` before its timestamp
+    /// to `tolerance` after it).
+    pub signed_nonces_within: Duration,
 }
 
 /// Every configured source, looked up by the name in the URL.
@@ -125,6 +129,7 @@ impl Sources {
                 } else {
                     ResentBodies::Ignored
                 },
+                signed_nonces_within: config.retention.max(sc.tolerance.saturating_mul(2)),
             };
             by_name.insert(name.as_str().to_owned(), Arc::new(source));
             names.push(name.clone());

@@ -1225,3 +1225,88 @@ async fn an_unsigned_query_id_is_watched_for_resent_bodies_and_an_unsigned_body_
         "{output}"
     );
 }
+
+/// GIVEN a Mailgun source that forwards to a sink, whose signature covers `timestamp` + `token` but not the event
+/// WHEN a signed delivery arrives, then the same delivery again (a retry), then its signature block beside another
+/// `event-data` under a fresh id, as anyone who saw the first can send within the 15-minute tolerance
+/// THEN the first is accepted and the retry is its duplicate; the forgery is answered `duplicate` naming the first
+/// event, stores nothing and runs nothing (the token is the delivery's signed nonce); the handler ran once; the
+/// source counts one payload mismatch and delivery health raises its `payload_mismatch` alarm.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_mailgun_signature_beside_another_event_is_the_first_events_duplicate_and_a_mismatch() {
+    let sink = Sink::start(&[], 200).await;
+    let notify = Sink::start(&[], 200).await;
+    let secret = "f7c1a0e2b9d84c3a5e6f70812a3b4c5d-5e6f7a8b-9c0d1e2f";
+    let config = format!(
+        "[alarm]\nnotify_url = \"{}/alerts\"\n{}",
+        notify.url(),
+        forwarding_source("mailgun", &sink)
+    );
+    let app = spawn_app(&config, &[("SECRET", secret)]);
+    let now = now_unix() as f64;
+    let event = json!({"id": "CPgfbmQMTCKtHW6uIWtuVe", "timestamp": now - 1.5, "event": "delivered",
+                       "recipient": "alice@example.org"});
+    let json_type = "application/json";
+    let original = signed_delivery("mailgun", secret, event.to_string().as_bytes(), json_type);
+    let mut forged: Value = serde_json::from_slice(&original).expect("JSON");
+    forged["event-data"] = json!({"id": "Zq8uN3bTqQOl0a2c7Ye1xw", "timestamp": now - 0.5, "event": "unsubscribed",
+                                  "recipient": "alice@example.org"});
+    let client = client();
+
+    let first = post_typed(&client, &app, "mailgun", json_type, &original).await;
+    assert_eq!(
+        (first.status, first.json["status"].as_str()),
+        (200, Some("accepted")),
+        "{}",
+        first.text
+    );
+    let id = first.json["event_id"]
+        .as_str()
+        .expect("the event's id")
+        .to_owned();
+    for (what, body) in [
+        ("the retry", original.clone()),
+        ("the forgery", forged.to_string().into_bytes()),
+    ] {
+        let a = post_typed(&client, &app, "mailgun", json_type, &body).await;
+        assert_eq!(
+            (a.status, a.json["status"].as_str(), a.json["event_id"].as_str()),
+            (200, Some("duplicate"), Some(id.as_str())),
+            "{what}: {}",
+            a.text
+        );
+    }
+    assert_eq!(
+        app.event_keys(),
+        vec![("mailgun".to_owned(), id.clone())],
+        "one event stored"
+    );
+
+    app.wait_all_completed(1, std::time::Duration::from_secs(30), "the one event is handled");
+    let ran: Vec<String> = sink
+        .requests()
+        .iter()
+        .map(|r| r.header("x-inbox-event-id").unwrap_or_default())
+        .collect();
+    assert_eq!(ran, vec![id.clone()], "the handler ran once, for the first event");
+    let metrics = get(&client, &format!("{}/metrics", app.url())).await.text;
+    assert!(
+        metrics.contains("inbox_payload_mismatch_total{source=\"mailgun\"} 1"),
+        "the forgery is one payload mismatch:\n{}",
+        metrics
+            .lines()
+            .filter(|l| l.contains("mismatch"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    let alarmed = || {
+        notify.requests().iter().map(Recorded::json).any(|a| {
+            a["alarm"] == "payload_mismatch" && a["source"] == "mailgun" && a["event_id"] == id.as_str()
+        })
+    };
+    wait_until(
+        std::time::Duration::from_secs(5),
+        "the payload_mismatch alarm",
+        alarmed,
+    );
+}

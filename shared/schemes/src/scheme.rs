@@ -231,6 +231,14 @@ impl Scheme {
         }
     }
 
+    /// The nonce a verified delivery's signature covers, where the scheme signs one of its own per delivery but
+    /// neither the body nor the id (Mailgun's `token`): a captured signature verifies beside any body, under any id,
+    /// within its tolerance, so the receiver remembers the nonce and answers a second event under it as a
+    /// duplicate of the first (docs/DESIGN.md "Receiving"). Call after verification succeeded.
+    pub fn signed_nonce(&self, req: &Request) -> Option<String> {
+        self.preset()?.signed_nonce?(req)
+    }
+
     /// Whether a refused signature is answered with no body (the provider checks the answer is empty).
     pub fn bare_refusals(&self) -> bool {
         self.preset().is_some_and(|p| p.bare_refusals)

@@ -30,7 +30,7 @@ use crate::delivery_health::{DeliveryHealth, Seen};
 use crate::intake::{Intake, Taken};
 use crate::keys::{KeyFetchError, KeySource};
 use crate::metrics::{Metrics, Reject};
-use crate::model::{EventId, EventKey, KeptHeaders, NewEvent, Origin};
+use crate::model::{EventId, EventKey, KeptHeaders, NewEvent, Origin, ResentBodies};
 use crate::ports::StoreError;
 use crate::schemes::{checked_type, Answer, IdError, Identified, Identity, Item, Request, VerifyError};
 use crate::source::{Source, Sources};
@@ -287,15 +287,14 @@ async fn accept(
     tracing::Span::current().record("event_id", tracing::field::display(&event_id));
     let key = EventKey::new(source.name.clone(), event_id);
 
-    // 4. The conditional create, in the runtime's order; the answer waits for durability.
-    let event = record(
-        source,
-        headers,
-        key.clone(),
-        identity.event_type,
-        body,
-        source.resent_bodies,
-    );
+    // 4. The conditional create, in the runtime's order; the answer waits for durability. Where the signature
+    // covers a nonce of its own but neither the body nor the id (Mailgun's token), the nonce is remembered in the
+    // body's place: one signed delivery is one event, whatever body comes with it.
+    let guard = match source.scheme.signed_nonce(&req) {
+        Some(nonce) => ResentBodies::signed_nonce(nonce.as_bytes(), source.signed_nonces_within),
+        None => source.resent_bodies,
+    };
+    let event = record(source, headers, key.clone(), identity.event_type, body, guard);
     let taken = r.intake.take(source, event, memory).await.map_err(unavailable)?;
     Ok(required.map_or_else(
         || match taken {
@@ -363,7 +362,7 @@ async fn accept_batch(
             continue;
         }
         // The batch's scheme signs each item's id with its body: no resend under a fresh id to look for.
-        let ignored = crate::model::ResentBodies::Ignored;
+        let ignored = ResentBodies::Ignored;
         events.push(record(
             source,
             headers,
@@ -407,7 +406,7 @@ fn record(
     key: EventKey,
     event_type: Option<String>,
     payload: Bytes,
-    resent_bodies: crate::model::ResentBodies,
+    resent_bodies: ResentBodies,
 ) -> NewEvent {
     let mut kept = kept_headers(source, headers);
     let (event_type, dropped) = checked_type(event_type);

@@ -6,14 +6,17 @@
 //! is longer), the type `event-data.event`. No handshake.
 //!
 //! Neither the id nor the type is signed: within the tolerance a captured signature block verifies beside any other
-//! `event-data`, under a fresh id (the same delivery sent again is a duplicate). The id is not taken from what is
-//! signed (the `token`, "randomly generated", 50 characters, one per delivery): reconciliation finds missed events
-//! through the Events API (`shared/src/reconcile/mailgun.rs`), whose items are the `event-data` without the
-//! `signature` object, by this same id, so a token id would make every reconciled event a second one beside its
-//! webhook; and Mailgun does not say whether a retry (5 min to 4 h apart, over 8 h) keeps its token (Hookdeck's
-//! Mailgun reference says the signature object is the same on every retry). Mailgun's own defence, "cache the
-//! token value locally and not honor any subsequent request with the same token", needs the store to remember each
-//! token with the event it came with; that is not done (docs/providers.md, "Ids and what the signature covers").
+//! `event-data`, under a fresh id. What is signed is the `token` ("randomly generated", 50 characters, one per
+//! delivery), so the token is the delivery's signed nonce (`Preset::signed_nonce`): the receiver remembers it with
+//! the event it came with, and a second event under it is answered as a duplicate of the first and counted as a
+//! payload mismatch, as Mailgun advises ("cache the token value locally and not honor any subsequent request with
+//! the same token"; docs/DESIGN.md "Receiving"). The same delivery sent again (its retry, the same token and id)
+//! stays a plain duplicate of its own id. The id is still not the token: reconciliation finds missed events through
+//! the Events API (`shared/src/reconcile/mailgun.rs`), whose items are the `event-data` without the `signature`
+//! object, by this same id, so a token id would make every reconciled event a second one beside its webhook; and
+//! Mailgun does not say whether a retry (5 min to 4 h apart, over 8 h) keeps its token (Hookdeck's Mailgun
+//! reference says the signature object is the same on every retry; a retry under a fresh token is its own id's
+//! duplicate all the same).
 //! <https://documentation.mailgun.com/docs/mailgun/user-manual/webhooks/securing-webhooks>
 //! <https://documentation.mailgun.com/docs/mailgun/user-manual/webhooks/webhook-retries>
 
@@ -37,6 +40,7 @@ pub(super) fn preset() -> Preset {
     });
     Preset {
         tolerance_secs: Some(900),
+        signed_nonce: Some(token),
         ..Preset::new(
             "mailgun",
             family,
@@ -94,6 +98,13 @@ fn verify(creds: &Credentials, req: &Request, clock: Clock) -> Result<(), Verify
     )
 }
 
+/// The signature object's `token`: what the signature covers beside the timestamp, one per delivery.
+fn token(req: &Request) -> Option<String> {
+    serde_json::from_slice::<Body>(req.body)
+        .ok()
+        .map(|body| body.signature.token)
+}
+
 /// Writes the `signature` object into the body (an event-data object is wrapped as Mailgun sends it).
 fn sign(signer: &Signer, _: &Credentials, req: &Request, _: &Identity, now_unix: i64) -> Signed {
     let Signer::Secret(key) = signer else {
@@ -138,3 +149,80 @@ fn identify(req: &Request) -> Result<Identified, IdError> {
     Ok(Identified::One(Identity { event_id, event_type: text(2) }))
 }
 
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use http::HeaderMap;
+    use serde_json::json;
+
+    use crate::key::Key;
+    use crate::scheme::Scheme;
+
+    use super::*;
+
+    const NOW: i64 = 1_718_100_000;
+
+    fn signed(key: &Key, event: &serde_json::Value, now: i64) -> Vec<u8> {
+        let (uri, headers) = (http::Uri::from_static("/"), HeaderMap::new());
+        let body = event.to_string();
+        let identity = Identity {
+            event_id: String::new(),
+            event_type: None,
+        };
+        let req = Request::post(&uri, &headers, body.as_bytes());
+        sign(
+            &Signer::Secret(key.clone()),
+            &Credentials::default(),
+            &req,
+            &identity,
+            now,
+        )
+        .body
+        .unwrap()
+    }
+
+    /// GIVEN a signed delivery, and its signature block beside another `event-data` (a fresh id), as anyone who saw
+    /// the first can send within the tolerance
+    /// THEN both verify, under two ids, and both carry the one signed nonce, the token; another delivery another.
+    #[test]
+    fn a_captured_signature_beside_another_event_brings_the_same_signed_nonce() {
+        let scheme = Scheme::named("mailgun").unwrap();
+        let key = Key::new(b"f7c1a0e2b9d84c3a5e6f70812a3b4c5d-5e6f7a8b-9c0d1e2f".to_vec());
+        let creds = Credentials::secrets(vec![key.clone()]);
+        let first = signed(
+            &key,
+            &json!({"id": "e1", "timestamp": 1718099998.4, "event": "delivered"}),
+            NOW,
+        );
+        let mut forged: serde_json::Value = serde_json::from_slice(&first).unwrap();
+        forged["event-data"] = json!({"id": "e2", "timestamp": 1718099999.1, "event": "unsubscribed"});
+        let forged = forged.to_string().into_bytes();
+        let (uri, headers) = (http::Uri::from_static("/"), HeaderMap::new());
+        let at = |body: &[u8]| {
+            let req = Request::post(&uri, &headers, body);
+            scheme.verify_request(&creds, &req, NOW, 900, None).unwrap();
+            (
+                scheme.identify(&headers, body).unwrap().event_id,
+                scheme.signed_nonce(&req),
+            )
+        };
+        let token = serde_json::from_slice::<serde_json::Value>(&first).unwrap()["signature"]["token"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let (first_id, first_nonce) = at(&first);
+        let (forged_id, forged_nonce) = at(&forged);
+        assert_ne!(first_id, forged_id);
+        assert_eq!(first_nonce.as_deref(), Some(token.as_str()));
+        assert_eq!(forged_nonce, first_nonce);
+        let other = signed(
+            &key,
+            &json!({"id": "e3", "timestamp": 1718099999.9, "event": "opened"}),
+            NOW,
+        );
+        assert_ne!(at(&other).1, first_nonce);
+        // Schemes whose signature covers the body or the id have none.
+        let req = Request::post(&uri, &headers, &first);
+        assert_eq!(Scheme::Stripe.signed_nonce(&req), None);
+    }
+}

@@ -41,6 +41,9 @@ pub struct Preset {
     /// covers the body but not the id (an id header, or a part the receiver adds), with no timestamp or within
     /// its tolerance. See `Scheme::signs_body_but_not_id`.
     pub resendable: bool,
+    /// The nonce a delivery's signature covers where it covers neither the body nor the id (Mailgun's `token`):
+    /// one signed delivery, whatever body comes with it. See `Scheme::signed_nonce`.
+    pub signed_nonce: Option<fn(&Request) -> Option<String>>,
     /// Whether the provider signs (or checks) the endpoint's public URL in a way the family's template does not
     /// show (a `Custom` family): the source must then configure `url`.
     pub needs_url: bool,
@@ -77,6 +80,7 @@ impl Preset {
             answer: None,
             get: false,
             resendable: false,
+            signed_nonce: None,
             needs_url: false,
             needs_verify_token: false,
             bare_refusals: false,

@@ -454,16 +454,12 @@ async fn a_batch_is_stored_whole_or_not_at_all_across_a_crash_and_a_retry_comple
     let (_, redone) = post_batch(&app, &changed.to_string()).await;
     let redone = redone["events"].as_array().expect("outcomes").clone();
     assert!(redone.iter().all(|o| o["status"] == "duplicate"), "{redone:?}");
-    let metrics = get(&client(), &format!("{}/metrics", app.url())).await.text;
-    assert!(
-        metrics.contains("inbox_payload_mismatch_total{source=\"batch\"} 1"),
-        "one item sent again with other bytes is one mismatch:\n{}",
-        metrics
-            .lines()
-            .filter(|l| l.contains("mismatch"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    assert_one_mismatch(
+        &app,
+        "batch",
+        "one item sent again with other bytes is one mismatch",
+    )
+    .await;
 
     let mut more = ids.clone();
     more.extend((50..60).map(|i| format!("{run}-{i:02}")));
@@ -1289,16 +1285,7 @@ async fn a_mailgun_signature_beside_another_event_is_the_first_events_duplicate_
         .map(|r| r.header("x-inbox-event-id").unwrap_or_default())
         .collect();
     assert_eq!(ran, vec![id.clone()], "the handler ran once, for the first event");
-    let metrics = get(&client, &format!("{}/metrics", app.url())).await.text;
-    assert!(
-        metrics.contains("inbox_payload_mismatch_total{source=\"mailgun\"} 1"),
-        "the forgery is one payload mismatch:\n{}",
-        metrics
-            .lines()
-            .filter(|l| l.contains("mismatch"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    assert_one_mismatch(&app, "mailgun", "the forgery is one payload mismatch").await;
     let alarmed = || {
         notify.requests().iter().map(Recorded::json).any(|a| {
             a["alarm"] == "payload_mismatch" && a["source"] == "mailgun" && a["event_id"] == id.as_str()
@@ -1308,5 +1295,19 @@ async fn a_mailgun_signature_beside_another_event_is_the_first_events_duplicate_
         std::time::Duration::from_secs(5),
         "the payload_mismatch alarm",
         alarmed,
+    );
+}
+
+/// `app`'s `/metrics` count one payload mismatch for `source` (the mismatch lines shown where not, with `why`).
+async fn assert_one_mismatch(app: &App, source: &str, why: &str) {
+    let metrics = get(&client(), &format!("{}/metrics", app.url())).await.text;
+    assert!(
+        metrics.contains(&format!("inbox_payload_mismatch_total{{source=\"{source}\"}} 1")),
+        "{why}:\n{}",
+        metrics
+            .lines()
+            .filter(|l| l.contains("mismatch"))
+            .collect::<Vec<_>>()
+            .join("\n")
     );
 }

@@ -104,15 +104,10 @@ impl Instance {
         let mut beat = JoinSet::new();
         let beat_sent = tokio::time::Instant::now();
         store.heartbeat(&owner).await?;
-        let (switch, fence) = match store.liveness() {
-            Some(_) => {
+        // Where the store judges owners by heartbeats, this instance beats on a task of its own and obeys its fence.
+        let (fence, judging) = match store.liveness() {
+            Some(liveness) => {
                 let (switch, fence) = Fence::new();
-                (Some(switch), fence)
-            }
-            None => (None, Fence::never()),
-        };
-        let judging = match (store.liveness(), switch) {
-            (Some(liveness), Some(switch)) => {
                 let pace = Pace::of(liveness);
                 let judging = Arc::new(Judging::default());
                 beat.spawn(run_heartbeat(
@@ -124,9 +119,9 @@ impl Instance {
                     judging.clone(),
                     beat_stop_rx,
                 ));
-                Some((pace, judging))
+                (fence, Some((pace, judging)))
             }
-            _ => None,
+            None => (Fence::never(), None),
         };
         // Alarms go out on a task of their own: a slow notify URL holds up neither start-up nor the workers.
         let machine = Arc::new(

@@ -93,57 +93,64 @@ pub(super) async fn run_heartbeat(
 ) {
     let mut renewed = first;
     judging.renewed(first, None, &pace);
-    let fence_up = |switch: &FenceSwitch, renewed: Instant| {
-        if switch.set(true) {
-            tracing::error!(
-                since_ms = renewed.elapsed().as_millis() as u64,
-                "the heartbeat could not be renewed: this instance claims nothing and cancels its handlers until \
-                 it is, so that no other instance runs its events while it still does"
-            );
-        }
-    };
     loop {
         let sent = Instant::now();
         let beat = tokio::time::timeout(pace.timeout, store.heartbeat(&owner));
-        tokio::pin!(beat);
-        let ok = loop {
-            tokio::select! {
-                biased;
-                _ = stop.changed() => return,
-                () = tokio::time::sleep_until(renewed + pace.fence_after), if !switch.is_raised() => {
-                    fence_up(&switch, renewed);
-                }
-                done = &mut beat => break match done {
-                    Ok(Ok(())) => true,
-                    Ok(Err(e)) => {
-                        tracing::warn!(error = %e, "heartbeat failed");
-                        false
-                    }
-                    Err(_) => {
-                        tracing::warn!(timeout_ms = pace.timeout.as_millis() as u64, "heartbeat timed out");
-                        false
-                    }
-                },
-            }
+        let Some(done) = watched(beat, &switch, renewed + pace.fence_after, &mut stop).await else {
+            return;
         };
-        if ok {
-            judging.renewed(sent, Some(renewed), &pace);
-            renewed = renewed.max(sent);
-            if switch.set(false) {
-                tracing::warn!("the heartbeat is renewed: this instance claims and runs again");
-            }
-        } else {
-            judging.broken();
-        }
-        loop {
-            tokio::select! {
-                biased;
-                _ = stop.changed() => return,
-                () = tokio::time::sleep_until(renewed + pace.fence_after), if !switch.is_raised() => {
-                    fence_up(&switch, renewed);
+        match done {
+            Ok(Ok(())) => {
+                judging.renewed(sent, Some(renewed), &pace);
+                renewed = renewed.max(sent);
+                if switch.set(false) {
+                    tracing::warn!("the heartbeat is renewed: this instance claims and runs again");
                 }
-                () = tokio::time::sleep_until(sent + pace.every) => break,
             }
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "heartbeat failed");
+                judging.broken();
+            }
+            Err(_) => {
+                tracing::warn!(
+                    timeout_ms = pace.timeout.as_millis() as u64,
+                    "heartbeat timed out"
+                );
+                judging.broken();
+            }
+        }
+        let next = tokio::time::sleep_until(sent + pace.every);
+        if watched(next, &switch, renewed + pace.fence_after, &mut stop)
+            .await
+            .is_none()
+        {
+            return;
+        }
+    }
+}
+
+/// Awaits `work` (a beat, or the wait for the next) while watching the fence's deadline: the fence goes up at `fence`
+/// if it is not up already, whatever `work` is waiting for. `None` once `stop` says so.
+async fn watched<T>(
+    work: impl std::future::Future<Output = T>,
+    switch: &FenceSwitch,
+    fence: Instant,
+    stop: &mut watch::Receiver<bool>,
+) -> Option<T> {
+    tokio::pin!(work);
+    loop {
+        tokio::select! {
+            biased;
+            _ = stop.changed() => return None,
+            () = tokio::time::sleep_until(fence), if !switch.is_raised() => {
+                if switch.set(true) {
+                    tracing::error!(
+                        "the heartbeat could not be renewed: this instance claims nothing and cancels its handlers \
+                         until it is, so that no other instance runs its events while it still does"
+                    );
+                }
+            }
+            done = &mut work => return Some(done),
         }
     }
 }

@@ -185,14 +185,18 @@ async fn race_resent_bodies(
     answers
 }
 
-/// [`race_resent_bodies`] four rounds through both instances, and a fifth through one (each body's two creates in
-/// one batch, or in two one after the other): every round's answers.
+/// [`race_resent_bodies`] over two handles on `h`'s database (two instances), four rounds through both and a fifth
+/// through one (each body's two creates in one batch, or in two one after the other): every round's answers.
 async fn race_rounds(
-    stores: &[Arc<PostgresStore>; 2],
+    h: &PostgresHarness,
     mode: ResentBodies,
     prefix: &str,
     pairs: usize,
 ) -> Vec<(String, Created, String, Created)> {
+    let stores = [
+        Arc::new(h.store(LONG, None).await),
+        Arc::new(h.store(LONG, None).await),
+    ];
     let mut answers = Vec::new();
     for round in 0..5 {
         let stores = if round < 4 {
@@ -216,13 +220,9 @@ async fn two_instances_racing_on_one_body_under_two_ids_store_it_once_where_rese
     let Some(h) = PostgresHarness::start().await else {
         return;
     };
-    let stores = [
-        Arc::new(h.store(LONG, None).await),
-        Arc::new(h.store(LONG, None).await),
-    ];
     let refused = ResentBodies::Refused { within: LONG };
     let mut wrong = Vec::new();
-    for (a, created_a, b, created_b) in race_rounds(&stores, refused, "r", PAIRS).await {
+    for (a, created_a, b, created_b) in race_rounds(&h, refused, "r", PAIRS).await {
         match (&created_a, &created_b) {
             (Created::New, Created::Duplicate { event_id, .. }) if event_id.as_str() == a => {}
             (Created::Duplicate { event_id, .. }, Created::New) if event_id.as_str() == b => {}
@@ -254,13 +254,9 @@ async fn two_instances_racing_on_one_body_under_two_ids_mark_exactly_one_as_rese
     let Some(h) = PostgresHarness::start().await else {
         return;
     };
-    let stores = [
-        Arc::new(h.store(LONG, None).await),
-        Arc::new(h.store(LONG, None).await),
-    ];
     let marked = ResentBodies::Marked { within: LONG };
     let mut wrong = Vec::new();
-    for (a, created_a, b, created_b) in race_rounds(&stores, marked, "m", PAIRS).await {
+    for (a, created_a, b, created_b) in race_rounds(&h, marked, "m", PAIRS).await {
         match (&created_a, &created_b) {
             (Created::New, Created::Resent { of }) if of.as_str() == a => {}
             (Created::Resent { of }, Created::New) if of.as_str() == b => {}

@@ -53,18 +53,7 @@ pub(super) async fn hold(
     if claims.is_empty() {
         return Ok(answers);
     }
-    // Body order: two instances' batches lock the rows in one order.
-    let mut order: Vec<usize> = (0..claims.len()).collect();
-    order.sort_by_key(|&i| claims[i].body());
-    let (mut sources, mut types, mut shas, mut ids, mut untils) = (vec![], vec![], vec![], vec![], vec![]);
-    for &i in &order {
-        let (source, event_type, sha) = claims[i].body();
-        sources.push(source);
-        types.push(event_type);
-        shas.push(sha);
-        ids.push(claims[i].event_id);
-        untils.push(claims[i].until());
-    }
+    let (sources, types, shas, ids, untils) = columns(claims, (0..claims.len()).collect());
     // A new row is this create's; an existing one is locked, left as it is, and answered. One that names this very
     // event (an earlier life of its key) takes this create's window.
     let rows = query(
@@ -134,17 +123,7 @@ pub(super) async fn hold(
         }
     }
     if !taken.is_empty() {
-        taken.sort_by_key(|&i| claims[i].body());
-        let (mut sources, mut types, mut shas, mut ids, mut untils) =
-            (vec![], vec![], vec![], vec![], vec![]);
-        for &i in &taken {
-            let (source, event_type, sha) = claims[i].body();
-            sources.push(source);
-            types.push(event_type);
-            shas.push(sha);
-            ids.push(claims[i].event_id);
-            untils.push(claims[i].until());
-        }
+        let (sources, types, shas, ids, untils) = columns(claims, taken);
         execute(
             c,
             "UPDATE bodies b SET event_id = x.i, expires_at = x.u
@@ -155,6 +134,26 @@ pub(super) async fn hold(
         .await?;
     }
     Ok(answers)
+}
+
+/// The columns of the rows `picked` claims remember (source, type, SHA-256, holder, until), in body order: two
+/// instances' statements lock the rows in one order.
+#[allow(clippy::type_complexity)]
+fn columns<'a>(
+    claims: &'a [Claim<'_>],
+    mut picked: Vec<usize>,
+) -> (Vec<&'a str>, Vec<&'a str>, Vec<&'a str>, Vec<&'a str>, Vec<i64>) {
+    picked.sort_by_key(|&i| claims[i].body());
+    let mut columns = (vec![], vec![], vec![], vec![], vec![]);
+    for &i in &picked {
+        let (source, kind, sha) = claims[i].body();
+        columns.0.push(source);
+        columns.1.push(kind);
+        columns.2.push(sha);
+        columns.3.push(claims[i].event_id);
+        columns.4.push(claims[i].until());
+    }
+    columns
 }
 
 /// Marks the events `marks` names (row id, holder's id) as resent bodies of their holders.

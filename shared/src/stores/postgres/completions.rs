@@ -14,10 +14,9 @@ use std::sync::Arc;
 
 use deadpool_postgres::Pool;
 use tokio::sync::{mpsc, oneshot};
-use tokio_postgres::error::SqlState;
 
 use super::transitions::settle;
-use super::{connection, pg, DB_NOW};
+use super::{connection, connection_gone, pg, DB_NOW};
 use crate::model::EventKey;
 use crate::ports::{Settled, Settlement, StoreError};
 use crate::rules::Due;
@@ -99,19 +98,10 @@ enum Failure {
 
 impl Failure {
     fn of(e: tokio_postgres::Error) -> Self {
-        let connection = e.is_closed()
+        // Gone, a server going away or no longer a primary, an I/O error, or class 08 (connection exception).
+        let connection = connection_gone(&e)
             || std::error::Error::source(&e).is_some_and(|cause| cause.is::<std::io::Error>())
-            || e.code().is_some_and(|c| {
-                // Class 08 (connection exception), and a server shutting down or no longer a primary.
-                c.code().starts_with("08")
-                    || [
-                        SqlState::ADMIN_SHUTDOWN,
-                        SqlState::CRASH_SHUTDOWN,
-                        SqlState::CANNOT_CONNECT_NOW,
-                        SqlState::READ_ONLY_SQL_TRANSACTION,
-                    ]
-                    .contains(c)
-            });
+            || e.code().is_some_and(|c| c.code().starts_with("08"));
         let error = pg(e);
         if connection {
             Self::Connection(error)

@@ -301,17 +301,7 @@ async fn db_now(client: &impl GenericClient) -> Result<i64, StoreError> {
 /// demoted primary) or one shutting down (57P01) also marks every pooled connection made before it stale
 /// ([`STALE_BEFORE`]), so that the pool reconnects to whichever server is the primary now.
 fn pg(e: tokio_postgres::Error) -> StoreError {
-    let stale = e.is_closed()
-        || e.code().is_some_and(|c| {
-            [
-                SqlState::READ_ONLY_SQL_TRANSACTION,
-                SqlState::ADMIN_SHUTDOWN,
-                SqlState::CRASH_SHUTDOWN,
-                SqlState::CANNOT_CONNECT_NOW,
-            ]
-            .contains(c)
-        });
-    if stale {
+    if connection_gone(&e) {
         *crate::sync::lock(&STALE_BEFORE) = Some(std::time::Instant::now());
     }
     match e.code() {
@@ -329,6 +319,20 @@ fn pg(e: tokio_postgres::Error) -> StoreError {
         }
         _ => StoreError::Unavailable(format!("PostgreSQL: {e}")),
     }
+}
+
+/// Whether `e` says this connection is gone, or its server is going away or is no longer a read-write primary.
+fn connection_gone(e: &tokio_postgres::Error) -> bool {
+    e.is_closed()
+        || e.code().is_some_and(|c| {
+            [
+                SqlState::READ_ONLY_SQL_TRANSACTION,
+                SqlState::ADMIN_SHUTDOWN,
+                SqlState::CRASH_SHUTDOWN,
+                SqlState::CANNOT_CONNECT_NOW,
+            ]
+            .contains(c)
+        })
 }
 
 /// Pooled connections made before this instant are dropped at their next checkout rather than reused (see [`pg`]).

@@ -798,6 +798,21 @@ impl Inbox {
         }
     }
 
+    /// Worker `w`'s attempt of event `e`, cancelled by its fence: `run_claimed` wrote nothing before it waits for the
+    /// fence to come down.
+    fn cancelled(n: &mut Sim, step: &Step, s: &Sim, w: usize, e: usize, record: &Record) {
+        assert_eq!(
+            step.store.state(),
+            s.store,
+            "a fenced run_claimed wrote before it waited"
+        );
+        n.cancelled = true;
+        n.workers[w].pc = Pc::Fenced {
+            e,
+            record: record.clone(),
+        };
+    }
+
     /// Takes back what a step did: the store's state, its messages, its settles (checked), and whether a
     /// COMPLETED event left that status.
     fn absorb(&self, n: &mut Sim, step: &Step, claimed: Option<&Record>) {
@@ -1197,16 +1212,7 @@ impl Model for Inbox {
                     self.absorb(&mut n, &step, Some(record));
                 } else {
                     // The fence cancelled the handler before it ran: nothing written; it waits for the fence.
-                    assert_eq!(
-                        step.store.state(),
-                        s.store,
-                        "a fenced run_claimed wrote before it waited"
-                    );
-                    n.cancelled = true;
-                    n.workers[w].pc = Pc::Fenced {
-                        e: *e,
-                        record: record.clone(),
-                    };
+                    Self::cancelled(&mut n, &step, s, w, *e, record);
                 }
             }
             Action::Settle(w) => {
@@ -1219,16 +1225,7 @@ impl Model for Inbox {
                     // The fence cancelled the handler after its effect, before it answered: as a crash there,
                     // and the lease given back once the fence is down.
                     assert!(!ran, "run_claimed waited after its handler ran");
-                    assert_eq!(
-                        step.store.state(),
-                        s.store,
-                        "a fenced run_claimed wrote before it waited"
-                    );
-                    n.cancelled = true;
-                    n.workers[w].pc = Pc::Fenced {
-                        e: *e,
-                        record: record.clone(),
-                    };
+                    Self::cancelled(&mut n, &step, s, w, *e, record);
                     return Some(n);
                 };
                 assert!(ran, "the settle step's run_claimed ran no handler: {outcome:?}");

@@ -7,57 +7,79 @@ use serde::{Deserialize, Serialize};
 /// Longest event id accepted from a sender, in bytes. Provider ids are far shorter (Stripe 28, GitHub 36).
 pub const MAX_EVENT_ID_BYTES: usize = 256;
 
-/// A configured source's name, as it appears in `/webhooks/{source}`: 1–64 of `[a-z0-9_-]`, so it is safe in a
-/// URL, a file name, a log line and a DynamoDB key (`#` is never part of it).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct SourceName(String);
+/// A configured name: 1–64 of `[a-z0-9_-]`, so it is safe in a URL, a file name, a log line and a store key (`#` is
+/// never part of it). One type per kind of thing named, so that a route's name is never taken for a source's.
+macro_rules! config_name {
+    ($(#[$doc:meta])* $name:ident, $what:literal) => {
+        $(#[$doc])*
+        #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(try_from = "String", into = "String")]
+        pub struct $name(String);
 
-impl SourceName {
-    pub fn parse(name: &str) -> Result<Self, InvalidName> {
-        let ok = !name.is_empty()
-            && name.len() <= 64
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
-        if ok {
-            Ok(Self(name.to_owned()))
-        } else {
-            Err(InvalidName(
-                "source names are 1-64 characters of a-z, 0-9, '-' and '_'",
-            ))
+        impl $name {
+            pub fn parse(name: &str) -> Result<Self, InvalidName> {
+                let ok = !name.is_empty()
+                    && name.len() <= 64
+                    && name
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+                if ok {
+                    Ok(Self(name.to_owned()))
+                } else {
+                    Err(InvalidName(concat!(
+                        $what,
+                        " names are 1-64 characters of a-z, 0-9, '-' and '_'"
+                    )))
+                }
+            }
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
         }
-    }
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
+
+        impl std::str::FromStr for $name {
+            type Err = InvalidName;
+            fn from_str(s: &str) -> Result<Self, InvalidName> {
+                Self::parse(s)
+            }
+        }
+
+        impl TryFrom<String> for $name {
+            type Error = InvalidName;
+            fn try_from(s: String) -> Result<Self, InvalidName> {
+                Self::parse(&s)
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(s: $name) -> String {
+                s.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.pad(&self.0)
+            }
+        }
+    };
 }
 
-impl std::str::FromStr for SourceName {
-    type Err = InvalidName;
-    fn from_str(s: &str) -> Result<Self, InvalidName> {
-        Self::parse(s)
-    }
-}
-
-impl TryFrom<String> for SourceName {
-    type Error = InvalidName;
-    fn try_from(s: String) -> Result<Self, InvalidName> {
-        Self::parse(&s)
-    }
-}
-
-impl From<SourceName> for String {
-    fn from(s: SourceName) -> String {
-        s.0
-    }
-}
-
-impl fmt::Display for SourceName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.pad(&self.0)
-    }
-}
+config_name!(
+    /// A configured source's name, as it appears in `/webhooks/{source}`.
+    SourceName,
+    "source"
+);
+config_name!(
+    /// A route's name (`[routes.NAME]`): it keys the route's deliveries, so it is kept for as long as they are.
+    RouteName,
+    "route"
+);
+config_name!(
+    /// A destination's name (`[destinations.NAME]`).
+    DestinationName,
+    "destination"
+);
 
 /// The sender's own event id: 1–256 bytes with no control characters.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

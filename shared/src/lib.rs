@@ -30,6 +30,7 @@ pub mod model;
 pub mod ports;
 pub mod receiver;
 pub mod reconcile;
+pub mod routing;
 pub mod rules;
 pub use inbox_schemes as schemes;
 pub mod secrets;

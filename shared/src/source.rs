@@ -107,6 +107,12 @@ impl Sources {
                 url: sc.url.clone(),
                 verify_token,
             };
+            let (_, route, route_handler) = config.single_route(name)?;
+            let route_at = if route.short_form {
+                format!("{at}.handler")
+            } else {
+                format!("destinations.{}", route.to)
+            };
             let source = Source {
                 name: name.clone(),
                 index,
@@ -115,9 +121,9 @@ impl Sources {
                 tolerance_secs: sc.tolerance.as_secs(),
                 max_body_bytes: sc.max_body_bytes,
                 kept_headers: sc.scheme.kept_headers(),
-                handler: handler(&format!("{at}.handler"), &sc.handler)?,
-                handler_timeout: sc.handler.timeout(),
-                retry: sc.retry,
+                handler: handler(&route_at, route_handler)?,
+                handler_timeout: route_handler.timeout(),
+                retry: route.retry,
                 resent_bodies: if sc.refuse_resent_bodies {
                     ResentBodies::Refused {
                         within: config.retention,

@@ -5,6 +5,7 @@
 //! block, which is in [`reconcile`]; the tests are in `tests.rs`.
 
 mod reconcile;
+mod routing;
 mod scheme;
 
 use std::collections::BTreeMap;
@@ -14,7 +15,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::model::SourceName;
+use crate::model::{RouteName, SourceName};
 use crate::schemes::families::jwt::JwtKey;
 use crate::schemes::families::{Family, Jwt, Rsa, RsaKey};
 use crate::schemes::{PublicKey, Scheme};
@@ -24,6 +25,8 @@ pub use reconcile::{
     GithubAuth, GithubHook, GitlabHook, ProviderConfig, ReconcileConfig, DEFAULT_RECONCILE_INTERVAL,
     DEFAULT_RECONCILE_LOOKBACK, DEFAULT_RECONCILE_SETTLE,
 };
+pub use routing::{DestinationConfig, From, RouteConfig};
+use routing::{RawHandler, Routing};
 
 pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
 pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -44,6 +47,10 @@ pub struct Config {
     /// How long completed events are kept for dedup.
     pub retention: Duration,
     pub sources: BTreeMap<SourceName, SourceConfig>,
+    /// Where events go: `[destinations.NAME]`, and one named after each source that has a `handler`.
+    pub destinations: BTreeMap<crate::model::DestinationName, DestinationConfig>,
+    /// Which events go where: `[routes.NAME]`, and one named after each source that has a `handler`.
+    pub routes: BTreeMap<RouteName, RouteConfig>,
 }
 
 #[derive(Debug, Clone)]
@@ -135,7 +142,7 @@ pub struct SourceConfig {
     pub verify_token: Option<SecretRef>,
     pub tolerance: Duration,
     pub max_body_bytes: usize,
-    pub handler: HandlerConfig,
+    /// The source's own retry policy (`[sources.X.retry]`), for the route of its `handler` short form.
     pub retry: RetryPolicy,
     /// A body already stored under another id of the same type (within retention) is answered as a duplicate of
     /// that event instead of being stored as its own, marked event: an opt-in, since distinct events do carry
@@ -150,6 +157,8 @@ pub enum HandlerConfig {
     Forward {
         url: reqwest::Url,
         timeout: Duration,
+        /// Sent with every request (lower-case names), beside the ones `forward` sets itself.
+        headers: Vec<(String, String)>,
     },
     Log,
     /// A handler registered by name by the program embedding webhook-inbox.
@@ -253,6 +262,59 @@ impl Config {
     pub fn source_names(&self) -> impl Iterator<Item = &SourceName> {
         self.sources.keys()
     }
+
+    /// The routes that take a source's events, in name order.
+    pub fn routes_from(&self, source: &SourceName) -> Vec<(&RouteName, &RouteConfig)> {
+        self.routes.iter().filter(|(_, r)| r.from.takes(source)).collect()
+    }
+
+    /// The one route a source's events run on, and its destination's handler.
+    ///
+    /// The ledger keeps one state per event until it keeps one per delivery (docs/DESIGN.md "Routing"), so the
+    /// runtimes run a source with one unfiltered route and refuse, naming the route, a source taken by several
+    /// routes or by a filtered one. Such routes are already read and checked (`inbox routes test` judges them).
+    pub fn single_route(
+        &self,
+        source: &SourceName,
+    ) -> Result<(&RouteName, &RouteConfig, &HandlerConfig), ConfigError> {
+        let mut routes = self.routes_from(source).into_iter();
+        let Some((name, route)) = routes.next() else {
+            return Err(ConfigError::new(
+                format!("sources.{source}"),
+                "no route takes its events",
+            ));
+        };
+        if let Some((other, _)) = routes.next() {
+            return Err(ConfigError::new(
+                format!("routes.{other}"),
+                format!(
+                    "source \"{source}\" is taken by routes \"{name}\" and \"{other}\": one event to several destinations \
+                     needs a delivery per route, which this release does not run yet (`inbox routes test` judges \
+                     these routes already)"
+                ),
+            ));
+        }
+        if route.filter.is_some() {
+            return Err(ConfigError::new(
+                format!("routes.{name}.filter"),
+                "a filtered route needs a delivery per route, which this release does not run yet (`inbox routes \
+                 test` judges it already)",
+            ));
+        }
+        let handler = self
+            .destinations
+            .get(&route.to)
+            .map(|d| &d.handler)
+            .ok_or_else(|| ConfigError::new(format!("routes.{name}.to"), "is not a destination"))?;
+        Ok((name, route, handler))
+    }
+
+    /// Every source runs on one unfiltered route ([`Config::single_route`]): what the runtimes check at start.
+    pub fn check_runnable(&self) -> Result<(), ConfigError> {
+        self.sources
+            .keys()
+            .try_for_each(|s| self.single_route(s).map(|_| ()))
+    }
 }
 
 #[derive(Deserialize, Default)]
@@ -271,6 +333,10 @@ struct RawConfig {
     retention_days: Option<u32>,
     #[serde(default)]
     sources: BTreeMap<String, toml::Value>,
+    #[serde(default)]
+    destinations: BTreeMap<String, toml::Value>,
+    #[serde(default)]
+    routes: BTreeMap<String, toml::Value>,
 }
 
 #[derive(Deserialize, Default)]
@@ -419,14 +485,6 @@ struct RawSource {
     reconcile: Option<RawReconcile>,
 }
 
-#[derive(Deserialize)]
-#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
-enum RawHandler {
-    Forward { url: String, timeout: Option<String> },
-    Log {},
-    Custom { name: String, timeout: Option<String> },
-}
-
 fn duration(field: &str, value: Option<&String>, default: Duration) -> Result<Duration, ConfigError> {
     match value {
         None => Ok(default),
@@ -542,17 +600,24 @@ impl RawConfig {
             return Err(ConfigError::new("retention_days", "must be between 1 and 3650"));
         }
         let mut sources = BTreeMap::new();
+        let mut short_forms = Vec::new();
         for (name, value) in self.sources {
             let at = format!("sources.{name}");
             let source_name = SourceName::parse(&name).map_err(|e| ConfigError::new(&at, e.0))?;
             let raw: RawSource = value
                 .try_into()
                 .map_err(|e: toml::de::Error| ConfigError::new(&at, e.message().to_owned()))?;
-            sources.insert(source_name, raw.validate(&at, retry)?);
+            let (source, handler) = raw.validate(&at, retry)?;
+            if let Some(handler) = handler {
+                short_forms.push((source_name.clone(), handler, source.retry));
+            }
+            sources.insert(source_name, source);
         }
         if sources.is_empty() {
             return Err(ConfigError::new("sources", "no source is configured"));
         }
+        let names: Vec<SourceName> = sources.keys().cloned().collect();
+        let routing = Routing::validate(self.destinations, self.routes, short_forms, &names, retry)?;
         let retention = Duration::from_secs(u64::from(retention_days) * 86_400);
         // Past retention a completed event's record is gone: a run looking further back would take an event done
         // and forgotten for one never received, create it again and run its handler twice.
@@ -583,6 +648,8 @@ impl RawConfig {
             sweeper,
             retention,
             sources,
+            destinations: routing.destinations,
+            routes: routing.routes,
         })
     }
 }
@@ -596,7 +663,12 @@ fn http_url(field: &str, text: &str) -> Result<reqwest::Url, ConfigError> {
 }
 
 impl RawSource {
-    fn validate(self, at: &str, retry: RetryPolicy) -> Result<SourceConfig, ConfigError> {
+    /// The source, and its `handler`'s config if it has one (the short form of a route).
+    fn validate(
+        self,
+        at: &str,
+        retry: RetryPolicy,
+    ) -> Result<(SourceConfig, Option<HandlerConfig>), ConfigError> {
         let scheme = self.scheme(at)?;
         let family = scheme.preset().map(|p| &p.family);
         let asymmetric = matches!(
@@ -709,32 +781,10 @@ impl RawSource {
                 format!("must be between 1 and {MAX_BODY_BYTES_LIMIT}"),
             ));
         }
-        let handler_at = format!("{at}.handler");
-        let handler = match self.handler {
-            None => {
-                return Err(ConfigError::new(
-                    handler_at,
-                    "missing (for example { kind = \"log\" })",
-                ))
-            }
-            Some(RawHandler::Log {}) => HandlerConfig::Log,
-            Some(RawHandler::Forward { url, timeout }) => HandlerConfig::Forward {
-                url: http_url(&format!("{handler_at}.url"), &url)?,
-                timeout: handler_timeout(&handler_at, timeout.as_ref())?,
-            },
-            Some(RawHandler::Custom { name, timeout }) => {
-                if name.is_empty() {
-                    return Err(ConfigError::new(
-                        format!("{handler_at}.name"),
-                        "must not be empty",
-                    ));
-                }
-                HandlerConfig::Custom {
-                    name,
-                    timeout: handler_timeout(&handler_at, timeout.as_ref())?,
-                }
-            }
-        };
+        let handler = self
+            .handler
+            .map(|h| h.validate(&format!("{at}.handler")))
+            .transpose()?;
         let retry = match &self.retry {
             None => retry,
             Some(r) => r.over(&format!("{at}.retry"), retry)?,
@@ -744,7 +794,7 @@ impl RawSource {
             .map(|r| r.validate(&format!("{at}.reconcile"), &scheme))
             .transpose()?;
         let refuse_resent_bodies = self.refuse_resent_bodies.unwrap_or(false);
-        Ok(SourceConfig {
+        let source = SourceConfig {
             scheme,
             secrets,
             public_key,
@@ -752,11 +802,11 @@ impl RawSource {
             verify_token,
             tolerance,
             max_body_bytes,
-            handler,
             retry,
             refuse_resent_bodies,
             reconcile,
-        })
+        };
+        Ok((source, handler))
     }
 }
 

@@ -54,7 +54,13 @@ fn full_example_loads_with_overrides() {
         matches!(acme.scheme.preset().map(|p| &p.family), Some(inbox_schemes::Family::Hmac(h))
             if h.signature.prefix == "sha256=" && h.algorithm == crate::schemes::Algorithm::Sha256)
     );
-    assert_eq!(acme.handler, HandlerConfig::Log);
+    let (route, _, handler) = c.single_route(&SourceName::parse("acme").unwrap()).unwrap();
+    assert_eq!((route.as_str(), handler), ("acme", &HandlerConfig::Log));
+    let (_, route, _) = c.single_route(&SourceName::parse("stripe").unwrap()).unwrap();
+    assert_eq!(
+        route.retry.max_attempts, 3,
+        "the short form's route keeps the source's retry"
+    );
     assert_eq!(acme.tolerance, DEFAULT_TOLERANCE);
 }
 
@@ -611,5 +617,142 @@ fn the_sample_configs_load() {
             name != "examples/inbox.toml",
             "{name}"
         );
+    }
+}
+
+/// The issue's example: two sources, four destinations, filters on the type and on a body field, `*` to a sink.
+const ROUTED: &str = r#"
+[sources.stripe]
+scheme = "stripe"
+secrets = ["env:STRIPE_WEBHOOK_SECRET"]
+[sources.github]
+scheme = "github"
+secrets = ["env:GITHUB_WEBHOOK_SECRET"]
+
+[destinations.billing]
+kind = "forward"
+url = "http://127.0.0.1:8081/billing"
+timeout = "5s"
+headers = { "X-Team" = "billing" }
+[destinations.finance]
+kind = "forward"
+url = "http://127.0.0.1:8082/finance"
+[destinations.analytics]
+kind = "log"
+[destinations.ci]
+kind = "forward"
+url = "http://127.0.0.1:8083/ci"
+
+[routes.billing]
+from = "stripe"
+to = "billing"
+[routes.invoices]
+from = "stripe"
+to = "finance"
+filter = 'event_type.startsWith("invoice.") && body.data.object.amount_paid > 0'
+[routes.invoices.retry]
+max_attempts = 4
+[routes.everything]
+from = "*"
+to = "analytics"
+[routes.pushes]
+from = ["github"]
+to = "ci"
+filter = 'event_type == "push"'
+"#;
+
+fn name<T: std::str::FromStr>(s: &str) -> T
+where
+    T::Err: std::fmt::Debug,
+{
+    s.parse().unwrap()
+}
+
+#[test]
+fn routes_take_sources_to_destinations_through_filters() {
+    let c = Config::from_toml(ROUTED).unwrap();
+    assert_eq!(c.destinations.len(), 4);
+    let stripe: SourceName = name("stripe");
+    let github: SourceName = name("github");
+    let from = |s: &SourceName| {
+        c.routes_from(s)
+            .iter()
+            .map(|(n, _)| n.as_str().to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(from(&stripe), ["billing", "everything", "invoices"]);
+    assert_eq!(from(&github), ["everything", "pushes"]);
+    let invoices = &c.routes[&name::<RouteName>("invoices")];
+    assert_eq!(invoices.retry.max_attempts, 4);
+    assert_eq!(
+        invoices.retry.base,
+        RetryPolicy::default().base,
+        "a route's retry is over the global one"
+    );
+    assert!(invoices.filter.is_some());
+    assert_eq!(
+        c.destinations[&name("billing")].handler,
+        HandlerConfig::Forward {
+            url: "http://127.0.0.1:8081/billing".parse().unwrap(),
+            timeout: Duration::from_secs(5),
+            headers: vec![("x-team".into(), "billing".into())],
+        }
+    );
+    // This release runs one unfiltered route per source, and says which route it cannot run yet.
+    let e = c.check_runnable().unwrap_err();
+    assert_eq!(e.field, "routes.pushes", "{e}");
+}
+
+#[test]
+fn a_handler_is_the_short_form_of_a_route_and_a_destination() {
+    let c = Config::from_toml(FULL).unwrap();
+    assert_eq!(c.routes.len(), 2);
+    let stripe = &c.routes[&name::<RouteName>("stripe")];
+    assert_eq!(stripe.from, From::Sources(vec![name("stripe")]));
+    assert_eq!(stripe.to.as_str(), "stripe");
+    assert!(stripe.short_form && stripe.filter.is_none());
+    c.check_runnable().unwrap();
+}
+
+#[test]
+fn bad_routing_stops_the_start_naming_the_route() {
+    let with = |extra: &str| err(&format!("{ROUTED}{extra}"));
+    let e = with("[routes.lost]\nfrom = \"stripe\"\nto = \"nowhere\"\n");
+    assert_eq!(e.field, "routes.lost.to", "{e}");
+    let e = with("[routes.typo]\nfrom = \"stripe\"\nto = \"billing\"\nfilter = 'event_type.startsWith(\"a\") && bdy.x == 1'\n");
+    assert_eq!(e.field, "routes.typo.filter", "{e}");
+    assert!(e.message.contains("line 1, column 31"), "{e}");
+    let e = with("[routes.broken]\nfrom = \"stripe\"\nto = \"billing\"\nfilter = 'event_type =='\n");
+    assert_eq!(e.field, "routes.broken.filter", "{e}");
+    assert!(e.message.starts_with("line 1, column "), "{e}");
+    let e = with("[routes.x]\nfrom = \"shopify\"\nto = \"billing\"\n");
+    assert_eq!(e.field, "routes.x.from", "{e}");
+    let e = with("[routes.x]\nfrom = []\nto = \"billing\"\n");
+    assert_eq!(e.field, "routes.x.from", "{e}");
+    let e = with("[routes.x]\nfrom = \"stripe\"\nto = \"billing\"\nfliter = \"true\"\n");
+    assert_eq!(e.field, "routes.x", "{e}");
+    // A name used twice: a source's handler is the short form of a route and a destination named after it.
+    let e = err(&format!("{FULL}[destinations.stripe]\nkind = \"log\"\n"));
+    assert_eq!(e.field, "destinations.stripe", "{e}");
+    assert!(e.message.contains("used twice"), "{e}");
+    let e = err(&format!(
+        "{FULL}[routes.acme]\nfrom = \"acme\"\nto = \"stripe\"\n"
+    ));
+    assert_eq!(e.field, "routes.acme", "{e}");
+    // A source no route takes would store events nobody runs.
+    let e = err("[sources.s]\nscheme=\"github\"\nsecrets=[\"env:G\"]\n");
+    assert_eq!(e.field, "sources.s", "{e}");
+    // A destination's headers: not its own, not a credential in clear.
+    for (header, why) in [
+        ("Idempotency-Key", "set by forward"),
+        ("Authorization", "credential"),
+        ("X-Api-Key", "credential"),
+    ] {
+        let e = err(&format!(
+            "{FULL}[destinations.d]\nkind = \"forward\"\nurl = \"http://127.0.0.1:1/\"\nheaders = {{ \"{header}\" = \"v\" }}\n"
+        ));
+        assert_eq!(e.field, format!("destinations.d.headers.{header}"), "{e}");
+        assert!(e.message.contains(why), "{e}");
+        assert!(!e.message.contains("\"v\""), "{e}");
     }
 }

@@ -12,11 +12,23 @@ pub struct Forward {
     client: HttpClient,
     url: reqwest::Url,
     timeout: Duration,
+    /// The destination's own headers (`headers = {…}`), checked at start.
+    headers: Vec<(String, String)>,
 }
 
 impl Forward {
-    pub fn new(client: HttpClient, url: reqwest::Url, timeout: Duration) -> Self {
-        Self { client, url, timeout }
+    pub fn new(
+        client: HttpClient,
+        url: reqwest::Url,
+        timeout: Duration,
+        headers: Vec<(String, String)>,
+    ) -> Self {
+        Self {
+            client,
+            url,
+            timeout,
+            headers,
+        }
     }
 }
 
@@ -33,10 +45,13 @@ impl Handler for Forward {
             .iter()
             .find(|(name, _)| name.eq_ignore_ascii_case("content-type"))
             .map_or("application/octet-stream", |(_, v)| v.as_str());
-        let result = self
-            .client
-            .client()
-            .post(self.url.clone())
+        let request = self
+            .headers
+            .iter()
+            .fold(self.client.client().post(self.url.clone()), |r, (name, value)| {
+                r.header(name.as_str(), value.as_str())
+            });
+        let result = request
             .timeout(self.timeout)
             .header("content-type", content_type)
             .header("idempotency-key", event.key().idempotency_key())

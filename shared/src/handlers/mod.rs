@@ -64,9 +64,16 @@ impl Registry {
 
     pub fn build(&self, field: &str, config: &HandlerConfig) -> Result<Arc<dyn Handler>, ConfigError> {
         Ok(match config {
-            HandlerConfig::Forward { url, timeout } => {
-                Arc::new(Forward::new(self.client.clone(), url.clone(), *timeout))
-            }
+            HandlerConfig::Forward {
+                url,
+                timeout,
+                headers,
+            } => Arc::new(Forward::new(
+                self.client.clone(),
+                url.clone(),
+                *timeout,
+                headers.clone(),
+            )),
             HandlerConfig::Log => Arc::new(Log),
             HandlerConfig::Custom { name, .. } => self.custom.get(name).cloned().ok_or_else(|| {
                 ConfigError::new(

@@ -107,6 +107,11 @@ enum Command {
         #[arg(long, value_parser = duration, default_value = "12h")]
         session_lifetime: Duration,
     },
+    /// The routes of a config, and what a route does with one event.
+    Routes {
+        #[command(subcommand)]
+        command: RoutesCommand,
+    },
     /// The AWS runtime's resources.
     Aws {
         #[command(subcommand)]
@@ -163,6 +168,44 @@ enum AwsCommand {
         prefix: String,
         #[arg(long, default_value_t = 25)]
         max_receive_count: u32,
+    },
+}
+
+#[derive(Subcommand)]
+enum RoutesCommand {
+    /// Each route: its sources, its destination and its filter.
+    List {
+        #[arg(long)]
+        config: PathBuf,
+    },
+    /// A route's verdict on one event (matched, filtered, error, or not-taken when the route does not take its
+    /// source), and for a filtered one the first `&&` clause that was false.
+    Test {
+        #[arg(long)]
+        config: PathBuf,
+        route: inbox_core::model::RouteName,
+        /// A stored event, SOURCE/ID (from the config's store).
+        #[arg(long, conflicts_with = "file", required_unless_present = "file")]
+        event: Option<String>,
+        /// Where the stored event is, instead of the config's `server.data_dir` (SQLite).
+        #[arg(long, requires = "event")]
+        data_dir: Option<PathBuf>,
+        /// A body in a file, as --source would receive it.
+        #[arg(long, requires = "source")]
+        file: Option<PathBuf>,
+        /// The source the file's body comes from.
+        #[arg(long, requires = "file")]
+        source: Option<SourceName>,
+        /// A header sent with the file's body, 'Name: value' (repeatable): the type is found where the source's
+        /// scheme finds it.
+        #[arg(long = "header", requires = "file")]
+        headers: Vec<String>,
+        /// The event's type, instead of where the scheme finds it.
+        #[arg(long, requires = "file")]
+        event_type: Option<String>,
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -400,6 +443,35 @@ async fn run(cli: Cli) -> Result<()> {
             dry_run,
             json,
         } => commands::reconcile::run(store, source, since, dry_run, json).await,
+        Command::Routes {
+            command: RoutesCommand::List { config },
+        } => commands::routes::list(&config),
+        Command::Routes {
+            command:
+                RoutesCommand::Test {
+                    config,
+                    route,
+                    event,
+                    data_dir,
+                    file,
+                    source,
+                    headers,
+                    event_type,
+                    json,
+                },
+        } => {
+            let subject = match (event, file, source) {
+                (Some(event), _, _) => commands::routes::Subject::Stored { event, data_dir },
+                (None, Some(path), Some(source)) => commands::routes::Subject::File {
+                    path,
+                    source,
+                    headers,
+                    event_type,
+                },
+                _ => bail!("say which event: --event SOURCE/ID, or --file F --source S"),
+            };
+            commands::routes::test(&config, route, subject, json).await
+        }
     }
 }
 

@@ -5,5 +5,6 @@ pub mod console;
 pub mod events;
 pub mod reconcile;
 pub mod replay;
+pub mod routes;
 pub mod send;
 pub mod serve;

@@ -26,6 +26,7 @@ mod processing;
 mod providers;
 mod receive;
 mod reconcile;
+mod routes;
 mod security;
 mod soak;
 mod storm;

@@ -167,7 +167,7 @@ pub async fn an_announced_create_is_left_out_of_the_sweep_index_only_where_the_s
     };
     let due = eventually(
         &*l,
-        || l.due(Duration::ZERO, Some(h.now()), 100),
+        || l.due(Duration::ZERO, None, 100),
         |d| d.as_ref().is_ok_and(|d| d.len() >= expected.len()),
     )
     .await;
@@ -226,7 +226,7 @@ pub async fn a_batch_is_created_in_one_write_and_its_retry_finds_the_items_store
     assert_eq!(l.list(&super::all(100), None).await.unwrap().len(), 3);
     let due = eventually(
         &*l,
-        || l.due(Duration::ZERO, Some(h.now()), 100),
+        || l.due(Duration::ZERO, None, 100),
         |d| d.as_ref().is_ok_and(|d| d.len() >= 3),
     )
     .await;

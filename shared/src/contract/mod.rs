@@ -95,6 +95,11 @@ impl dyn Harness {
     pub fn advance(&self, by: Duration) {
         self.clock().advance(by);
     }
+
+    /// Sets the harness's clock to `ms`: what the store reads and writes next, it does at that time.
+    pub fn set_now(&self, ms: i64) {
+        self.clock().set(ms);
+    }
 }
 
 /// Runs one contract function over the harness `start` makes, as the test [`contract_tests!`](crate::contract_tests)

@@ -384,7 +384,7 @@ async fn claim_latency(pg: &Postgres, rows: &mut Vec<Row>) -> Result<()> {
     let (mut due, mut claims) = (vec![], vec![]);
     for _ in 0..200 {
         let t = std::time::Instant::now();
-        let found = store.due(Duration::MAX, None, 100).await?;
+        let found = store.due(Duration::MAX, 100).await?;
         due.push(t.elapsed().as_secs_f64() * 1e3);
         if found.len() != 100 {
             bail!("the sweeper read {} due events, not 100", found.len());
@@ -396,9 +396,7 @@ async fn claim_latency(pg: &Postgres, rows: &mut Vec<Row>) -> Result<()> {
             inbox_core::model::EventId::parse(&format!("open-{n}"))?,
         );
         let t = std::time::Instant::now();
-        let claim = store
-            .claim(&key, "bench:1:x", Duration::from_secs(60), None)
-            .await?;
+        let claim = store.claim(&key, "bench:1:x", Duration::from_secs(60)).await?;
         claims.push(t.elapsed().as_secs_f64() * 1e3);
         if !matches!(claim, Claim::Claimed(_)) {
             bail!("open-{n} was not claimed: {claim:?}");

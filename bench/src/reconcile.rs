@@ -90,21 +90,18 @@ async fn measure(
     for id in ids {
         let body = bytes::Bytes::from(format!("{{\"id\":\"{id}\"}}"));
         ledger
-            .create(
-                NewEvent {
-                    key: EventKey::new(
-                        reconciler.source().clone(),
-                        EventId::parse(id).context("event id")?,
-                    ),
-                    event_type: Some("delivered".into()),
-                    payload_sha256: format!("{:x}", body.len()),
-                    payload: body,
-                    headers: Vec::new(),
-                    origin: Default::default(),
-                    resent_bodies: Default::default(),
-                },
-                None,
-            )
+            .create(NewEvent {
+                key: EventKey::new(
+                    reconciler.source().clone(),
+                    EventId::parse(id).context("event id")?,
+                ),
+                event_type: Some("delivered".into()),
+                payload_sha256: format!("{:x}", body.len()),
+                payload: body,
+                headers: Vec::new(),
+                origin: Default::default(),
+                resent_bodies: Default::default(),
+            })
             .await?;
     }
     let (queue, _deliveries) = InProcessQueue::new(ids.len() * 2);

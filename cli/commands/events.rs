@@ -17,15 +17,12 @@ pub async fn list(
 ) -> Result<()> {
     let ledger = store.open().await?.ledger;
     let events = ledger
-        .list(
-            &ListFilter {
-                status,
-                source,
-                limit,
-                ..Default::default()
-            },
-            None,
-        )
+        .list(&ListFilter {
+            status,
+            source,
+            limit,
+            ..Default::default()
+        })
         .await?;
     if json {
         for e in &events {
@@ -46,7 +43,7 @@ pub async fn show(
 ) -> Result<()> {
     let ledger = store.open().await?.ledger;
     let key = EventKey::new(source, EventId::parse(&event_id)?);
-    let Some(event) = ledger.get(&key, None).await? else {
+    let Some(event) = ledger.get(&key).await? else {
         bail!("no event {key}");
     };
     if json {

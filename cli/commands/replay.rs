@@ -28,15 +28,12 @@ pub async fn run(
     let keys: Vec<EventKey> = match (&source, event_id) {
         (Some(source), Some(id)) => vec![EventKey::new(source.clone(), EventId::parse(&id)?)],
         _ => ledger
-            .list(
-                &ListFilter {
-                    status: Some(status),
-                    source,
-                    limit: usize::MAX,
-                    ..Default::default()
-                },
-                None,
-            )
+            .list(&ListFilter {
+                status: Some(status),
+                source,
+                limit: usize::MAX,
+                ..Default::default()
+            })
             .await?
             .iter()
             .map(Record::key)
@@ -55,7 +52,7 @@ pub async fn run(
     }
     let (mut replayed, mut skipped) = (0usize, 0usize);
     for key in &keys {
-        match ledger.replay(key, force, None).await? {
+        match ledger.replay(key, force).await? {
             Replay::Replayed => {
                 replayed += 1;
                 if let Some(queue) = &store.queue {

@@ -110,7 +110,7 @@ impl Intake {
         let mut found = None;
         let mut announced = false;
         if let Order::AnnounceThenWrite { window } = self.order {
-            match self.ledger.peek(&key, None).await? {
+            match self.ledger.peek(&key).await? {
                 Some(existing) => found = Some(crate::rules::duplicate_of(&existing)),
                 None => {
                     let until = self.world.now_ms().saturating_add(ms(window));
@@ -194,7 +194,7 @@ impl Intake {
             .collect();
         let ledger = self.ledger.clone();
         let created = tokio::spawn(async move {
-            let created = ledger.create_batch(events, None).await;
+            let created = ledger.create_batch(events).await;
             drop(memory);
             created
         })
@@ -246,10 +246,10 @@ impl Intake {
         };
         let write = tokio::spawn(async move {
             let created = match reserved {
-                None if announced => ledger.create_announced(event, None).await.map(|c| (c, None)),
-                None => ledger.create(event, None).await.map(|created| (created, None)),
+                None if announced => ledger.create_announced(event).await.map(|c| (c, None)),
+                None => ledger.create(event).await.map(|created| (created, None)),
                 Some(reserved) => ledger
-                    .create_claimed(event, &reserved.owner, reserved.lease, None)
+                    .create_claimed(event, &reserved.owner, reserved.lease)
                     .await
                     .map(|(created, claimed)| (created, claimed.map(|event| (reserved, event)))),
             };

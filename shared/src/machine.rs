@@ -275,7 +275,7 @@ impl Machine {
         // The store starts the lease no sooner than the claim is sent: what is left of it is the lease less the time
         // the claim took to be answered (a slow commit, a paused process), on this process's monotonic clock.
         let sent = tokio::time::Instant::now();
-        let claim = self.ledger.claim(key, &token, lease, None).await?;
+        let claim = self.ledger.claim(key, &token, lease).await?;
         let lease = lease.saturating_sub(sent.elapsed());
         let event = match claim {
             Claim::Claimed(event) => *event,
@@ -308,7 +308,7 @@ impl Machine {
                 Some(handler) => Some((source.clone(), handler.clone())),
                 // Nothing runs here: the lease is given back at once, for a worker that has the handler.
                 None => {
-                    self.ledger.release(key, token, None).await?;
+                    self.ledger.release(key, token).await?;
                     return Ok(Outcome::Dropped(Dropped::NoHandler));
                 }
             },
@@ -369,7 +369,7 @@ impl Machine {
                     let completed = Settlement::Completed {
                         retention: self.retention,
                     };
-                    if self.ledger.settle(key, token, completed, None).await? == Settled::LeaseLost {
+                    if self.ledger.settle(key, token, completed).await? == Settled::LeaseLost {
                         return Ok(self.lease_lost(&event));
                     }
                 }
@@ -409,7 +409,7 @@ impl Machine {
                 );
                 let settled = self
                     .ledger
-                    .settle(key, token, Settlement::Failed { error, delay }, None)
+                    .settle(key, token, Settlement::Failed { error, delay })
                     .await?;
                 if settled == Settled::LeaseLost {
                     return Ok(self.lease_lost(&event));
@@ -428,7 +428,7 @@ impl Machine {
             "this instance could not renew its heartbeat: the handler was cancelled, to run again"
         );
         self.fence.lowered().await;
-        match self.ledger.release(&event.key(), token, None).await {
+        match self.ledger.release(&event.key(), token).await {
             Ok(_) => {}
             Err(e) => tracing::warn!(source = %event.source, event_id = %event.event_id, error = %e,
                 "the lease of a cancelled handler was not given back; it ends on its own"),
@@ -456,7 +456,7 @@ impl Machine {
         let key = event.key();
         let settled = self
             .ledger
-            .settle(&key, token, Settlement::Dead { error: error.clone() }, None)
+            .settle(&key, token, Settlement::Dead { error: error.clone() })
             .await?;
         if settled == Settled::LeaseLost {
             return Ok(self.lease_lost(&event));
@@ -502,7 +502,7 @@ impl Machine {
         }
         match self.alarm.dead(event).await {
             Ok(()) => {
-                if let Err(e) = self.ledger.mark_notified(&event.key(), None).await {
+                if let Err(e) = self.ledger.mark_notified(&event.key()).await {
                     tracing::warn!(source = %event.source, event_id = %event.event_id, error = %e,
                         "alarm sent but not recorded; it may be sent again");
                 }
@@ -518,7 +518,7 @@ impl Machine {
 
     /// The dead-letter path (AWS: a message redriven into the DLQ): DEAD unless COMPLETED, one alarm per event.
     pub async fn mark_dead(&self, key: &EventKey, reason: &str) -> Result<MarkDead, StoreError> {
-        let outcome = self.ledger.mark_dead(key, reason, None).await?;
+        let outcome = self.ledger.mark_dead(key, reason).await?;
         match &outcome {
             MarkDead::NewlyDead(event) => self.announce_dead(event).await,
             // Its alarm is still owed: the refused write returned the record, so nothing is read again.
@@ -548,7 +548,7 @@ impl Machine {
     ) -> Result<SweepReport, StoreError> {
         let mut report = SweepReport::default();
         let until = tokio::time::Instant::now() + SWEEP_PASS;
-        for event in self.index.due(ahead, None, limit).await? {
+        for event in self.index.due(ahead, limit).await? {
             if tokio::time::Instant::now() >= until {
                 break;
             }
@@ -572,11 +572,7 @@ impl Machine {
                 continue;
             }
             // Sent again: not due again at the next sweep, or a long backlog would be sent again every sweep.
-            if let Err(e) = self
-                .index
-                .sent_again(&key, event.status, event.updated_at, None)
-                .await
-            {
+            if let Err(e) = self.index.sent_again(&key, event.status, event.updated_at).await {
                 tracing::warn!(source = %key.source, event_id = %key.event_id, error = %e,
                     "the re-send was not recorded; the next sweep may send the event again");
             }
@@ -616,7 +612,7 @@ async fn send_alarms(
             let recorded = match alarm.dead(&event).await {
                 Ok(()) => {
                     lock(&failures).remove(&key);
-                    ledger.mark_notified(&key, None).await
+                    ledger.mark_notified(&key).await
                 }
                 Err(e) => {
                     let n = {

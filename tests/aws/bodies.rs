@@ -204,17 +204,14 @@ async fn a_refused_create_leaves_a_body_that_expires_and_rewrites_no_live_one() 
     )
     .await;
     let open = big("evt_refused_open");
-    let new = ledger
-        .create(created("evt_refused_open", &open), None)
-        .await
-        .unwrap();
+    let new = ledger.create(created("evt_refused_open", &open)).await.unwrap();
     assert_eq!(new, Created::New);
     check(&sdk, &stack, "given").await;
 
     // WHEN each is delivered again past the receiver's read, with its own body and with another
     for (id, body) in [("evt_refused_done", &done), ("evt_refused_open", &open)] {
         for again in [body.clone(), big(id)] {
-            let answer = ledger.create(created(id, &again), None).await.unwrap();
+            let answer = ledger.create(created(id, &again)).await.unwrap();
             assert!(matches!(answer, Created::Duplicate { .. }), "{answer:?}");
         }
     }
@@ -225,7 +222,7 @@ async fn a_refused_create_leaves_a_body_that_expires_and_rewrites_no_live_one() 
         assert_eq!(under(&objects, id).len(), 3, "{id}: {objects:?}");
     }
     assert_eq!(record(&records, "evt_refused_done").status, "COMPLETED");
-    let read = ledger.get(&key("evt_refused_done"), None).await.unwrap().unwrap();
+    let read = ledger.get(&key("evt_refused_done")).await.unwrap().unwrap();
     assert_eq!(read.payload.as_ref(), done.as_bytes(), "the first body stands");
 }
 
@@ -237,8 +234,8 @@ async fn a_lost_duplicate_race_leaves_its_body_to_expire() {
     let ledger = &stack.rt.ledger;
     let (a, b) = (big("evt_race_body"), big("evt_race_body"));
     let (first, second) = tokio::join!(
-        ledger.create(created("evt_race_body", &a), None),
-        ledger.create(created("evt_race_body", &b), None)
+        ledger.create(created("evt_race_body", &a)),
+        ledger.create(created("evt_race_body", &b))
     );
     let outcomes = [first.unwrap(), second.unwrap()];
     assert_eq!(
@@ -280,7 +277,7 @@ async fn a_create_that_fails_after_its_put_leaves_a_body_that_expires() {
         Duration::ZERO,
     );
     let failed = broken
-        .create(created("evt_put_then_503", &big("evt_put_then_503")), None)
+        .create(created("evt_put_then_503", &big("evt_put_then_503")))
         .await;
     assert!(matches!(failed, Err(StoreError::Unavailable(_))), "{failed:?}");
     let (objects, records) = check(&sdk, &stack, "after the failed create").await;
@@ -302,7 +299,7 @@ async fn a_crash_between_the_settle_and_the_countdown_is_finished_by_the_sweeper
     assert_eq!(deliver(&stack, &big(id)).await.0, 200);
     // GIVEN the state such a worker leaves: claimed (its lease over), settled COMPLETED, no countdown
     let Claim::Claimed(_) = ledger
-        .claim(&key(id), "dead-worker", Duration::from_millis(1), None)
+        .claim(&key(id), "dead-worker", Duration::from_millis(1))
         .await
         .unwrap()
     else {
@@ -310,10 +307,7 @@ async fn a_crash_between_the_settle_and_the_countdown_is_finished_by_the_sweeper
     };
     let completed = Settlement::Completed { retention: RETENTION };
     assert_eq!(
-        ledger
-            .settle(&key(id), "dead-worker", completed, None)
-            .await
-            .unwrap(),
+        ledger.settle(&key(id), "dead-worker", completed).await.unwrap(),
         Settled::Done
     );
     let records = records(&stack).await;
@@ -347,7 +341,7 @@ async fn a_forced_replay_racing_a_late_countdown_keeps_the_reopened_events_body(
     assert_eq!(deliver(&stack, &body).await.0, 200);
     // GIVEN a worker that settled COMPLETED and has not started the countdown yet
     let Claim::Claimed(claimed) = ledger
-        .claim(&key(id), "slow-worker", Duration::from_secs(60), None)
+        .claim(&key(id), "slow-worker", Duration::from_secs(60))
         .await
         .unwrap()
     else {
@@ -358,17 +352,11 @@ async fn a_forced_replay_racing_a_late_countdown_keeps_the_reopened_events_body(
     assert!(claimed_body.is_some(), "{claimed:?}: its body is not in S3");
     let completed = Settlement::Completed { retention: RETENTION };
     assert_eq!(
-        ledger
-            .settle(&key(id), "slow-worker", completed, None)
-            .await
-            .unwrap(),
+        ledger.settle(&key(id), "slow-worker", completed).await.unwrap(),
         Settled::Done
     );
     // WHEN an operator force-replays it, and then the worker's countdown lands
-    assert_eq!(
-        ledger.replay(&key(id), true, None).await.unwrap(),
-        Replay::Replayed
-    );
+    assert_eq!(ledger.replay(&key(id), true).await.unwrap(), Replay::Replayed);
     ledger.completed(&key(id), "slow-worker").await.unwrap();
 
     // THEN the reopened event's body does not count down; the old one, which nothing points at, does
@@ -379,7 +367,7 @@ async fn a_forced_replay_racing_a_late_countdown_keeps_the_reopened_events_body(
     // AND the reopened event runs to completion on its copy (its first message is still queued)
     poll_until(&stack, id, Status::Completed, Duration::from_secs(30)).await;
     check(&sdk, &stack, "after the replayed event completed").await;
-    let read = ledger.get(&key(id), None).await.unwrap().unwrap();
+    let read = ledger.get(&key(id)).await.unwrap().unwrap();
     assert_eq!(read.payload.as_ref(), body.as_bytes());
 }
 
@@ -401,12 +389,9 @@ async fn a_dead_events_body_stays() {
 
     // AND one completed, force-replayed before its worker's late countdown, then failing for good
     let replayed = "evt_dead_after_replay";
-    ledger
-        .create(created(replayed, &big(replayed)), None)
-        .await
-        .unwrap();
+    ledger.create(created(replayed, &big(replayed))).await.unwrap();
     let Claim::Claimed(_claimed) = ledger
-        .claim(&key(replayed), "slow-worker", Duration::from_secs(60), None)
+        .claim(&key(replayed), "slow-worker", Duration::from_secs(60))
         .await
         .unwrap()
     else {
@@ -414,11 +399,11 @@ async fn a_dead_events_body_stays() {
     };
     let completed = Settlement::Completed { retention: RETENTION };
     ledger
-        .settle(&key(replayed), "slow-worker", completed, None)
+        .settle(&key(replayed), "slow-worker", completed)
         .await
         .unwrap();
     assert_eq!(
-        ledger.replay(&key(replayed), true, None).await.unwrap(),
+        ledger.replay(&key(replayed), true).await.unwrap(),
         Replay::Replayed
     );
     ledger.completed(&key(replayed), "slow-worker").await.unwrap();
@@ -441,7 +426,7 @@ async fn a_dead_events_body_stays() {
     for id in [redriven, replayed] {
         let r = record(&records, id);
         assert_eq!(r.status, "DEAD", "{r:?}");
-        let event = ledger.get(&key(id), None).await.unwrap().unwrap();
+        let event = ledger.get(&key(id)).await.unwrap().unwrap();
         assert!(event.notified_at.is_some(), "{id}: alarm not recorded");
         let (_, tags, _) = objects
             .iter()
@@ -515,12 +500,9 @@ async fn the_countdown_acts_on_the_object_the_record_names() {
         Duration::ZERO,
     );
     let inline = serde_json::json!({"id": "evt_inline", "pad": "ab".repeat(150 * 1024)}).to_string();
-    counted
-        .create(created("evt_inline", &inline), None)
-        .await
-        .unwrap();
+    counted.create(created("evt_inline", &inline)).await.unwrap();
     let Claim::Claimed(claimed) = counted
-        .claim(&key("evt_inline"), "w", Duration::from_secs(60), None)
+        .claim(&key("evt_inline"), "w", Duration::from_secs(60))
         .await
         .unwrap()
     else {
@@ -528,10 +510,7 @@ async fn the_countdown_acts_on_the_object_the_record_names() {
     };
     assert_eq!(claimed.payload.len(), inline.len());
     let completed = Settlement::Completed { retention: RETENTION };
-    counted
-        .settle(&key("evt_inline"), "w", completed, None)
-        .await
-        .unwrap();
+    counted.settle(&key("evt_inline"), "w", completed).await.unwrap();
     // WHEN its body's retention starts THEN S3 is not asked anything
     counted.completed(&key("evt_inline"), "w").await.unwrap();
     let calls = counter.take();

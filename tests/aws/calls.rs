@@ -220,7 +220,7 @@ async fn each_function_calls_exactly_what_its_role_grants() {
         EventId::parse(&format!("evt_{p}_fail")).unwrap(),
     );
     let until = Instant::now() + Duration::from_secs(30);
-    while test_side.ledger.get(&fail, None).await.unwrap().map(|e| e.status) != Some(Status::Dead) {
+    while test_side.ledger.get(&fail).await.unwrap().map(|e| e.status) != Some(Status::Dead) {
         assert!(Instant::now() < until, "not DEAD");
         process(take_messages().await).await;
     }
@@ -241,25 +241,22 @@ async fn each_function_calls_exactly_what_its_role_grants() {
     // and a completed one whose worker died before its body's countdown.
     test_side
         .ledger
-        .create(record(&format!("evt_{p}_lost")), None)
+        .create(record(&format!("evt_{p}_lost")))
         .await
         .unwrap();
     let crashed = key(&format!("evt_{p}_crashed"));
     test_side
         .ledger
-        .create_announced(
-            inbox_core::model::NewEvent {
-                key: crashed.clone(),
-                payload: bytes::Bytes::from(big_body(format!("evt_{p}_crashed"))),
-                ..record(&format!("evt_{p}_crashed"))
-            },
-            None,
-        )
+        .create_announced(inbox_core::model::NewEvent {
+            key: crashed.clone(),
+            payload: bytes::Bytes::from(big_body(format!("evt_{p}_crashed"))),
+            ..record(&format!("evt_{p}_crashed"))
+        })
         .await
         .unwrap();
     let claimed = test_side
         .ledger
-        .claim(&crashed, "died", Duration::from_millis(1), None)
+        .claim(&crashed, "died", Duration::from_millis(1))
         .await
         .unwrap();
     assert!(matches!(claimed, Claim::Claimed(_)), "{claimed:?}");
@@ -268,7 +265,7 @@ async fn each_function_calls_exactly_what_its_role_grants() {
     };
     test_side
         .ledger
-        .settle(&crashed, "died", completed, None)
+        .settle(&crashed, "died", completed)
         .await
         .unwrap();
     let unannounced = big_body(format!("evt_{p}_unannounced"));
@@ -280,7 +277,7 @@ async fn each_function_calls_exactly_what_its_role_grants() {
     );
     test_side
         .ledger
-        .mark_dead(&unannounced, "for the sweeper's alarm", None)
+        .mark_dead(&unannounced, "for the sweeper's alarm")
         .await
         .unwrap();
     let report = functions::sweeper(&sweeper).await.unwrap();

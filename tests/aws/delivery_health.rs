@@ -122,7 +122,7 @@ async fn delivery_health_alarms_fire_on_what_the_functions_emit_and_only_then() 
     }
     let gh = SourceName::parse("gh").unwrap();
     let again = EventKey::new(gh, EventId::parse("d-again").unwrap());
-    let again = stack.rt.ledger.get(&again, None).await.unwrap();
+    let again = stack.rt.ledger.get(&again).await.unwrap();
     let again = again.expect("the resent body was stored");
     assert_eq!(again.resent_of.as_ref().map(EventId::as_str), Some("d-first"));
     let lines = emf::lines(&stack.rt.metrics);
@@ -224,7 +224,7 @@ async fn dead_letters_and_lost_enqueues_fire_their_alarms() {
         Some(Status::Received)
     );
     // No message vouches for it: its record is in the sparse index, where the sweeper finds it.
-    let due = stack.rt.ledger.due(Duration::MAX, None, 10).await.unwrap();
+    let due = stack.rt.ledger.due(Duration::MAX, 10).await.unwrap();
     assert_eq!(
         due.iter().map(|e| e.event_id.as_str()).collect::<Vec<_>>(),
         ["evt_orphan"]

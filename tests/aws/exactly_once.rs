@@ -413,13 +413,7 @@ async fn the_wallet_refuses_an_overdraft_and_a_lost_lease_without_applying_anyth
     settle_until(&stack, "evt_fund", Status::Completed).await;
     assert_eq!(wallet.balance("acc_x").await.unwrap(), 100);
     // AND the wallet's settle is the ledger's: no lease left, the retention's expiry
-    let funded = stack
-        .rt
-        .ledger
-        .get(&key("evt_fund"), None)
-        .await
-        .unwrap()
-        .unwrap();
+    let funded = stack.rt.ledger.get(&key("evt_fund")).await.unwrap().unwrap();
     let completed_at = funded.completed_at.unwrap();
     let retention = i64::try_from(stack.rt.config.retention.as_millis()).unwrap();
     assert_eq!(
@@ -431,13 +425,7 @@ async fn the_wallet_refuses_an_overdraft_and_a_lost_lease_without_applying_anyth
     // WHEN a debit of 250 arrives, THEN it is DEAD at once and the balance is unchanged
     deliver(&stack, &wallet_body("evt_overdraft", false, "acc_x", 250)).await;
     settle_until(&stack, "evt_overdraft", Status::Dead).await;
-    let dead = stack
-        .rt
-        .ledger
-        .get(&key("evt_overdraft"), None)
-        .await
-        .unwrap()
-        .unwrap();
+    let dead = stack.rt.ledger.get(&key("evt_overdraft")).await.unwrap().unwrap();
     assert!(
         dead.last_error.as_deref().unwrap().contains("insufficient funds"),
         "{:?}",
@@ -449,25 +437,22 @@ async fn the_wallet_refuses_an_overdraft_and_a_lost_lease_without_applying_anyth
     // WHEN a worker whose lease ran out runs a debit of 30 after another worker claimed it
     let ledger = stack.rt.ledger.clone();
     ledger
-        .create(
-            inbox_core::model::NewEvent {
-                event_type: Some("wallet.debit".into()),
-                payload: bytes::Bytes::from(wallet_body("evt_stale", false, "acc_x", 30)),
-                ..record("evt_stale")
-            },
-            None,
-        )
+        .create(inbox_core::model::NewEvent {
+            event_type: Some("wallet.debit".into()),
+            payload: bytes::Bytes::from(wallet_body("evt_stale", false, "acc_x", 30)),
+            ..record("evt_stale")
+        })
         .await
         .unwrap();
     let Claim::Claimed(late) = ledger
-        .claim(&key("evt_stale"), "w1", Duration::ZERO, None)
+        .claim(&key("evt_stale"), "w1", Duration::ZERO)
         .await
         .unwrap()
     else {
         panic!("w1 did not claim")
     };
     let Claim::Claimed(owner) = ledger
-        .claim(&key("evt_stale"), "w2", Duration::from_secs(60), None)
+        .claim(&key("evt_stale"), "w2", Duration::from_secs(60))
         .await
         .unwrap()
     else {

@@ -40,20 +40,11 @@ async fn receiver_to_completed_with_the_happy_path_call_budget() {
         ]),
         "receiver calls"
     );
-    let stored = stack
-        .rt
-        .ledger
-        .get(&key("evt_happy"), None)
-        .await
-        .unwrap()
-        .unwrap();
+    let stored = stack.rt.ledger.get(&key("evt_happy")).await.unwrap().unwrap();
     assert_eq!(stored.status, Status::Received);
     assert_eq!(stored.payload.as_ref(), stripe_body("evt_happy").as_bytes());
     // AND its message went out first, so the record took no sparse-index entry: nothing is due for the sweeper
-    assert_eq!(
-        stack.rt.ledger.due(Duration::MAX, None, 10).await.unwrap(),
-        vec![]
-    );
+    assert_eq!(stack.rt.ledger.due(Duration::MAX, 10).await.unwrap(), vec![]);
     stack.counter.take(); // the reads above are the test's, not the runtime's
 
     // AND the processor completes it with at most two conditional writes (plus the poller's receive/delete)
@@ -118,7 +109,7 @@ async fn a_message_sent_ahead_of_its_record_waits_for_it_until_it_cannot_come() 
     let ledger = stack.rt.ledger.clone();
     let create = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(150)).await;
-        ledger.create_announced(record("evt_late"), None).await.unwrap()
+        ledger.create_announced(record("evt_late")).await.unwrap()
     });
     let response = functions::processor(&stack.rt, batch(records), deadline()).await;
     create.await.unwrap();
@@ -167,9 +158,9 @@ async fn an_id_reused_after_retention_runs_even_when_its_message_beats_the_repla
     let (ledger, queue) = (&stack.rt.ledger, &stack.rt.resources.queue_url);
 
     // GIVEN a completed event past its retention, not deleted yet
-    ledger.create(record("evt_reused"), None).await.unwrap();
+    ledger.create(record("evt_reused")).await.unwrap();
     let Claim::Claimed(_) = ledger
-        .claim(&key("evt_reused"), "w", Duration::from_secs(60), None)
+        .claim(&key("evt_reused"), "w", Duration::from_secs(60))
         .await
         .unwrap()
     else {
@@ -178,9 +169,9 @@ async fn an_id_reused_after_retention_runs_even_when_its_message_beats_the_repla
     let done = Settlement::Completed {
         retention: Duration::ZERO,
     };
-    ledger.settle(&key("evt_reused"), "w", done, None).await.unwrap();
+    ledger.settle(&key("evt_reused"), "w", done).await.unwrap();
     tokio::time::sleep(Duration::from_millis(1100)).await; // `expires_at` counts whole seconds
-    assert_eq!(ledger.get(&key("evt_reused"), None).await.unwrap(), None);
+    assert_eq!(ledger.get(&key("evt_reused")).await.unwrap(), None);
     // WHEN the id comes again: its message goes first, and the processor gets it before the replace lands
     let until = inbox_core::time::now_ms() + 60_000;
     stack.rt.queue.announce(&key("evt_reused"), until).await.unwrap();
@@ -190,7 +181,7 @@ async fn an_id_reused_after_retention_runs_even_when_its_message_beats_the_repla
     // THEN the message is kept for the record to come, not dropped on the old one
     assert_eq!(early.batch_item_failures.len(), 1, "{early:?}");
     assert_eq!(
-        ledger.create_announced(record("evt_reused"), None).await.unwrap(),
+        ledger.create_announced(record("evt_reused")).await.unwrap(),
         inbox_core::ports::Created::New
     );
     let late = functions::processor(&stack.rt, batch(records), deadline()).await;
@@ -215,13 +206,7 @@ async fn bad_requests_change_nothing() {
     let app = inbox_core::receiver::router(stack.rt.receiver(), false);
     let request = lambda_http::request::from_str(&event.to_string()).unwrap();
     assert_eq!(app.oneshot(request).await.unwrap().status().as_u16(), 401);
-    assert!(stack
-        .rt
-        .ledger
-        .get(&key("evt_forged"), None)
-        .await
-        .unwrap()
-        .is_none());
+    assert!(stack.rt.ledger.get(&key("evt_forged")).await.unwrap().is_none());
     assert_eq!(poll_once(&stack, 1).await, 0, "nothing enqueued");
 }
 
@@ -290,13 +275,7 @@ async fn retryable_forever_is_redriven_marked_dead_notified_once_and_replayed() 
     assert!(response.batch_item_failures.is_empty());
     let again = functions::alarm(&stack.rt, batch(dead_letters)).await;
     assert!(again.batch_item_failures.is_empty());
-    let dead = stack
-        .rt
-        .ledger
-        .get(&key("evt_doomed"), None)
-        .await
-        .unwrap()
-        .unwrap();
+    let dead = stack.rt.ledger.get(&key("evt_doomed")).await.unwrap().unwrap();
     assert_eq!(dead.status, Status::Dead);
     assert_eq!(dead.last_error.as_deref(), Some(functions::REDRIVEN));
     let mut notes = Vec::new();
@@ -310,12 +289,7 @@ async fn retryable_forever_is_redriven_marked_dead_notified_once_and_replayed() 
     // AND a replay with the downstream fixed completes it
     stack.switch.failing.store(false, Ordering::SeqCst);
     assert_eq!(
-        stack
-            .rt
-            .ledger
-            .replay(&key("evt_doomed"), false, None)
-            .await
-            .unwrap(),
+        stack.rt.ledger.replay(&key("evt_doomed"), false).await.unwrap(),
         inbox_core::ports::Replay::Replayed
     );
     stack
@@ -329,7 +303,7 @@ async fn retryable_forever_is_redriven_marked_dead_notified_once_and_replayed() 
         stack
             .rt
             .ledger
-            .get(&key("evt_doomed"), None)
+            .get(&key("evt_doomed"))
             .await
             .unwrap()
             .unwrap()
@@ -345,21 +319,18 @@ async fn the_sweeper_finishes_every_crash_state() {
     let ledger = stack.rt.ledger.clone();
     let new = record;
     // GIVEN a record whose enqueue failed (written unannounced, so in the sparse index)
-    ledger.create(new("evt_never_enqueued"), None).await.unwrap();
+    ledger.create(new("evt_never_enqueued")).await.unwrap();
     // AND one FAILED whose retry message was lost
-    ledger.create(new("evt_lost_retry"), None).await.unwrap();
+    ledger.create(new("evt_lost_retry")).await.unwrap();
     ledger
-        .claim(&key("evt_lost_retry"), "w", Duration::from_secs(60), None)
+        .claim(&key("evt_lost_retry"), "w", Duration::from_secs(60))
         .await
         .unwrap();
     let failed = Settlement::Failed {
         error: "HTTP 503".into(),
         delay: Duration::ZERO,
     };
-    ledger
-        .settle(&key("evt_lost_retry"), "w", failed, None)
-        .await
-        .unwrap();
+    ledger.settle(&key("evt_lost_retry"), "w", failed).await.unwrap();
     tokio::time::sleep(Duration::from_millis(20)).await;
     // (A PROCESSING record whose worker died is not the sweeper's on AWS: its message comes back. See
     // `crash_after_claim_is_finished_by_its_message_not_the_sweeper`.)

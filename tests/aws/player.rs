@@ -69,7 +69,7 @@ async fn the_player_runs_the_flow_through_the_invoke_api() {
     let wait = Duration::from_secs(2);
     let status = |id: &'static str| {
         let rt = rt.clone();
-        async move { rt.ledger.get(&key(id), None).await.unwrap().map(|e| e.status) }
+        async move { rt.ledger.get(&key(id)).await.unwrap().map(|e| e.status) }
     };
 
     // A delivered event: the processor completes it and its message is deleted.

@@ -134,7 +134,7 @@ async fn a_signed_sendgrid_batch_is_stored_in_one_transaction_and_each_item_runs
         let stored = stack
             .rt
             .ledger
-            .get(&key, None)
+            .get(&key)
             .await
             .unwrap()
             .expect("each item is stored");
@@ -150,7 +150,7 @@ async fn a_signed_sendgrid_batch_is_stored_in_one_transaction_and_each_item_runs
             if stack
                 .rt
                 .ledger
-                .get(&key, None)
+                .get(&key)
                 .await
                 .unwrap()
                 .is_some_and(|e| e.status == Status::Completed)

@@ -184,13 +184,10 @@ async fn the_reconciler_function_recovers_the_window_with_one_write_per_missing_
     let events_now = stack
         .rt
         .ledger
-        .list(
-            &ListFilter {
-                limit: 10_000,
-                ..Default::default()
-            },
-            None,
-        )
+        .list(&ListFilter {
+            limit: 10_000,
+            ..Default::default()
+        })
         .await
         .unwrap();
     let stored: BTreeSet<String> = events_now.iter().map(|e| e.event_id.to_string()).collect();
@@ -418,13 +415,10 @@ async fn the_reconciler_function_recovers_a_lossy_delivery_for_three_providers()
     let events_now = stack
         .rt
         .ledger
-        .list(
-            &ListFilter {
-                limit: 10_000,
-                ..Default::default()
-            },
-            None,
-        )
+        .list(&ListFilter {
+            limit: 10_000,
+            ..Default::default()
+        })
         .await
         .unwrap();
     for run in &report.sources {

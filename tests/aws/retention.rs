@@ -29,7 +29,7 @@ async fn a_body_in_s3_expires_within_a_day_of_its_event_and_a_dead_ones_never() 
     stack
         .rt
         .ledger
-        .mark_dead(&key("evt_big_dead"), "buried by the test", None)
+        .mark_dead(&key("evt_big_dead"), "buried by the test")
         .await
         .unwrap();
     poll_until(&stack, "evt_big_done", Status::Completed, Duration::from_secs(30)).await;
@@ -44,13 +44,7 @@ async fn a_body_in_s3_expires_within_a_day_of_its_event_and_a_dead_ones_never() 
     };
     let objects = bodies_in_s3(&sdk, &stack).await;
     assert_eq!(objects.len(), 2, "{objects:?}");
-    let done = stack
-        .rt
-        .ledger
-        .get(&key("evt_big_done"), None)
-        .await
-        .unwrap()
-        .unwrap();
+    let done = stack.rt.ledger.get(&key("evt_big_done")).await.unwrap().unwrap();
     let event_expiry = done.expires_at.unwrap();
     let body_expiry = expiry_of(&objects, "evt_big_done").expect("the completed event's body expires");
     assert!(
@@ -63,12 +57,7 @@ async fn a_body_in_s3_expires_within_a_day_of_its_event_and_a_dead_ones_never() 
     // AND a forced replay gives the reopened event a copy of the body that does not count down (pending until its
     // claim keeps it: gone only after any message could have been claimed), then starts it over. An event's newest
     // object lists first under its prefix.
-    let replay = stack
-        .rt
-        .ledger
-        .replay(&key("evt_big_done"), true, None)
-        .await
-        .unwrap();
+    let replay = stack.rt.ledger.replay(&key("evt_big_done"), true).await.unwrap();
     assert_eq!(replay, inbox_core::ports::Replay::Replayed);
     let reopened = expiry_of(&bodies_in_s3(&sdk, &stack).await, "evt_big_done");
     let two_weeks = inbox_core::time::now_ms() + 14 * 86_400_000;
@@ -80,13 +69,7 @@ async fn a_body_in_s3_expires_within_a_day_of_its_event_and_a_dead_ones_never() 
         .await
         .unwrap();
     poll_until(&stack, "evt_big_done", Status::Completed, Duration::from_secs(30)).await;
-    let again = stack
-        .rt
-        .ledger
-        .get(&key("evt_big_done"), None)
-        .await
-        .unwrap()
-        .unwrap();
+    let again = stack.rt.ledger.get(&key("evt_big_done")).await.unwrap().unwrap();
     let body_expiry = expiry_of(&bodies_in_s3(&sdk, &stack).await, "evt_big_done").unwrap();
     let event_expiry = again.expires_at.unwrap();
     assert!((event_expiry..=event_expiry + 86_400_000).contains(&body_expiry));
@@ -94,7 +77,7 @@ async fn a_body_in_s3_expires_within_a_day_of_its_event_and_a_dead_ones_never() 
         stack
             .rt
             .ledger
-            .get(&key("evt_big_done"), None)
+            .get(&key("evt_big_done"))
             .await
             .unwrap()
             .unwrap()

@@ -297,7 +297,7 @@ pub async fn status_of(stack: &Stack, id: &str) -> Option<(Status, u32)> {
     stack
         .rt
         .ledger
-        .get(&key(id), None)
+        .get(&key(id))
         .await
         .unwrap()
         .map(|e| (e.status, e.attempts))
@@ -355,7 +355,7 @@ pub async fn all_events(stack: &Stack) -> Vec<Record> {
         limit: 10_000,
         ..Default::default()
     };
-    stack.rt.ledger.list(&filter, None).await.unwrap()
+    stack.rt.ledger.list(&filter).await.unwrap()
 }
 
 /// The functions' clients, their DynamoDB and SQS calls counted by `counter`.

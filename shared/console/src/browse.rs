@@ -23,14 +23,11 @@ pub(crate) async fn overview(State(console): State<Arc<Console>>) -> Result<Resp
     let summary = counts.summary.as_ref();
     let dead = console
         .ledger
-        .list(
-            &ListFilter {
-                status: Some(Status::Dead),
-                limit: 20,
-                ..Default::default()
-            },
-            None,
-        )
+        .list(&ListFilter {
+            status: Some(Status::Dead),
+            limit: 20,
+            ..Default::default()
+        })
         .await?;
     // Every source the config says reconciles, run yet or not; without the config, those counted here that have
     // a checkpoint (on DynamoDB only the sources with failed or dead events are counted).
@@ -68,7 +65,7 @@ pub(crate) async fn events(
     Query(filters): Query<Filters>,
 ) -> Result<Response, ConsoleError> {
     let filter = filters.parse(PAGE_SIZE + 1)?;
-    let mut events = console.ledger.list(&filter, None).await?;
+    let mut events = console.ledger.list(&filter).await?;
     let next = (events.len() > PAGE_SIZE).then(|| {
         events.truncate(PAGE_SIZE);
         events.last().map(Cursor::after)
@@ -94,7 +91,7 @@ pub(crate) async fn event(
     Query(q): Query<KeyQuery>,
 ) -> Result<Response, ConsoleError> {
     let key = q.key()?;
-    let Some(event) = console.ledger.get(&key, None).await? else {
+    let Some(event) = console.ledger.get(&key).await? else {
         return Err(ConsoleError::NotFound);
     };
     Ok(pages::event(
@@ -112,7 +109,7 @@ pub(crate) async fn raw(
     Query(q): Query<KeyQuery>,
 ) -> Result<Response, ConsoleError> {
     let key = q.key()?;
-    let Some(event) = console.ledger.get(&key, None).await? else {
+    let Some(event) = console.ledger.get(&key).await? else {
         return Err(ConsoleError::NotFound);
     };
     let name: String = format!("{}-{}", key.source, key.event_id)

@@ -38,7 +38,7 @@ impl Taken {
         queue: Option<&dyn Queue>,
     ) -> Result<Self, StoreError> {
         let when = inbox_core::time::now_ms();
-        let mut summary = ledger.summary(None).await?;
+        let mut summary = ledger.summary().await?;
         let mut depth = None;
         if let Some(queue) = queue {
             match queue.depth().await {

@@ -37,7 +37,7 @@ pub async fn replay_event(
     key: &EventKey,
     force: bool,
 ) -> Result<Replayed, StoreError> {
-    match ledger.replay(key, force, None).await? {
+    match ledger.replay(key, force).await? {
         Replay::Replayed => {
             if let Some(queue) = queue {
                 if let Err(e) = queue.enqueue(key, Duration::ZERO).await {
@@ -115,7 +115,7 @@ pub(crate) async fn confirm_replay(
     filters.before.clear();
     let filter = filters.parse(usize::MAX)?;
     let force = replayable(&filter)?;
-    let matching = console.ledger.list(&filter, None).await?;
+    let matching = console.ledger.list(&filter).await?;
     Ok(pages::confirm(&filters, matching.len(), force, &console.csrf(&session)).into_response())
 }
 
@@ -137,7 +137,7 @@ pub(crate) async fn replay_many(
     form.filters.before.clear();
     let filter = form.filters.parse(usize::MAX)?;
     let force = replayable(&filter)?;
-    let matching = console.ledger.list(&filter, None).await?;
+    let matching = console.ledger.list(&filter).await?;
     if form.expected != Some(matching.len()) {
         return Ok(
             pages::confirm(&form.filters, matching.len(), force, &console.csrf(&session)).into_response(),

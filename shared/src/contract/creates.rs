@@ -10,10 +10,10 @@ use crate::ports::{Claim, Created, Settled};
 
 pub async fn create_is_conditional_and_durable(h: &dyn Harness) {
     let l = h.open(LONG).await;
-    assert_eq!(l.create(new_event("e1", "{}"), None).await.unwrap(), Created::New);
-    let since = l.get(&key("e1"), None).await.unwrap().unwrap().updated_at;
+    assert_eq!(l.create(new_event("e1", "{}")).await.unwrap(), Created::New);
+    let since = l.get(&key("e1")).await.unwrap().unwrap().updated_at;
     assert_eq!(
-        l.create(new_event("e1", "{\"other\":1}"), None).await.unwrap(),
+        l.create(new_event("e1", "{\"other\":1}")).await.unwrap(),
         Created::Duplicate {
             event_id: key("e1").event_id,
             status: Status::Received,
@@ -26,7 +26,7 @@ pub async fn create_is_conditional_and_durable(h: &dyn Harness) {
     drop(l);
     // GIVEN a fresh handle on the same store WHEN reading THEN the first payload is there.
     let l = h.open(LONG).await;
-    let e = l.get(&key("e1"), None).await.unwrap().unwrap();
+    let e = l.get(&key("e1")).await.unwrap().unwrap();
     assert_eq!(e.payload.as_ref(), b"{}");
     assert_eq!(e.status, Status::Received);
     assert_eq!(e.event_type.as_deref(), Some("t.created"));
@@ -40,7 +40,7 @@ pub async fn create_is_conditional_and_durable(h: &dyn Harness) {
         (h.now(), h.now()),
         "stamped on the store's clock"
     );
-    assert!(l.get(&key("absent"), None).await.unwrap().is_none());
+    assert!(l.get(&key("absent")).await.unwrap().is_none());
 }
 
 pub async fn concurrent_creates_of_one_event_make_one_record(h: &dyn Harness) {
@@ -48,7 +48,7 @@ pub async fn concurrent_creates_of_one_event_make_one_record(h: &dyn Harness) {
     let tasks: Vec<_> = (0..50)
         .map(|_| {
             let l = l.clone();
-            tokio::spawn(async move { l.create(new_event("same", "{}"), None).await.unwrap() })
+            tokio::spawn(async move { l.create(new_event("same", "{}")).await.unwrap() })
         })
         .collect();
     let mut created = 0;
@@ -58,7 +58,7 @@ pub async fn concurrent_creates_of_one_event_make_one_record(h: &dyn Harness) {
         }
     }
     assert_eq!(created, 1, "{ATOMICITY}");
-    assert_eq!(l.list(&super::all(100), None).await.unwrap().len(), 1);
+    assert_eq!(l.list(&super::all(100)).await.unwrap().len(), 1);
 }
 
 /// `create_claimed`: a store that claims in a create ([`Capabilities::claims_in_create`]) makes the record
@@ -73,7 +73,7 @@ pub async fn a_create_claimed_is_processing_under_its_lease_where_the_store_clai
     let claims_in_create = l.capabilities().claims_in_create;
     let body = r#"{"id":"c1","data":{"object":"charge","amount":2000}}"#;
     let (created, claimed) = l
-        .create_claimed(new_event("c1", body), "w:1", LONG, None)
+        .create_claimed(new_event("c1", body), "w:1", LONG)
         .await
         .unwrap();
     assert_eq!(created, Created::New);
@@ -82,7 +82,7 @@ pub async fn a_create_claimed_is_processing_under_its_lease_where_the_store_clai
         claims_in_create,
         "claimed in the create: {claimed:?}"
     );
-    let stored = l.get(&key("c1"), None).await.unwrap().unwrap();
+    let stored = l.get(&key("c1")).await.unwrap().unwrap();
     match claimed {
         Some(event) => {
             assert_eq!(event.status, Status::Processing);
@@ -95,33 +95,27 @@ pub async fn a_create_claimed_is_processing_under_its_lease_where_the_store_clai
             assert_eq!(event, stored);
             // Another worker cannot take it while the lease lives; its owner settles it.
             assert_eq!(
-                l.claim(&key("c1"), "w:2", LONG, None).await.unwrap(),
+                l.claim(&key("c1"), "w:2", LONG).await.unwrap(),
                 Claim::OwnedElsewhere
             );
             assert_eq!(
-                l.settle(&key("c1"), "w:2", RETAIN, None).await.unwrap(),
+                l.settle(&key("c1"), "w:2", RETAIN).await.unwrap(),
                 Settled::LeaseLost
             );
-            assert_eq!(
-                l.settle(&key("c1"), "w:1", RETAIN, None).await.unwrap(),
-                Settled::Done
-            );
+            assert_eq!(l.settle(&key("c1"), "w:1", RETAIN).await.unwrap(), Settled::Done);
         }
         None => {
             assert_eq!(stored.status, Status::Received);
             assert_eq!(stored.attempts, 0);
             assert!(matches!(
-                l.claim(&key("c1"), "w:2", LONG, None).await.unwrap(),
+                l.claim(&key("c1"), "w:2", LONG).await.unwrap(),
                 Claim::Claimed(_)
             ));
-            assert_eq!(
-                l.settle(&key("c1"), "w:2", RETAIN, None).await.unwrap(),
-                Settled::Done
-            );
+            assert_eq!(l.settle(&key("c1"), "w:2", RETAIN).await.unwrap(), Settled::Done);
         }
     }
     let (again, claimed) = l
-        .create_claimed(new_event("c1", body), "w:3", LONG, None)
+        .create_claimed(new_event("c1", body), "w:3", LONG)
         .await
         .unwrap();
     assert!(
@@ -136,7 +130,7 @@ pub async fn a_create_claimed_is_processing_under_its_lease_where_the_store_clai
     );
     assert_eq!(claimed, None);
     assert_eq!(
-        l.get(&key("c1"), None).await.unwrap().unwrap().status,
+        l.get(&key("c1")).await.unwrap().unwrap().status,
         Status::Completed
     );
 }
@@ -151,15 +145,10 @@ pub async fn an_announced_create_is_left_out_of_the_sweep_index_only_where_the_s
 ) {
     let l = h.open(Duration::ZERO).await;
     assert_eq!(
-        l.create_announced(new_event("announced", "a"), None)
-            .await
-            .unwrap(),
+        l.create_announced(new_event("announced", "a")).await.unwrap(),
         Created::New
     );
-    assert_eq!(
-        l.create(new_event("written", "w"), None).await.unwrap(),
-        Created::New
-    );
+    assert_eq!(l.create(new_event("written", "w")).await.unwrap(), Created::New);
     let expected: &[&str] = if l.capabilities().trusts_announcements {
         &["written"]
     } else {
@@ -167,26 +156,24 @@ pub async fn an_announced_create_is_left_out_of_the_sweep_index_only_where_the_s
     };
     let due = eventually(
         &*l,
-        || l.due(Duration::ZERO, None, 100),
+        || l.due(Duration::ZERO, 100),
         |d| d.as_ref().is_ok_and(|d| d.len() >= expected.len()),
     )
     .await;
     let mut due = ids(&due.unwrap());
     due.sort();
     assert_eq!(due, expected);
-    let e = l.get(&key("announced"), None).await.unwrap().unwrap();
+    let e = l.get(&key("announced")).await.unwrap().unwrap();
     assert_eq!((e.status, e.payload.as_ref()), (Status::Received, &b"a"[..]));
     assert!(matches!(
-        l.create_announced(new_event("announced", "b"), None)
-            .await
-            .unwrap(),
+        l.create_announced(new_event("announced", "b")).await.unwrap(),
         Created::Duplicate {
             status: Status::Received,
             ..
         }
     ));
     assert!(matches!(
-        l.claim(&key("announced"), "w", LONG, None).await.unwrap(),
+        l.claim(&key("announced"), "w", LONG).await.unwrap(),
         Claim::Claimed(_)
     ));
 }
@@ -195,13 +182,13 @@ pub async fn an_announced_create_is_left_out_of_the_sweep_index_only_where_the_s
 /// stored, and stores none twice. Its items had no message sent ahead of them: every store indexes them.
 pub async fn a_batch_is_created_in_one_write_and_its_retry_finds_the_items_stored(h: &dyn Harness) {
     let l = h.open(Duration::ZERO).await;
-    l.create(new_event("b1", "first"), None).await.unwrap();
+    l.create(new_event("b1", "first")).await.unwrap();
     let batch = || -> Vec<NewEvent> {
         (0..3)
             .map(|i| new_event(&format!("b{i}"), &format!("item {i}")))
             .collect()
     };
-    let answers = l.create_batch(batch(), None).await.unwrap();
+    let answers = l.create_batch(batch()).await.unwrap();
     assert_eq!(answers.len(), 3);
     assert_eq!((&answers[0], &answers[2]), (&Created::New, &Created::New));
     assert!(
@@ -209,24 +196,24 @@ pub async fn a_batch_is_created_in_one_write_and_its_retry_finds_the_items_store
         "{answers:?}"
     );
     assert_eq!(
-        l.get(&key("b1"), None).await.unwrap().unwrap().payload.as_ref(),
+        l.get(&key("b1")).await.unwrap().unwrap().payload.as_ref(),
         b"first",
         "the first payload stands"
     );
     for i in [0, 2] {
-        let e = l.get(&key(&format!("b{i}")), None).await.unwrap().unwrap();
+        let e = l.get(&key(&format!("b{i}"))).await.unwrap().unwrap();
         assert_eq!(e.payload.as_ref(), format!("item {i}").as_bytes());
         assert_eq!((e.status, e.received_at), (Status::Received, h.now()));
     }
-    let retried = l.create_batch(batch(), None).await.unwrap();
+    let retried = l.create_batch(batch()).await.unwrap();
     assert!(
         retried.iter().all(|c| matches!(c, Created::Duplicate { .. })),
         "{retried:?}"
     );
-    assert_eq!(l.list(&super::all(100), None).await.unwrap().len(), 3);
+    assert_eq!(l.list(&super::all(100)).await.unwrap().len(), 3);
     let due = eventually(
         &*l,
-        || l.due(Duration::ZERO, None, 100),
+        || l.due(Duration::ZERO, 100),
         |d| d.as_ref().is_ok_and(|d| d.len() >= 3),
     )
     .await;
@@ -235,7 +222,7 @@ pub async fn a_batch_is_created_in_one_write_and_its_retry_finds_the_items_store
         3,
         "a batch's items are the sweeper's until their messages go out"
     );
-    assert!(l.create_batch(Vec::new(), None).await.unwrap().is_empty());
+    assert!(l.create_batch(Vec::new()).await.unwrap().is_empty());
 }
 
 /// No item of a batch looks for resent bodies, whatever it asks (a batch's scheme signs each id with its body): a
@@ -247,15 +234,15 @@ pub async fn a_batch_item_looks_for_no_resent_bodies(h: &dyn Harness) {
         resent_bodies: ResentBodies::Marked { within: LONG },
         ..new_event(id, body)
     };
-    assert_eq!(l.create(marked("h1", "same"), None).await.unwrap(), Created::New);
+    assert_eq!(l.create(marked("h1", "same")).await.unwrap(), Created::New);
     let answers = l
-        .create_batch(vec![marked("b1", "same"), marked("b2", "other")], None)
+        .create_batch(vec![marked("b1", "same"), marked("b2", "other")])
         .await
         .unwrap();
     assert_eq!(answers, [Created::New, Created::New]);
-    assert_eq!(l.get(&key("b1"), None).await.unwrap().unwrap().resent_of, None);
+    assert_eq!(l.get(&key("b1")).await.unwrap().unwrap().resent_of, None);
     assert_eq!(
-        l.create(marked("x2", "other"), None).await.unwrap(),
+        l.create(marked("x2", "other")).await.unwrap(),
         Created::New,
         "a batch item's body was remembered"
     );

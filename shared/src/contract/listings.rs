@@ -10,15 +10,15 @@ use crate::ports::{Checkpoint, Created, Cursor, ListFilter};
 pub async fn list_filters_by_status_and_source(h: &dyn Harness) {
     let l = h.open(LONG).await;
     for i in 0..5 {
-        l.create(new_event(&format!("e{i}"), "b"), None).await.unwrap();
+        l.create(new_event(&format!("e{i}"), "b")).await.unwrap();
         // Distinct receive times, so "newest first" is one order.
         h.advance(Duration::from_millis(2));
     }
-    l.claim(&key("e0"), "w", LONG, None).await.unwrap();
+    l.claim(&key("e0"), "w", LONG).await.unwrap();
     let (received, processing) = (of_status(Status::Received), of_status(Status::Processing));
     let received = eventually(
         &*l,
-        || l.list(&received, None),
+        || l.list(&received),
         |r| r.as_ref().is_ok_and(|r| r.len() == 4),
     )
     .await
@@ -27,7 +27,7 @@ pub async fn list_filters_by_status_and_source(h: &dyn Harness) {
     // Lists carry no payloads: a listing answers `Record`s, which have none.
     let processing = eventually(
         &*l,
-        || l.list(&processing, None),
+        || l.list(&processing),
         |r| r.as_ref().is_ok_and(|r| r.len() == 1),
     )
     .await;
@@ -40,7 +40,7 @@ pub async fn list_filters_by_status_and_source(h: &dyn Harness) {
             limit: 100,
             ..Default::default()
         };
-        assert!(l.list(&filter, None).await.unwrap().is_empty(), "{status:?}");
+        assert!(l.list(&filter).await.unwrap().is_empty(), "{status:?}");
     }
     let mine = ListFilter {
         status: Some(Status::Received),
@@ -48,13 +48,9 @@ pub async fn list_filters_by_status_and_source(h: &dyn Harness) {
         limit: 2,
         ..Default::default()
     };
-    assert_eq!(ids(&l.list(&mine, None).await.unwrap()), ["e4", "e3"]);
-    assert_eq!(ids(&l.list(&all(2), None).await.unwrap()), ["e4", "e3"]);
-    assert!(l
-        .list(&of_status(Status::Completed), None)
-        .await
-        .unwrap()
-        .is_empty());
+    assert_eq!(ids(&l.list(&mine).await.unwrap()), ["e4", "e3"]);
+    assert_eq!(ids(&l.list(&all(2)).await.unwrap()), ["e4", "e3"]);
+    assert!(l.list(&of_status(Status::Completed)).await.unwrap().is_empty());
 }
 
 /// The console's filters: type, id, a time range, and cursor pages that neither skip nor repeat.
@@ -64,37 +60,31 @@ pub async fn list_filters_by_type_id_time_and_pages_with_a_cursor(h: &dyn Harnes
     for i in 0..7 {
         let mut e = new_event(&format!("e{i}"), &format!("b{i}"));
         e.event_type = Some(if i % 2 == 0 { "even" } else { "odd" }.into());
-        l.create(e, None).await.unwrap();
-        times.push(
-            l.get(&key(&format!("e{i}")), None)
-                .await
-                .unwrap()
-                .unwrap()
-                .received_at,
-        );
+        l.create(e).await.unwrap();
+        times.push(l.get(&key(&format!("e{i}"))).await.unwrap().unwrap().received_at);
         h.advance(Duration::from_millis(2));
     }
     // GIVEN two of them dead, so the dead listing comes from the sparse index where the store has one.
     for id in ["e1", "e4"] {
-        l.mark_dead(&key(id), "gone", None).await.unwrap();
+        l.mark_dead(&key(id), "gone").await.unwrap();
     }
     let filter = |f: ListFilter| ListFilter { limit: 100, ..f };
     let odd = filter(ListFilter {
         event_type: Some("odd".into()),
         ..Default::default()
     });
-    assert_eq!(ids(&l.list(&odd, None).await.unwrap()), ["e5", "e3", "e1"]);
+    assert_eq!(ids(&l.list(&odd).await.unwrap()), ["e5", "e3", "e1"]);
     let one = filter(ListFilter {
         event_id: Some(EventId::parse("e2").unwrap()),
         ..Default::default()
     });
-    assert_eq!(ids(&l.list(&one, None).await.unwrap()), ["e2"]);
+    assert_eq!(ids(&l.list(&one).await.unwrap()), ["e2"]);
     let window = filter(ListFilter {
         received_from: Some(times[2]),
         received_to: Some(times[5]),
         ..Default::default()
     });
-    assert_eq!(ids(&l.list(&window, None).await.unwrap()), ["e4", "e3", "e2"]);
+    assert_eq!(ids(&l.list(&window).await.unwrap()), ["e4", "e3", "e2"]);
     let dead_even = filter(ListFilter {
         status: Some(Status::Dead),
         event_type: Some("even".into()),
@@ -102,7 +92,7 @@ pub async fn list_filters_by_type_id_time_and_pages_with_a_cursor(h: &dyn Harnes
     });
     let dead_even = eventually(
         &*l,
-        || l.list(&dead_even, None),
+        || l.list(&dead_even),
         |r| r.as_ref().is_ok_and(|r| r.len() == 1),
     )
     .await;
@@ -112,14 +102,11 @@ pub async fn list_filters_by_type_id_time_and_pages_with_a_cursor(h: &dyn Harnes
     let mut before = None;
     loop {
         let page = l
-            .list(
-                &ListFilter {
-                    limit: 3,
-                    before: before.clone(),
-                    ..Default::default()
-                },
-                None,
-            )
+            .list(&ListFilter {
+                limit: 3,
+                before: before.clone(),
+                ..Default::default()
+            })
             .await
             .unwrap();
         let Some(last) = page.last() else { break };
@@ -130,7 +117,7 @@ pub async fn list_filters_by_type_id_time_and_pages_with_a_cursor(h: &dyn Harnes
     // The overview's counts agree with the listings.
     let summary = eventually(
         &*l,
-        || l.summary(None),
+        || l.summary(),
         |s| {
             s.as_ref()
                 .is_ok_and(|s| s.by_status.contains(&(Status::Dead, Some(2))))
@@ -159,9 +146,9 @@ pub async fn list_filters_by_type_id_time_and_pages_with_a_cursor(h: &dyn Harnes
     // An id filtered without its source is found under every source that has it.
     let mut elsewhere = new_event("e2", "b-elsewhere");
     elsewhere.key.source = SourceName::parse("other").unwrap();
-    l.create(elsewhere, None).await.unwrap();
+    l.create(elsewhere).await.unwrap();
     let mut sources: Vec<String> = l
-        .list(&one, None)
+        .list(&one)
         .await
         .unwrap()
         .iter()
@@ -186,11 +173,11 @@ pub async fn listings_and_indexes_hold_only_events(h: &dyn Harness) {
             resent_bodies: bodies,
             ..new_event(id, id)
         };
-        assert_eq!(l.create(event, None).await.unwrap(), Created::New);
+        assert_eq!(l.create(event).await.unwrap(), Created::New);
         // Distinct receive times, so "newest first" is one order.
         h.advance(Duration::from_millis(1));
     }
-    let listed = l.list(&all(100), None).await.unwrap();
+    let listed = l.list(&all(100)).await.unwrap();
     assert_eq!(ids(&listed), ["e2", "e1"], "{listed:?}");
     for status in Status::ALL {
         let want: &[&str] = if status == Status::Received {
@@ -198,7 +185,7 @@ pub async fn listings_and_indexes_hold_only_events(h: &dyn Harness) {
         } else {
             &[]
         };
-        let listed = l.list(&of_status(status), None).await.unwrap();
+        let listed = l.list(&of_status(status)).await.unwrap();
         assert_eq!(ids(&listed), want, "{status}");
     }
     let by_source = ListFilter {
@@ -206,17 +193,17 @@ pub async fn listings_and_indexes_hold_only_events(h: &dyn Harness) {
         limit: 100,
         ..Default::default()
     };
-    assert_eq!(l.list(&by_source, None).await.unwrap().len(), 2);
+    assert_eq!(l.list(&by_source).await.unwrap().len(), 2);
     // A minute on, every one of them is due (no grace: they are due at once).
     h.advance(Duration::from_secs(60));
     let due = eventually(
         &*l,
-        || async { l.due(Duration::ZERO, None, 100).await.unwrap() },
+        || async { l.due(Duration::ZERO, 100).await.unwrap() },
         |d| d.len() >= 2,
     )
     .await;
     assert_eq!(due.len(), 2, "{due:?}");
-    let summary = l.summary(None).await.unwrap();
+    let summary = l.summary().await.unwrap();
     let counted: u64 = summary.by_status.iter().filter_map(|(_, n)| *n).sum();
     assert!(counted <= 2, "{summary:?}");
 }

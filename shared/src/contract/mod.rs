@@ -20,9 +20,10 @@
 //! `trusts_announcements`, a create claims only where `claims_in_create`, and only a store with an
 //! `eventually_consistent_index` is read again ([`eventually`]) before the contract concludes.
 //!
-//! **Time is moved, not slept through.** Every store a harness opens runs on the harness's [`ManualClock`] where a
-//! call passes no time of its own (`now: None`); the contract advances it to expire leases, end backoffs and pass
-//! retention. Only waits for something other than time stay waits: an eventually consistent index.
+//! **Time is moved, not slept through.** Every store a harness opens runs on the harness's [`ManualClock`], the only
+//! time its calls know; the contract advances it (or sets it) to expire leases, end backoffs, pass retention and read
+//! the sweeper's index at a given time. Only waits for something other than time stay waits: an eventually
+//! consistent index.
 #![allow(clippy::unwrap_used, clippy::missing_panics_doc)]
 
 pub mod checkpoints;
@@ -63,7 +64,7 @@ pub trait Harness: Send + Sync + 'static {
     /// The store's name, for messages.
     fn name(&self) -> &'static str;
 
-    /// The clock this test's store runs on where a call passes no time of its own; the contract moves it.
+    /// The clock this test's store runs on; the contract moves it.
     fn clock(&self) -> Arc<ManualClock>;
 
     /// A new handle on this test's store, as a restarted process (or another Lambda) would open it, whose due times

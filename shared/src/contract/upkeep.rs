@@ -13,14 +13,14 @@ use crate::ports::{Claim, GoneOwners, MarkDead, Settlement};
 pub async fn only_the_leases_of_owners_the_store_proves_gone_end_at_once(h: &dyn Harness) {
     let l = h.open(LONG).await;
     for id in ["mine", "theirs"] {
-        l.create(new_event(id, "b"), None).await.unwrap();
+        l.create(new_event(id, "b")).await.unwrap();
     }
-    l.claim(&key("mine"), "me:1:aa", LONG, None).await.unwrap();
-    l.claim(&key("theirs"), "them:1:bb", LONG, None).await.unwrap();
+    l.claim(&key("mine"), "me:1:aa", LONG).await.unwrap();
+    l.claim(&key("theirs"), "them:1:bb", LONG).await.unwrap();
     // Told of no gone owner, no store ends a lease.
-    assert_eq!(l.end_leases(&GoneOwners::None, None).await.unwrap(), 0);
+    assert_eq!(l.end_leases(&GoneOwners::None).await.unwrap(), 0);
     let gone = l.gone_owners("me:1").await.unwrap();
-    let ended = l.end_leases(&gone, None).await.unwrap();
+    let ended = l.end_leases(&gone).await.unwrap();
     let theirs_gone = match &gone {
         GoneOwners::None => false,
         GoneOwners::AllBut(me) => {
@@ -33,14 +33,14 @@ pub async fn only_the_leases_of_owners_the_store_proves_gone_end_at_once(h: &dyn
         }
     };
     assert_eq!(ended, usize::from(theirs_gone), "{gone:?}");
-    let theirs = l.claim(&key("theirs"), "me:1:cc", LONG, None).await.unwrap();
+    let theirs = l.claim(&key("theirs"), "me:1:cc", LONG).await.unwrap();
     if theirs_gone {
         assert!(matches!(theirs, Claim::Claimed(_)), "{theirs:?}");
     } else {
         assert_eq!(theirs, Claim::OwnedElsewhere);
     }
     assert_eq!(
-        l.claim(&key("mine"), "me:1:dd", LONG, None).await.unwrap(),
+        l.claim(&key("mine"), "me:1:dd", LONG).await.unwrap(),
         Claim::OwnedElsewhere,
         "the asker's own lease ended"
     );
@@ -56,13 +56,13 @@ pub async fn an_owner_is_gone_only_while_its_heartbeat_is_out(h: &dyn Harness) {
         return;
     };
     for id in ["a", "b", "c"] {
-        l.create(new_event(id, id), None).await.unwrap();
+        l.create(new_event(id, id)).await.unwrap();
     }
     l.heartbeat("a:1").await.unwrap();
     l.heartbeat("b:1").await.unwrap();
     for (id, owner) in [("a", "a:1:aa"), ("b", "b:1:bb"), ("c", "c:1:cc")] {
         assert!(matches!(
-            l.claim(&key(id), owner, LONG * 10, None).await.unwrap(),
+            l.claim(&key(id), owner, LONG * 10).await.unwrap(),
             Claim::Claimed(_)
         ));
     }
@@ -84,13 +84,9 @@ pub async fn an_owner_is_gone_only_while_its_heartbeat_is_out(h: &dyn Harness) {
     // a:1 beats again after the list was read; c:1 never kept a heartbeat.
     l.heartbeat("a:1").await.unwrap();
     let stale = GoneOwners::These(vec!["a:1".into(), "b:1".into(), "c:1".into()]);
-    assert_eq!(
-        l.end_leases(&stale, None).await.unwrap(),
-        1,
-        "only b:1's lease ends"
-    );
+    assert_eq!(l.end_leases(&stale).await.unwrap(), 1, "only b:1's lease ends");
     for (id, held) in [("a", true), ("b", false), ("c", true)] {
-        let claim = l.claim(&key(id), "me:1:dd", LONG, None).await.unwrap();
+        let claim = l.claim(&key(id), "me:1:dd", LONG).await.unwrap();
         if held {
             assert_eq!(claim, Claim::OwnedElsewhere, "{id}'s lease ended");
         } else {
@@ -114,14 +110,14 @@ pub async fn an_owner_gives_back_every_lease_it_holds(h: &dyn Harness) {
         ("c", "them:1:cc"),
         ("d", "me:10:dd"),
     ] {
-        l.create(new_event(id, "b"), None).await.unwrap();
-        l.claim(&key(id), owner, LONG, None).await.unwrap();
+        l.create(new_event(id, "b")).await.unwrap();
+        l.claim(&key(id), owner, LONG).await.unwrap();
     }
-    assert_eq!(l.give_back("me:1", None).await.unwrap(), 2);
+    assert_eq!(l.give_back("me:1").await.unwrap(), 2);
     for id in ["a", "b"] {
         assert!(
             matches!(
-                l.claim(&key(id), "next:1:ee", LONG, None).await.unwrap(),
+                l.claim(&key(id), "next:1:ee", LONG).await.unwrap(),
                 Claim::Claimed(_)
             ),
             "{id} was not given back"
@@ -129,12 +125,12 @@ pub async fn an_owner_gives_back_every_lease_it_holds(h: &dyn Harness) {
     }
     for id in ["c", "d"] {
         assert_eq!(
-            l.claim(&key(id), "next:1:ff", LONG, None).await.unwrap(),
+            l.claim(&key(id), "next:1:ff", LONG).await.unwrap(),
             Claim::OwnedElsewhere,
             "{id} was given back by another owner"
         );
     }
-    assert_eq!(l.give_back("me:1", None).await.unwrap(), 0);
+    assert_eq!(l.give_back("me:1").await.unwrap(), 0);
 }
 
 /// Retention deletes completed events past it, however many calls it takes, and never an open, a dead or a live
@@ -144,22 +140,22 @@ pub async fn a_purge_deletes_only_completed_events_past_retention(h: &dyn Harnes
     let l = h.open(LONG).await;
     let hour = Duration::from_secs(3600);
     for id in ["open", "dead", "kept", "old1", "old2", "old3"] {
-        l.create(new_event(id, id), None).await.unwrap();
+        l.create(new_event(id, id)).await.unwrap();
     }
     assert!(matches!(
-        l.mark_dead(&key("dead"), "gone", None).await.unwrap(),
+        l.mark_dead(&key("dead"), "gone").await.unwrap(),
         MarkDead::NewlyDead(_)
     ));
     for (id, retention) in [("kept", hour * 2), ("old1", hour), ("old2", hour), ("old3", hour)] {
-        l.claim(&key(id), "w:1:aa", LONG, None).await.unwrap();
-        l.settle(&key(id), "w:1:aa", Settlement::Completed { retention }, None)
+        l.claim(&key(id), "w:1:aa", LONG).await.unwrap();
+        l.settle(&key(id), "w:1:aa", Settlement::Completed { retention })
             .await
             .unwrap();
     }
     h.advance(hour);
     let mut purged = 0;
     for _ in 0..10 {
-        let step = l.purge(2, None).await.unwrap();
+        let step = l.purge(2).await.unwrap();
         assert!(step.events <= 2, "{step:?}");
         purged += step.events;
         if !step.full(2) {
@@ -167,17 +163,13 @@ pub async fn a_purge_deletes_only_completed_events_past_retention(h: &dyn Harnes
         }
     }
     assert!(purged == 3 || purged == 0, "purged {purged} of 3 expired events");
-    assert_eq!(
-        l.purge(2, None).await.unwrap().events,
-        0,
-        "a second purge found more"
-    );
+    assert_eq!(l.purge(2).await.unwrap().events, 0, "a second purge found more");
     for (id, status) in [
         ("open", Status::Received),
         ("dead", Status::Dead),
         ("kept", Status::Completed),
     ] {
-        let e = l.get(&key(id), None).await.unwrap();
+        let e = l.get(&key(id)).await.unwrap();
         assert_eq!(e.map(|e| e.status), Some(status), "{id}");
     }
     let olds: Vec<EventId> = ["old1", "old2", "old3"]
@@ -185,7 +177,7 @@ pub async fn a_purge_deletes_only_completed_events_past_retention(h: &dyn Harnes
         .map(|id| EventId::parse(id).unwrap())
         .collect();
     for id in &olds {
-        assert!(l.get(&key(id.as_str()), None).await.unwrap().is_none());
+        assert!(l.get(&key(id.as_str())).await.unwrap().is_none());
     }
     // Deleted, they are gone for reconciliation too; kept until the store's own retention runs, they are present.
     let present = l.present(&source(), &olds).await.unwrap();
@@ -218,7 +210,7 @@ pub async fn a_role_has_one_holder_at_a_time_where_many_share_the_store(h: &dyn 
         "another role has a holder of its own"
     );
     // Giving back its leases at shutdown gives back its roles: the next asker leads, in a later term.
-    l.give_back("a:1", None).await.unwrap();
+    l.give_back("a:1").await.unwrap();
     let next = l.lead("sweep", "b:1", hold).await.unwrap();
     assert!(next > first, "{next:?} after {first:?}");
 }

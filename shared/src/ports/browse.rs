@@ -9,10 +9,10 @@ use crate::model::{EventId, Record, SourceName, Status};
 /// records without their bodies; a completed record past retention is left out.
 #[async_trait]
 pub trait Browse: Send + Sync + 'static {
-    async fn list(&self, filter: &ListFilter, now: Option<i64>) -> Result<Vec<Record>, StoreError>;
+    async fn list(&self, filter: &ListFilter) -> Result<Vec<Record>, StoreError>;
 
     /// Counts for the operator console, as cheaply as the store can say them (a count that would scan is `None`).
-    async fn summary(&self, now: Option<i64>) -> Result<Summary, StoreError>;
+    async fn summary(&self) -> Result<Summary, StoreError>;
 
     /// Whether listing `filter` reads the whole table on this store (without
     /// [`Capabilities::indexes_every_listing`](super::Capabilities::indexes_every_listing)): the console says so

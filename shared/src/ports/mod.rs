@@ -3,10 +3,11 @@
 //! SQS or the in-process queue). Expected races are outcomes ([`outcomes`]), not errors. What each port promises, and
 //! which store does what: docs/DESIGN.md, "What each port promises".
 //!
-//! **Time.** A store call that depends on time takes `now: Option<i64>` (UTC ms): given, it is the time of the call
-//! (a test's, a simulation's); `None` is the store's own clock, the one its leases, due times and retention are
-//! measured on: the clock the store was built with (the system's by default: SQLite's writer and DynamoDB's callers
-//! read it, as the reference store does), or the database's `now()` where the store has one of its own.
+//! **Time.** A store call that depends on time runs at the store's own clock, the one its leases, due times and
+//! retention are measured on, and the only one: the clock the store was built with (the system's by default: SQLite's
+//! writer and DynamoDB's callers read it, as the reference store does), or the database's `now()` where the store has
+//! one of its own. A test or a simulation moves time by building the store on a clock it drives
+//! ([`crate::clock::ManualClock`]); no call carries a time of its own.
 
 mod browse;
 mod checkpoint;
@@ -32,13 +33,13 @@ pub trait Ledger: Send + Sync + 'static {
 
     /// Creates `event` as RECEIVED unless `(source, event_id)` exists: then it answers the one in the way, whose
     /// first payload stands.
-    async fn create(&self, event: NewEvent, now: Option<i64>) -> Result<Created, StoreError>;
+    async fn create(&self, event: NewEvent) -> Result<Created, StoreError>;
 
     /// [`Ledger::create`] of an event whose queue message went out before it (the AWS intake,
     /// `intake::Order::AnnounceThenWrite`): a store whose queue vouches for announced records
     /// ([`Capabilities::trusts_announcements`]) leaves it out of the sweeper's index; any other creates it as
     /// `create` does.
-    async fn create_announced(&self, event: NewEvent, now: Option<i64>) -> Result<Created, StoreError>;
+    async fn create_announced(&self, event: NewEvent) -> Result<Created, StoreError>;
 
     /// The events of one batched delivery, made durable in one atomic write: every item is created (or found a
     /// duplicate) or, on an error, none is. A retried batch finds the items already stored as duplicates and
@@ -46,8 +47,7 @@ pub trait Ledger: Send + Sync + 'static {
     /// `resent_bodies` is read as [`ResentBodies::Ignored`]): a batch's scheme signs each id with its body.
     ///
     /// [`ResentBodies::Ignored`]: crate::model::ResentBodies::Ignored
-    async fn create_batch(&self, events: Vec<NewEvent>, now: Option<i64>)
-        -> Result<Vec<Created>, StoreError>;
+    async fn create_batch(&self, events: Vec<NewEvent>) -> Result<Vec<Created>, StoreError>;
 
     /// [`Ledger::create`], the event claimed in the same write by `owner` for `lease` where it is created (RECEIVED →
     /// PROCESSING within the create's one conditional write, `attempts` 1), for a runtime that runs its handler in
@@ -59,28 +59,20 @@ pub trait Ledger: Send + Sync + 'static {
         event: NewEvent,
         owner: &str,
         lease: Duration,
-        now: Option<i64>,
     ) -> Result<(Created, Option<Event>), StoreError>;
 
     /// The record without its body, as cheaply as the store can read it (an eventually consistent read may miss
     /// a record just written: the create's condition catches that duplicate); a completed one past retention
     /// is none.
-    async fn peek(&self, key: &EventKey, now: Option<i64>) -> Result<Option<Record>, StoreError>;
+    async fn peek(&self, key: &EventKey) -> Result<Option<Record>, StoreError>;
 
-    async fn claim(
-        &self,
-        key: &EventKey,
-        owner: &str,
-        lease: Duration,
-        now: Option<i64>,
-    ) -> Result<Claim, StoreError>;
+    async fn claim(&self, key: &EventKey, owner: &str, lease: Duration) -> Result<Claim, StoreError>;
 
     async fn settle(
         &self,
         key: &EventKey,
         owner: &str,
         settlement: Settlement,
-        now: Option<i64>,
     ) -> Result<Settled, StoreError>;
 
     /// After a COMPLETED settle of the claim `owner` took (by the machine, or by a handler in its own transaction),
@@ -89,17 +81,16 @@ pub trait Ledger: Send + Sync + 'static {
     /// so a failure or a crash here leaves it to [`Upkeep::finish_bodies`].
     async fn completed(&self, key: &EventKey, owner: &str) -> Result<(), StoreError>;
 
-    async fn release(&self, key: &EventKey, owner: &str, now: Option<i64>) -> Result<Settled, StoreError>;
+    async fn release(&self, key: &EventKey, owner: &str) -> Result<Settled, StoreError>;
 
-    async fn mark_dead(&self, key: &EventKey, reason: &str, now: Option<i64>)
-        -> Result<MarkDead, StoreError>;
+    async fn mark_dead(&self, key: &EventKey, reason: &str) -> Result<MarkDead, StoreError>;
 
-    async fn mark_notified(&self, key: &EventKey, now: Option<i64>) -> Result<(), StoreError>;
+    async fn mark_notified(&self, key: &EventKey) -> Result<(), StoreError>;
 
-    async fn replay(&self, key: &EventKey, force: bool, now: Option<i64>) -> Result<Replay, StoreError>;
+    async fn replay(&self, key: &EventKey, force: bool) -> Result<Replay, StoreError>;
 
     /// The record with its body; a completed one past retention is none.
-    async fn get(&self, key: &EventKey, now: Option<i64>) -> Result<Option<Event>, StoreError>;
+    async fn get(&self, key: &EventKey) -> Result<Option<Event>, StoreError>;
 
     /// Whether the store can take this process's writes now (SQLite: its writer is alive and no sync failed).
     fn check(&self) -> Result<(), StoreError>;
@@ -108,20 +99,14 @@ pub trait Ledger: Send + Sync + 'static {
 /// The sweeper's sparse index: the events that lost their message or their alarm, and their due times.
 #[async_trait]
 pub trait SweepIndex: Send + Sync + 'static {
-    /// The events due by `ahead` past the time of the call (`now`, or the store's own clock: the one their due
-    /// times were set on, so that an instance whose clock runs ahead of the database's sends nothing early), oldest
-    /// due first, at most `limit`. `Duration::MAX` reads everything that will ever be due.
-    async fn due(&self, ahead: Duration, now: Option<i64>, limit: usize) -> Result<Vec<Record>, StoreError>;
+    /// The events due by `ahead` past the time of the call on the store's own clock (the one their due times were
+    /// set on, so that an instance whose clock runs ahead of the database's sends nothing early), oldest due first,
+    /// at most `limit`. `Duration::MAX` reads everything that will ever be due.
+    async fn due(&self, ahead: Duration, limit: usize) -> Result<Vec<Record>, StoreError>;
 
     /// The sweeper sent an open event's message again: it is not due again for a while, unless it moved (its
     /// status and `updated_at` still what the sweeper read).
-    async fn sent_again(
-        &self,
-        key: &EventKey,
-        status: Status,
-        updated_at: i64,
-        now: Option<i64>,
-    ) -> Result<(), StoreError>;
+    async fn sent_again(&self, key: &EventKey, status: Status, updated_at: i64) -> Result<(), StoreError>;
 
     /// A dead event's alarm did not go out: it comes due again at `until`.
     async fn defer_alarm(&self, key: &EventKey, until: i64) -> Result<(), StoreError>;
@@ -164,15 +149,15 @@ pub trait Upkeep: Send + Sync + 'static {
     async fn lead(&self, role: &str, me: &str, hold: Duration) -> Result<Option<u64>, StoreError>;
 
     /// Ends the leases `gone` names: their events can be claimed at once. How many ended.
-    async fn end_leases(&self, gone: &GoneOwners, now: Option<i64>) -> Result<usize, StoreError>;
+    async fn end_leases(&self, gone: &GoneOwners) -> Result<usize, StoreError>;
 
     /// Gives back every lease `owner` holds (a runtime shutting down with handlers still running). How many.
-    async fn give_back(&self, owner: &str, now: Option<i64>) -> Result<usize, StoreError>;
+    async fn give_back(&self, owner: &str) -> Result<usize, StoreError>;
 
     /// Deletes completed events past retention, and whatever else of the store's has expired, at most `limit` of
     /// each kind in one step: call again while [`Purged::full`] says a kind filled the limit. A store whose
     /// retention runs by itself (DynamoDB's TTL) deletes nothing.
-    async fn purge(&self, limit: usize, now: Option<i64>) -> Result<Purged, StoreError>;
+    async fn purge(&self, limit: usize) -> Result<Purged, StoreError>;
 
     /// Whether another process changed the store since the last call (`inbox replay` beside `inbox serve`): the
     /// runtime then sweeps at once. A store that cannot tell says `false`; the sweeper's interval covers it.

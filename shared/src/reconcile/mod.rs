@@ -672,7 +672,7 @@ impl Reconciler {
             // The id comes from the provider's API, not from a signed body that could be replayed under fresh ids.
             resent_bodies: Default::default(),
         };
-        Ok(match pass.ledger.create(event, None).await {
+        Ok(match pass.ledger.create(event).await {
             // Resent only where a create looks for resent bodies, which a reconciled one does not: stored all the same.
             Ok(Created::New | Created::Resent { .. }) => Ok(Stored::New(key, event_type)),
             Ok(Created::Duplicate { .. }) => Ok(Stored::Present),

@@ -147,7 +147,7 @@ impl Instance {
         // Only a store that admits one process proves the others gone at start (its lock); where owners keep
         // heartbeats, this instance judges no one before its own have been renewed for a whole liveness period.
         let expired = match store.gone_owners(&owner).await? {
-            gone @ GoneOwners::AllBut(_) => store.end_leases(&gone, None).await?,
+            gone @ GoneOwners::AllBut(_) => store.end_leases(&gone).await?,
             GoneOwners::None | GoneOwners::These(_) => 0,
         };
         let found = refill(&machine, &queue, sends.as_ref(), settings.grace).await?;
@@ -248,7 +248,7 @@ impl Instance {
         }
         let _ = self.beat_stop.send(true);
         while self.beat.join_next().await.is_some() {}
-        self.store.give_back(&self.owner, None).await
+        self.store.give_back(&self.owner).await
     }
 
     /// Ends every task at once, as a process that must not write again (its store failed) ends.

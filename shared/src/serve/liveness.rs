@@ -170,7 +170,7 @@ pub(super) async fn judge(store: &dyn Store, me: &str, pace: &Pace, judging: &Ju
             return;
         }
     };
-    match store.end_leases(&gone, None).await {
+    match store.end_leases(&gone).await {
         Ok(ended) => tracing::warn!(?gone, ended, "owners stopped their heartbeat: their leases ended"),
         Err(e) => tracing::warn!(error = %e, "cannot end the leases of gone owners"),
     }

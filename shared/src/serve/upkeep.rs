@@ -152,7 +152,7 @@ async fn purge(store: &dyn Store, stop: &watch::Receiver<bool>) {
     let mut events = 0;
     let until = tokio::time::Instant::now() + PURGE_PASS;
     loop {
-        match store.purge(PURGE_BATCH, None).await {
+        match store.purge(PURGE_BATCH).await {
             Ok(purged) => {
                 events += purged.events;
                 if !purged.full(PURGE_BATCH) || *stop.borrow() || tokio::time::Instant::now() >= until {

@@ -84,7 +84,7 @@ pub(super) async fn run_workers(
         running.spawn(async move {
             let key = event.key();
             let Ok(Ok(slot)) = tokio::time::timeout(LEASE_MARGIN, slots.acquire_owned()).await else {
-                if let Err(e) = machine.ledger().release(&key, &reserved.owner, None).await {
+                if let Err(e) = machine.ledger().release(&key, &reserved.owner).await {
                     tracing::warn!(source = %key.source, event_id = %key.event_id, error = %e,
                         "the lease of an event no worker took was not given back; it ends on its own");
                 }

@@ -47,11 +47,11 @@ async fn a_body_over_the_inline_limit_goes_to_s3_and_comes_back() {
         let noise: Vec<u8> = (0..64 * 1024).map(|_| rand::random::<u8>()).collect();
         let json = "{\"k\":\"value\"},".repeat(512 * 1024 / 14).into_bytes();
         assert_eq!(
-            l.create(sized_event("big", noise.clone()), None).await.unwrap(),
+            l.create(sized_event("big", noise.clone())).await.unwrap(),
             Created::New
         );
         assert_eq!(
-            l.create(sized_event("json", json.clone()), None).await.unwrap(),
+            l.create(sized_event("json", json.clone())).await.unwrap(),
             Created::New
         );
 
@@ -73,17 +73,17 @@ async fn a_body_over_the_inline_limit_goes_to_s3_and_comes_back() {
 
         // WHEN claimed THEN both bodies come back whole.
         for (id, body) in [("big", &noise), ("json", &json)] {
-            let Claim::Claimed(e) = l.claim(&key(id), "w", LONG, None).await.unwrap() else {
+            let Claim::Claimed(e) = l.claim(&key(id), "w", LONG).await.unwrap() else {
                 panic!("{id} not claimed")
             };
             assert!(e.payload.as_ref() == body.as_slice(), "{id}: the body differs");
-            let got = l.get(&key(id), None).await.unwrap().unwrap();
+            let got = l.get(&key(id)).await.unwrap().unwrap();
             assert!(got.payload.as_ref() == body.as_slice(), "{id}: the body differs");
         }
         // A duplicate of the offloaded body writes an object of its own (left to expire) and keeps the first
         // record, which still points at the first object.
         assert!(matches!(
-            l.create(sized_event("big", noise.clone()), None).await.unwrap(),
+            l.create(sized_event("big", noise.clone())).await.unwrap(),
             Created::Duplicate {
                 status: Status::Processing,
                 ..
@@ -120,20 +120,20 @@ async fn the_item_carries_the_index_keys_only_while_open_or_dead() {
             (pk, sk)
         };
         // A create whose message went out first takes no entry; one that enqueues after writing does.
-        l.create_announced(new_event("e1", "a"), None).await.unwrap();
+        l.create_announced(new_event("e1", "a")).await.unwrap();
         assert_eq!(
             index(&store.item(&key("e1")).await),
             (None, None),
             "announced: out"
         );
         let t0 = store.clock().now_ms();
-        l.create(new_event("e2", "b"), None).await.unwrap();
+        l.create(new_event("e2", "b")).await.unwrap();
         let (pk, sk) = index(&store.item(&key("e2")).await);
         assert_eq!(pk.as_deref(), Some("open#1"));
         assert!(sk.unwrap() >= t0 + 30_000, "received: due after the grace");
 
         // A claim takes it out: its message vouches for it until the settle.
-        l.claim(&key("e2"), "w", LONG, None).await.unwrap();
+        l.claim(&key("e2"), "w", LONG).await.unwrap();
         assert_eq!(
             index(&store.item(&key("e2")).await),
             (None, None),
@@ -143,25 +143,25 @@ async fn the_item_carries_the_index_keys_only_while_open_or_dead() {
             error: "x".into(),
             delay: Duration::from_secs(5),
         };
-        l.settle(&key("e2"), "w", failed, None).await.unwrap();
+        l.settle(&key("e2"), "w", failed).await.unwrap();
         let (pk, sk) = index(&store.item(&key("e2")).await);
         assert_eq!(pk.as_deref(), Some("open#1"), "failed: listed for operators");
         assert!(
             sk.unwrap() >= store.clock().now_ms() + 5_000 + 30_000 - 1_000,
             "due after the attempt and the grace"
         );
-        l.mark_dead(&key("e2"), "x", None).await.unwrap();
+        l.mark_dead(&key("e2"), "x").await.unwrap();
         assert_eq!(index(&store.item(&key("e2")).await).0.as_deref(), Some("dead#1"));
-        l.mark_notified(&key("e2"), None).await.unwrap();
+        l.mark_notified(&key("e2")).await.unwrap();
         assert_eq!(
             index(&store.item(&key("e2")).await),
             (Some("dead#1".to_owned()), Some(i64::MAX)),
             "listed as dead, never due"
         );
 
-        l.replay(&key("e2"), false, None).await.unwrap();
-        l.claim(&key("e2"), "w", LONG, None).await.unwrap();
-        l.settle(&key("e2"), "w", RETAIN, None).await.unwrap();
+        l.replay(&key("e2"), false).await.unwrap();
+        l.claim(&key("e2"), "w", LONG).await.unwrap();
+        l.settle(&key("e2"), "w", RETAIN).await.unwrap();
         let item = store.item(&key("e2")).await;
         assert_eq!(index(&item), (None, None), "completed: out of the index");
         // The TTL attribute is in epoch seconds, and the table expires items by it.
@@ -196,12 +196,9 @@ async fn an_item_that_does_not_parse_is_corrupt() {
             .send()
             .await
             .unwrap();
+        assert!(matches!(l.get(&key("bad")).await, Err(StoreError::Corrupt(_))));
         assert!(matches!(
-            l.get(&key("bad"), None).await,
-            Err(StoreError::Corrupt(_))
-        ));
-        assert!(matches!(
-            l.claim(&key("bad"), "w", LONG, None).await,
+            l.claim(&key("bad"), "w", LONG).await,
             Err(StoreError::Corrupt(_))
         ));
     })
@@ -247,25 +244,25 @@ async fn items_of_the_older_format_read_claim_and_replay_as_before() {
                 put = put.item("payload_encoding", AttributeValue::S(e.into()));
             }
             put.send().await.unwrap();
-            let Claim::Claimed(e) = l.claim(&key(id), "w", LONG, None).await.unwrap() else {
+            let Claim::Claimed(e) = l.claim(&key(id), "w", LONG).await.unwrap() else {
                 panic!("{id} not claimed")
             };
             assert_eq!((e.payload.as_ref(), e.attempts), (&b"{\"old\":1}"[..], 1), "{id}");
             assert_eq!(e.payload_sha256, sha);
-            l.settle(&key(id), "w", Settlement::Dead { error: "x".into() }, None)
+            l.settle(&key(id), "w", Settlement::Dead { error: "x".into() })
                 .await
                 .unwrap();
-            assert_eq!(l.replay(&key(id), false, None).await.unwrap(), Replay::Replayed);
-            let e = l.get(&key(id), None).await.unwrap().unwrap();
+            assert_eq!(l.replay(&key(id), false).await.unwrap(), Replay::Replayed);
+            let e = l.get(&key(id)).await.unwrap().unwrap();
             assert_eq!((e.attempts, e.replays, e.status), (0, 1, Status::Received));
         }
         // And a new item keeps no counter until it counts, and its hash as 32 bytes.
-        l.create(new_event("new", "b"), None).await.unwrap();
+        l.create(new_event("new", "b")).await.unwrap();
         let item = store.item(&key("new")).await;
         assert!(!item.contains_key("attempts") && !item.contains_key("replays"));
         assert!(!item.contains_key("payload") && item.contains_key("payload_zstd"));
-        l.claim(&key("new"), "w", LONG, None).await.unwrap();
-        let e = l.get(&key("new"), None).await.unwrap().unwrap();
+        l.claim(&key("new"), "w", LONG).await.unwrap();
+        let e = l.get(&key("new")).await.unwrap().unwrap();
         assert_eq!((e.attempts, e.replays), (1, 0));
     })
     .await;
@@ -276,7 +273,7 @@ async fn an_unreachable_store_is_unavailable_not_a_panic() {
     // A table that does not exist stands for a misconfigured or unreachable store.
     with_store(|store| async move {
         let l = DynamoLedger::new(store.dynamo.clone(), "no-such-table", None, LONG);
-        let err = l.create(new_event("e1", "secret body"), None).await.unwrap_err();
+        let err = l.create(new_event("e1", "secret body")).await.unwrap_err();
         assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
         assert!(!err.to_string().contains("secret body"), "{err}");
     })

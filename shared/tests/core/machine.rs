@@ -195,14 +195,14 @@ async fn received(rig: &Rig, id: &str) -> EventKey {
         origin: Default::default(),
         resent_bodies: Default::default(),
     };
-    rig.store.create(e, None).await.unwrap();
+    rig.store.create(e).await.unwrap();
     k
 }
 
 const LEASE: Duration = Duration::from_secs(30);
 
 async fn status(rig: &Rig, k: &EventKey) -> (Status, u32) {
-    let e = rig.store.get(k, None).await.unwrap().unwrap();
+    let e = rig.store.get(k).await.unwrap().unwrap();
     (e.status, e.attempts)
 }
 
@@ -284,7 +284,7 @@ async fn retryable_failures_back_off_then_complete(h: &dyn Harness) {
         panic!("no retry")
     };
     assert!(d <= Duration::from_millis(10), "attempt 1 backs off at most base");
-    let e = rig.store.get(&k, None).await.unwrap().unwrap();
+    let e = rig.store.get(&k).await.unwrap().unwrap();
     assert_eq!(
         (e.status, e.last_error.as_deref()),
         (Status::Failed, Some("HTTP 503"))
@@ -311,14 +311,7 @@ async fn permanent_failure_is_dead_at_once_with_one_alarm(h: &dyn Harness) {
     assert_eq!(rig.machine.process(&k, LEASE).await.unwrap(), Outcome::Dead);
     assert_eq!(status(&rig, &k).await, (Status::Dead, 1));
     assert_eq!(*rig.alarms.sent.lock().unwrap(), ["e1"]);
-    assert!(rig
-        .store
-        .get(&k, None)
-        .await
-        .unwrap()
-        .unwrap()
-        .notified_at
-        .is_some());
+    assert!(rig.store.get(&k).await.unwrap().unwrap().notified_at.is_some());
     // The DLQ path for the same event: already dead and notified, no second alarm.
     let buried = rig.machine.mark_dead(&k, "redriven").await.unwrap();
     assert!(
@@ -342,7 +335,7 @@ async fn the_retry_budget_ends_in_dead(h: &dyn Harness) {
     ));
     rig.clock.advance(Duration::from_millis(30));
     assert_eq!(rig.machine.process(&k, LEASE).await.unwrap(), Outcome::Dead);
-    let e = rig.store.get(&k, None).await.unwrap().unwrap();
+    let e = rig.store.get(&k).await.unwrap().unwrap();
     assert_eq!(e.status, Status::Dead);
     assert!(e
         .last_error
@@ -356,7 +349,7 @@ async fn a_worker_that_crashed_mid_handler_is_finished_by_the_sweeper(h: &dyn Ha
     let k = received(&rig, "e1").await;
     // GIVEN a worker that claimed the event and died (its lease runs out, nothing settles)
     rig.store
-        .claim(&k, "crashed-worker", Duration::from_millis(1), None)
+        .claim(&k, "crashed-worker", Duration::from_millis(1))
         .await
         .unwrap();
     rig.clock.advance(Duration::from_millis(5));
@@ -380,7 +373,7 @@ async fn a_crash_loop_spends_the_budget_without_running_again(h: &dyn Harness) {
     let rig = rig(h, 2, Duration::ZERO).await;
     let k = received(&rig, "poison").await;
     for owner in ["w1", "w2"] {
-        rig.store.claim(&k, owner, Duration::ZERO, None).await.unwrap();
+        rig.store.claim(&k, owner, Duration::ZERO).await.unwrap();
         rig.clock.advance(Duration::from_millis(2));
     }
     assert_eq!(rig.machine.process(&k, LEASE).await.unwrap(), Outcome::Dead);
@@ -394,12 +387,12 @@ async fn lost_enqueues_and_lost_alarms_are_recovered_by_the_sweeper(h: &dyn Harn
     let rig = rig(h, 5, Duration::ZERO).await;
     let k = received(&rig, "never-enqueued").await;
     let failed = received(&rig, "lost-message").await;
-    rig.store.claim(&failed, "w", LEASE, None).await.unwrap();
+    rig.store.claim(&failed, "w", LEASE).await.unwrap();
     let settle = Settlement::Failed {
         error: "x".into(),
         delay: Duration::ZERO,
     };
-    rig.store.settle(&failed, "w", settle, None).await.unwrap();
+    rig.store.settle(&failed, "w", settle).await.unwrap();
     *rig.alarms.fail.lock().unwrap() = true;
     rig.script
         .answers
@@ -446,7 +439,7 @@ async fn a_replay_after_max_age_runs_instead_of_dying(h: &dyn Harness) {
     // GIVEN the event is older than max_age WHEN an operator replays it THEN it runs and completes.
     rig.clock.advance(Duration::from_millis(1100));
     assert_eq!(
-        rig.store.replay(&k, false, None).await.unwrap(),
+        rig.store.replay(&k, false).await.unwrap(),
         inbox_core::ports::Replay::Replayed
     );
     assert_eq!(rig.machine.process(&k, LEASE).await.unwrap(), Outcome::Completed);
@@ -474,7 +467,7 @@ async fn a_record_without_its_body_is_buried_not_run(h: &dyn Harness) {
     };
     let listed = eventually(
         &*rig.store,
-        || rig.store.list(&dead, None),
+        || rig.store.list(&dead),
         |l| l.as_ref().is_ok_and(|l| !l.is_empty()),
     )
     .await
@@ -501,7 +494,7 @@ async fn handler_error_text_is_cut_to_a_bounded_length(h: &dyn Harness) {
         rig.machine.process(&k, LEASE).await.unwrap(),
         Outcome::Retry(_)
     ));
-    let e = rig.store.get(&k, None).await.unwrap().unwrap();
+    let e = rig.store.get(&k).await.unwrap().unwrap();
     let error = e.last_error.clone().unwrap();
     assert!(
         error.len() <= inbox_core::rules::MAX_ERROR_BYTES,
@@ -545,14 +538,7 @@ async fn a_failed_alarm_waits_its_own_backoff_beside_the_work(h: &dyn Harness) {
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(tried(), 1, "a failed alarm was tried again at once");
-    assert!(rig
-        .store
-        .get(&k, None)
-        .await
-        .unwrap()
-        .unwrap()
-        .notified_at
-        .is_none());
+    assert!(rig.store.get(&k).await.unwrap().unwrap().notified_at.is_none());
 }
 
 /// A backlog of RECEIVED events older than the grace was sent again at every sweep (every

@@ -34,19 +34,16 @@ async fn an_owner_whose_heartbeat_ran_out_loses_its_leases_at_once() {
     let first = store_with_liveness(&h, Duration::from_millis(300)).await;
     let other = store_with_liveness(&h, Duration::from_millis(300)).await;
     for id in ["held", "alive"] {
-        first.create(new_event(id, id), None).await.unwrap();
+        first.create(new_event(id, id)).await.unwrap();
     }
     first.heartbeat("first:1").await.unwrap();
     other.heartbeat("alive:1").await.unwrap();
     assert!(matches!(
-        first.claim(&key("held"), "first:1:aa", LONG, None).await.unwrap(),
+        first.claim(&key("held"), "first:1:aa", LONG).await.unwrap(),
         Claim::Claimed(_)
     ));
     assert!(matches!(
-        other
-            .claim(&key("alive"), "alive:1:bb", LONG, None)
-            .await
-            .unwrap(),
+        other.claim(&key("alive"), "alive:1:bb", LONG).await.unwrap(),
         Claim::Claimed(_)
     ));
     assert_eq!(
@@ -58,16 +55,13 @@ async fn an_owner_whose_heartbeat_ran_out_loses_its_leases_at_once() {
     other.heartbeat("alive:1").await.unwrap();
     let gone = other.gone_owners("other:1").await.unwrap();
     assert_eq!(gone, GoneOwners::These(vec!["first:1".into()]));
-    assert_eq!(other.end_leases(&gone, None).await.unwrap(), 1);
+    assert_eq!(other.end_leases(&gone).await.unwrap(), 1);
     assert!(matches!(
-        other.claim(&key("held"), "other:1:cc", LONG, None).await.unwrap(),
+        other.claim(&key("held"), "other:1:cc", LONG).await.unwrap(),
         Claim::Claimed(_)
     ));
     assert_eq!(
-        other
-            .claim(&key("alive"), "other:1:dd", LONG, None)
-            .await
-            .unwrap(),
+        other.claim(&key("alive"), "other:1:dd", LONG).await.unwrap(),
         Claim::OwnedElsewhere,
         "the lease of an owner that kept its heartbeat"
     );
@@ -128,7 +122,7 @@ async fn two_instances_racing_on_the_same_ids_create_each_once() {
                     // Each task in its own order, so that batches overlap every way.
                     let n = if (round + i) % 2 == 0 { n } else { 49 - n };
                     let id = format!("id-{n:02}");
-                    created.push((id.clone(), store.create(new_event(&id, &id), None).await.unwrap()));
+                    created.push((id.clone(), store.create(new_event(&id, &id)).await.unwrap()));
                 }
                 created
             }));
@@ -171,7 +165,7 @@ async fn race_resent_bodies(
                     ..new_event(&id, &body)
                 };
                 barrier.wait().await;
-                let created = store.create(event, None).await.unwrap();
+                let created = store.create(event).await.unwrap();
                 (id, created)
             }));
         }
@@ -383,9 +377,9 @@ async fn a_failed_batch_of_completions_falls_back_only_for_a_statement_and_fails
     let owner = "me:1:aa";
     let ids: Vec<String> = (0..7 + QUEUED).map(|n| format!("c{n:02}")).collect();
     for id in &ids {
-        store.create(new_event(id, id), None).await.unwrap();
+        store.create(new_event(id, id)).await.unwrap();
         assert!(matches!(
-            store.claim(&key(id), owner, LONG, None).await.unwrap(),
+            store.claim(&key(id), owner, LONG).await.unwrap(),
             Claim::Claimed(_)
         ));
     }
@@ -393,7 +387,7 @@ async fn a_failed_batch_of_completions_falls_back_only_for_a_statement_and_fails
         let (store, key) = (store.clone(), key(id));
         tokio::spawn(async move {
             store
-                .settle(&key, owner, Settlement::Completed { retention }, None)
+                .settle(&key, owner, Settlement::Completed { retention })
                 .await
         })
     };
@@ -494,7 +488,7 @@ async fn a_concurrent_duplicate_whose_first_transaction_rolls_back_is_stored_onc
 
     let creating = tokio::spawn({
         let store = store.clone();
-        async move { store.create(new_event("raced", "second"), None).await }
+        async move { store.create(new_event("raced", "second")).await }
     });
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(
@@ -510,7 +504,7 @@ async fn a_concurrent_duplicate_whose_first_transaction_rolls_back_is_stored_onc
         .unwrap();
     assert_eq!(created, Created::New);
     assert_eq!(h.sql("SELECT 1 FROM events WHERE event_id = 'raced'").await, 1);
-    let stored = store.get(&key("raced"), None).await.unwrap().unwrap();
+    let stored = store.get(&key("raced")).await.unwrap().unwrap();
     assert_eq!(&stored.payload[..], b"second");
     h.finish_now().await;
 }
@@ -716,7 +710,7 @@ async fn sslmode_require_connects_over_tls_to_a_certificate_it_can_check_and_onl
     options.pool_size = 3;
     options.ca_file = Some(TEST_ROOT.into());
     let store = PostgresStore::open(options.clone()).await.unwrap();
-    store.create(new_event("over-tls", "b"), None).await.unwrap();
+    store.create(new_event("over-tls", "b")).await.unwrap();
     let held = format!(
         "SELECT 1 FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid) WHERE a.application_name = '{name}'"
     );

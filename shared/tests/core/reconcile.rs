@@ -50,30 +50,27 @@ impl Refusing {
             limit: 1_000_000,
             ..Default::default()
         };
-        let events = self.list(&filter, None).await.unwrap();
+        let events = self.list(&filter).await.unwrap();
         events.iter().map(|e| e.event_id.as_str().to_owned()).collect()
     }
     async fn event(&self, source: &SourceName, id: &str) -> Event {
         let key = EventKey::new(source.clone(), EventId::parse(id).unwrap());
-        self.get(&key, None).await.unwrap().unwrap()
+        self.get(&key).await.unwrap().unwrap()
     }
 }
 
 /// What a webhook delivered earlier: stored as the receiver stores it.
 async fn deliver(ledger: &dyn Ledger, source: &SourceName, id: &str, body: &str) {
     let created = ledger
-        .create(
-            NewEvent {
-                key: EventKey::new(source.clone(), EventId::parse(id).unwrap()),
-                event_type: Some("delivered".into()),
-                payload: bytes::Bytes::from(body.to_owned()),
-                payload_sha256: format!("sha-of-{id}"),
-                headers: vec![],
-                origin: Origin::Webhook,
-                resent_bodies: Default::default(),
-            },
-            None,
-        )
+        .create(NewEvent {
+            key: EventKey::new(source.clone(), EventId::parse(id).unwrap()),
+            event_type: Some("delivered".into()),
+            payload: bytes::Bytes::from(body.to_owned()),
+            payload_sha256: format!("sha-of-{id}"),
+            headers: vec![],
+            origin: Origin::Webhook,
+            resent_bodies: Default::default(),
+        })
         .await
         .unwrap();
     assert_eq!(created, Created::New);
@@ -967,7 +964,7 @@ async fn postgres_two_instances_reconciling_at_once_while_webhooks_arrive_store_
                 origin: Origin::Webhook,
                 resent_bodies: Default::default(),
             };
-            store.create(event, None).await.unwrap()
+            store.create(event).await.unwrap()
         }));
     }
     let mut recovered = 0;

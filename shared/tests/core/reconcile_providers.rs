@@ -64,7 +64,7 @@ async fn ids(ledger: &SqliteLedger, source: &SourceName) -> BTreeSet<String> {
         limit: 1_000_000,
         ..Default::default()
     };
-    let events = ledger.list(&filter, None).await.unwrap();
+    let events = ledger.list(&filter).await.unwrap();
     events.iter().map(|e| e.event_id.as_str().to_owned()).collect()
 }
 
@@ -72,18 +72,15 @@ async fn ids(ledger: &SqliteLedger, source: &SourceName) -> BTreeSet<String> {
 async fn delivered(ledger: &dyn Ledger, source: &SourceName, fake: &dyn Fake, event: &Event) {
     let body = fake.webhook(event).body;
     let created = ledger
-        .create(
-            NewEvent {
-                key: EventKey::new(source.clone(), EventId::parse(&event.id).unwrap()),
-                event_type: Some(event.event_type.clone()),
-                payload_sha256: format!("sha-of-{}", event.id),
-                payload: bytes::Bytes::from(body),
-                headers: vec![],
-                origin: Origin::Webhook,
-                resent_bodies: Default::default(),
-            },
-            None,
-        )
+        .create(NewEvent {
+            key: EventKey::new(source.clone(), EventId::parse(&event.id).unwrap()),
+            event_type: Some(event.event_type.clone()),
+            payload_sha256: format!("sha-of-{}", event.id),
+            payload: bytes::Bytes::from(body),
+            headers: vec![],
+            origin: Origin::Webhook,
+            resent_bodies: Default::default(),
+        })
         .await
         .unwrap();
     assert_eq!(created, Created::New, "{}", fake.provider());
@@ -129,7 +126,7 @@ async fn every_provider_walks_its_pages_and_stores_its_webhooks_shape() {
         assert_eq!(ids(&ledger, &c.source).await, want, "{provider}");
         for e in events.iter().skip(1).step_by(3) {
             let key = EventKey::new(c.source.clone(), EventId::parse(&e.id).unwrap());
-            let stored = ledger.get(&key, None).await.unwrap().unwrap();
+            let stored = ledger.get(&key).await.unwrap().unwrap();
             assert_eq!(stored.origin, Origin::Reconciled, "{provider} {}", e.id);
             let payload: serde_json::Value = serde_json::from_slice(&stored.payload)
                 .unwrap_or_else(|err| panic!("{provider} {}: not JSON: {err}", e.id));
@@ -283,7 +280,7 @@ async fn every_provider_fetches_a_kept_failed_event_again_alone() {
             "{provider}: {second:?}"
         );
         let key = EventKey::new(c.source.clone(), EventId::parse(&oldest.id).unwrap());
-        let stored = ledger.get(&key, None).await.unwrap().unwrap();
+        let stored = ledger.get(&key).await.unwrap().unwrap();
         let payload: serde_json::Value = serde_json::from_slice(&stored.payload).unwrap();
         assert_eq!(
             payload,

@@ -59,7 +59,7 @@ async fn sqlite_older_files_gain_the_console_indexes_and_lose_the_id_index() {
     for from in [2, 3, 4] {
         let dir = tempfile::tempdir().unwrap();
         let l = open_sqlite(&dir, LONG);
-        l.create(new_event("e1", "b"), None).await.unwrap();
+        l.create(new_event("e1", "b")).await.unwrap();
         drop(l);
         // GIVEN the file as version 2, 3 or 4 left it, a body remembered for e1.
         let c = rusqlite::Connection::open(dir.path().join("inbox.db")).unwrap();
@@ -100,13 +100,13 @@ async fn sqlite_older_files_gain_the_console_indexes_and_lose_the_id_index() {
         }
         assert!(!has("events_event_id"), "v{from}");
         assert!(has("bodies_expiry"), "v{from}");
-        assert_eq!(ids(&l.list(&all(10), None).await.unwrap()), ["e1"]);
+        assert_eq!(ids(&l.list(&all(10)).await.unwrap()), ["e1"]);
         let marked = NewEvent {
             resent_bodies: ResentBodies::Marked { within: LONG },
             ..new_event("e2", "b")
         };
         assert_eq!(
-            l.create(marked, None).await.unwrap(),
+            l.create(marked).await.unwrap(),
             Created::Resent {
                 of: EventId::parse("e1").unwrap()
             },
@@ -134,7 +134,7 @@ async fn sqlite_a_failed_begin_runs_nothing_of_its_batch() {
         std::thread::sleep(Duration::from_millis(600));
         holder.execute_batch("COMMIT").unwrap();
     });
-    let answer = l.create(new_event("e1", "b"), None).await;
+    let answer = l.create(new_event("e1", "b")).await;
     assert!(
         matches!(answer, Err(inbox_core::ports::StoreError::Busy)),
         "{answer:?}"
@@ -143,10 +143,10 @@ async fn sqlite_a_failed_begin_runs_nothing_of_its_batch() {
     tokio::time::sleep(Duration::from_millis(400)).await;
     // THEN nothing of it was stored: the sender's retry is the first create.
     assert!(
-        l.get(&key("e1"), None).await.unwrap().is_none(),
+        l.get(&key("e1")).await.unwrap().is_none(),
         "stored but answered 503"
     );
-    assert_eq!(l.create(new_event("e1", "b"), None).await.unwrap(), Created::New);
+    assert_eq!(l.create(new_event("e1", "b")).await.unwrap(), Created::New);
 }
 
 /// Jobs of a batch share its transaction without a savepoint each: a job that fails half done (here a claim whose
@@ -156,7 +156,7 @@ async fn sqlite_a_failed_begin_runs_nothing_of_its_batch() {
 async fn sqlite_a_job_that_fails_half_done_leaves_nothing_and_its_batch_commits() {
     let dir = tempfile::tempdir().unwrap();
     let l = open_sqlite(&dir, LONG);
-    l.create(new_event("bad", "b"), None).await.unwrap();
+    l.create(new_event("bad", "b")).await.unwrap();
     let other = rusqlite::Connection::open(dir.path().join("inbox.db")).unwrap();
     other
         .execute("UPDATE events SET origin = 'bogus' WHERE event_id = 'bad'", [])
@@ -165,7 +165,7 @@ async fn sqlite_a_job_that_fails_half_done_leaves_nothing_and_its_batch_commits(
     other.execute_batch("BEGIN IMMEDIATE").unwrap();
     let first = tokio::spawn({
         let l = l.clone();
-        async move { l.create(new_event("e0", "b"), None).await }
+        async move { l.create(new_event("e0", "b")).await }
     });
     tokio::time::sleep(Duration::from_millis(100)).await;
     let jobs = tokio::spawn({
@@ -173,9 +173,9 @@ async fn sqlite_a_job_that_fails_half_done_leaves_nothing_and_its_batch_commits(
         async move {
             let bad = key("bad");
             tokio::join!(
-                l.create(new_event("e1", "b"), None),
-                l.claim(&bad, "w1", LONG, None),
-                l.create(new_event("e2", "b"), None),
+                l.create(new_event("e1", "b")),
+                l.claim(&bad, "w1", LONG),
+                l.create(new_event("e2", "b")),
             )
         }
     });
@@ -188,7 +188,7 @@ async fn sqlite_a_job_that_fails_half_done_leaves_nothing_and_its_batch_commits(
     // THEN the others are created and committed, and the failed claim changed nothing.
     assert_eq!((e1.unwrap(), e2.unwrap()), (Created::New, Created::New));
     for id in ["e0", "e1", "e2"] {
-        assert!(l.get(&key(id), None).await.unwrap().is_some(), "{id} not stored");
+        assert!(l.get(&key(id)).await.unwrap().is_some(), "{id} not stored");
     }
     let (status, attempts, owner): (String, i64, Option<String>) = other
         .query_row(
@@ -206,16 +206,13 @@ async fn sqlite_a_job_that_fails_half_done_leaves_nothing_and_its_batch_commits(
 async fn sqlite_reads_never_wait_for_the_write_lock() {
     let dir = tempfile::tempdir().unwrap();
     let l = open_sqlite(&dir, LONG);
-    l.create(new_event("e1", "b"), None).await.unwrap();
+    l.create(new_event("e1", "b")).await.unwrap();
     let holder = rusqlite::Connection::open(dir.path().join("inbox.db")).unwrap();
     holder.execute_batch("BEGIN IMMEDIATE").unwrap();
     let started = std::time::Instant::now();
-    assert_eq!(
-        l.get(&key("e1"), None).await.unwrap().unwrap().payload.as_ref(),
-        b"b"
-    );
-    assert_eq!(l.list(&all(10), None).await.unwrap().len(), 1);
-    assert_eq!(l.due(Duration::MAX, None, 10).await.unwrap().len(), 1);
+    assert_eq!(l.get(&key("e1")).await.unwrap().unwrap().payload.as_ref(), b"b");
+    assert_eq!(l.list(&all(10)).await.unwrap().len(), 1);
+    assert_eq!(l.due(Duration::MAX, 10).await.unwrap().len(), 1);
     assert_eq!(l.counts().await.unwrap(), vec![(Status::Received, 1)]);
     l.changed_elsewhere().await.unwrap();
     let took = started.elapsed();
@@ -234,17 +231,17 @@ async fn sqlite_purge_removes_events_with_their_bodies() {
     let l = open_on(&dir, &clock);
     for i in 0..30 {
         let k = key(&format!("e{i}"));
-        l.create(new_event(&format!("e{i}"), "b"), None).await.unwrap();
-        l.claim(&k, "w", LONG, None).await.unwrap();
+        l.create(new_event(&format!("e{i}"), "b")).await.unwrap();
+        l.claim(&k, "w", LONG).await.unwrap();
         let retention = if i % 3 == 0 { LONG } else { Duration::ZERO };
-        l.settle(&k, "w", Settlement::Completed { retention }, None)
+        l.settle(&k, "w", Settlement::Completed { retention })
             .await
             .unwrap();
     }
     clock.advance(Duration::from_millis(5));
     let mut purged = 0;
     loop {
-        let n = l.purge(7, None).await.unwrap().events;
+        let n = l.purge(7).await.unwrap().events;
         if n == 0 {
             break;
         }
@@ -272,7 +269,7 @@ async fn sqlite_checkpoints_in_the_background() {
     let db = dir.path().join("inbox.db");
     let before = std::fs::metadata(&db).unwrap().len();
     for i in 0..100 {
-        l.create(new_event(&format!("e{i}"), &"x".repeat(2000)), None)
+        l.create(new_event(&format!("e{i}"), &"x".repeat(2000)))
             .await
             .unwrap();
     }
@@ -282,7 +279,7 @@ async fn sqlite_checkpoints_in_the_background() {
     )
     .await;
     assert!(grown > before + 100 * 2000, "{before} -> {grown}");
-    assert_eq!(l.list(&all(1000), None).await.unwrap().len(), 100);
+    assert_eq!(l.list(&all(1000)).await.unwrap().len(), 100);
 }
 
 /// A store over `dir` whose `point` (a sync or a checkpoint) fails with an I/O error on its `at`th pass, held
@@ -305,22 +302,19 @@ fn open_failing(dir: &tempfile::TempDir, point: &str, at: u64) -> SqliteLedger {
 async fn sqlite_a_failed_sync_of_the_log_answers_an_error_and_stops_every_later_write() {
     let dir = tempfile::tempdir().unwrap();
     let l = open_failing(&dir, "sqlite_wal_sync", 2);
-    assert_eq!(
-        l.create(new_event("before", "{}"), None).await.unwrap(),
-        Created::New
-    );
+    assert_eq!(l.create(new_event("before", "{}")).await.unwrap(), Created::New);
     assert!(l.check().is_ok());
 
-    let refused = l.create(new_event("during", "{}"), None).await;
+    let refused = l.create(new_event("during", "{}")).await;
     assert!(
         matches!(&refused, Err(StoreError::Unavailable(m)) if m.contains("could not be synced")),
         "{refused:?}"
     );
     assert!(l.check().is_err(), "the store still says it takes writes");
     for later in [
-        l.create(new_event("after", "{}"), None).await.map(|_| ()),
-        l.claim(&key("before"), "w", LONG, None).await.map(|_| ()),
-        l.settle(&key("before"), "w", RETAIN, None).await.map(|_| ()),
+        l.create(new_event("after", "{}")).await.map(|_| ()),
+        l.claim(&key("before"), "w", LONG).await.map(|_| ()),
+        l.settle(&key("before"), "w", RETAIN).await.map(|_| ()),
     ] {
         assert!(
             matches!(&later, Err(StoreError::Unavailable(_))),
@@ -334,14 +328,11 @@ async fn sqlite_a_failed_sync_of_the_log_answers_an_error_and_stops_every_later_
 /// of the failed round may be gone from the disk, and theirs come after that gap. So once one write is refused for
 /// the failure, no write sent after it is answered, and the store says why.
 async fn nothing_after_a_failure_is_answered(l: &SqliteLedger) {
-    assert_eq!(
-        l.create(new_event("first", "{}"), None).await.unwrap(),
-        Created::New
-    );
+    assert_eq!(l.create(new_event("first", "{}")).await.unwrap(), Created::New);
     let mut writes = tokio::task::JoinSet::new();
     for i in 0..80 {
         let l = l.clone();
-        writes.spawn(async move { (i, l.create(new_event(&format!("w{i}"), "{}"), None).await) });
+        writes.spawn(async move { (i, l.create(new_event(&format!("w{i}"), "{}")).await) });
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let mut answers = writes.join_all().await;
@@ -366,7 +357,7 @@ async fn nothing_after_a_failure_is_answered(l: &SqliteLedger) {
         );
     }
     assert!(l.failed().is_some(), "no failure recorded");
-    let after = l.create(new_event("after", "{}"), None).await;
+    let after = l.create(new_event("after", "{}")).await;
     assert!(matches!(&after, Err(StoreError::Unavailable(_))), "{after:?}");
     assert!(l.check().is_err());
 }
@@ -413,7 +404,7 @@ async fn sqlite_the_writers_inline_checkpoint_that_fails_stops_every_later_write
                         char::from(b'a' + (seed % 26) as u8)
                     })
                     .collect();
-                if let Err(e) = l.create(new_event(&format!("big{w}-{i}"), &body), None).await {
+                if let Err(e) = l.create(new_event(&format!("big{w}-{i}"), &body)).await {
                     return Some(e);
                 }
             }
@@ -432,7 +423,7 @@ async fn sqlite_the_writers_inline_checkpoint_that_fails_stops_every_later_write
         "{:?}",
         l.failed()
     );
-    let after = l.create(new_event("after", "{}"), None).await;
+    let after = l.create(new_event("after", "{}")).await;
     assert!(matches!(&after, Err(StoreError::Unavailable(_))), "{after:?}");
 }
 
@@ -441,21 +432,20 @@ async fn sqlite_purges_completed_events_past_retention() {
     let dir = tempfile::tempdir().unwrap();
     let clock = clock();
     let l = open_on(&dir, &clock);
-    l.create(new_event("e1", "b"), None).await.unwrap();
-    l.claim(&key("e1"), "w", LONG, None).await.unwrap();
+    l.create(new_event("e1", "b")).await.unwrap();
+    l.claim(&key("e1"), "w", LONG).await.unwrap();
     l.settle(
         &key("e1"),
         "w",
         Settlement::Completed {
             retention: Duration::ZERO,
         },
-        None,
     )
     .await
     .unwrap();
     clock.advance(Duration::from_millis(5));
-    assert_eq!(l.purge(100, None).await.unwrap().events, 1);
-    assert_eq!(l.purge(100, None).await.unwrap().events, 0);
+    assert_eq!(l.purge(100).await.unwrap().events, 1);
+    assert_eq!(l.purge(100).await.unwrap().events, 0);
 }
 
 /// An event of `new_event`'s shape whose body (its id) is remembered for `within`, as a source that marks resent
@@ -483,19 +473,19 @@ async fn sqlite_purges_expired_remembered_bodies_a_batch_at_a_time() {
     let clock = clock();
     let l = open_on(&dir, &clock);
     for i in 0..25 {
-        l.create(marked(&format!("old{i}"), Duration::ZERO), None)
+        l.create(marked(&format!("old{i}"), Duration::ZERO))
             .await
             .unwrap();
     }
     for i in 0..3 {
-        l.create(marked(&format!("live{i}"), LONG), None).await.unwrap();
+        l.create(marked(&format!("live{i}"), LONG)).await.unwrap();
     }
     clock.advance(Duration::from_millis(5));
     assert_eq!(rows(&dir, "bodies"), 28);
 
     let mut batches = vec![];
     loop {
-        let purged = l.purge(10, None).await.unwrap();
+        let purged = l.purge(10).await.unwrap();
         batches.push(purged);
         if !purged.full(10) {
             break;
@@ -518,8 +508,8 @@ async fn sqlite_purges_expired_remembered_bodies_a_batch_at_a_time() {
 async fn sqlite_a_remembered_body_is_told_apart_from_another_under_the_same_key() {
     let dir = tempfile::tempdir().unwrap();
     let l = open_sqlite(&dir, LONG);
-    assert_eq!(l.create(marked("a", LONG), None).await.unwrap(), Created::New);
-    assert_eq!(l.create(marked("b", LONG), None).await.unwrap(), Created::New);
+    assert_eq!(l.create(marked("a", LONG)).await.unwrap(), Created::New);
+    assert_eq!(l.create(marked("b", LONG)).await.unwrap(), Created::New);
     tokio::time::sleep(Duration::from_millis(5)).await;
     let c = rusqlite::Connection::open(dir.path().join("inbox.db")).unwrap();
     // The entry of body "a" now names "b", whose body is "b".
@@ -538,13 +528,13 @@ async fn sqlite_a_remembered_body_is_told_apart_from_another_under_the_same_key(
         resent_bodies: ResentBodies::Marked { within: LONG },
         ..new_event(id, "a")
     };
-    assert_eq!(l.create(body_a("a2"), None).await.unwrap(), Created::New);
-    let stored = l.get(&key("a2"), None).await.unwrap().unwrap();
+    assert_eq!(l.create(body_a("a2")).await.unwrap(), Created::New);
+    let stored = l.get(&key("a2")).await.unwrap().unwrap();
     assert_eq!(stored.resent_of, None);
 
     // The entry names "a2" now: a third event with body "a" is its resend.
     assert_eq!(
-        l.create(body_a("a3"), None).await.unwrap(),
+        l.create(body_a("a3")).await.unwrap(),
         Created::Resent {
             of: EventId::parse("a2").unwrap()
         }
@@ -561,15 +551,14 @@ async fn sqlite_purges_every_expired_event_however_many_batches_it_takes() {
     let l = open_on(&dir, &clock);
     for i in 0..23 {
         let id = format!("done{i}");
-        l.create(marked(&id, LONG), None).await.unwrap();
-        l.claim(&key(&id), "w", LONG, None).await.unwrap();
+        l.create(marked(&id, LONG)).await.unwrap();
+        l.claim(&key(&id), "w", LONG).await.unwrap();
         l.settle(
             &key(&id),
             "w",
             Settlement::Completed {
                 retention: Duration::ZERO,
             },
-            None,
         )
         .await
         .unwrap();
@@ -578,7 +567,7 @@ async fn sqlite_purges_every_expired_event_however_many_batches_it_takes() {
 
     let mut events = vec![];
     loop {
-        let purged = l.purge(10, None).await.unwrap();
+        let purged = l.purge(10).await.unwrap();
         events.push(purged.events);
         if !purged.full(10) {
             break;
@@ -596,29 +585,21 @@ async fn sqlite_purges_every_expired_event_however_many_batches_it_takes() {
 async fn sqlite_leases_of_a_dead_process_expire_at_restart() {
     let dir = tempfile::tempdir().unwrap();
     let l = open_sqlite(&dir, LONG);
-    l.create(new_event("mine", "b"), None).await.unwrap();
-    l.create(new_event("theirs", "b"), None).await.unwrap();
-    l.claim(&key("mine"), "embedded:2:1:aa", LONG, None)
-        .await
-        .unwrap();
-    l.claim(&key("theirs"), "embedded:1:1:bb", LONG, None)
-        .await
-        .unwrap();
+    l.create(new_event("mine", "b")).await.unwrap();
+    l.create(new_event("theirs", "b")).await.unwrap();
+    l.claim(&key("mine"), "embedded:2:1:aa", LONG).await.unwrap();
+    l.claim(&key("theirs"), "embedded:1:1:bb", LONG).await.unwrap();
     let gone = GoneOwners::AllBut("embedded:2:1".into());
-    assert_eq!(l.end_leases(&gone, None).await.unwrap(), 1);
+    assert_eq!(l.end_leases(&gone).await.unwrap(), 1);
     assert!(matches!(
-        l.claim(&key("theirs"), "embedded:2:1:cc", LONG, None)
-            .await
-            .unwrap(),
+        l.claim(&key("theirs"), "embedded:2:1:cc", LONG).await.unwrap(),
         Claim::Claimed(_)
     ));
     assert_eq!(
-        l.claim(&key("mine"), "embedded:2:1:dd", LONG, None)
-            .await
-            .unwrap(),
+        l.claim(&key("mine"), "embedded:2:1:dd", LONG).await.unwrap(),
         Claim::OwnedElsewhere
     );
-    assert_eq!(l.give_back("embedded:2:1", None).await.unwrap(), 2);
+    assert_eq!(l.give_back("embedded:2:1").await.unwrap(), 2);
 }
 
 /// Bodies are stored compressed where that makes them smaller, and read back whole; a row written before version 7
@@ -630,8 +611,8 @@ async fn sqlite_bodies_are_stored_compressed_and_read_back_whole() {
     let json =
         r#"{"action":"opened","repository":{"full_name":"octo/hello"},"sender":{"login":"octo"}}"#.repeat(24);
     let tiny = "{}";
-    l.create(new_event("json", &json), None).await.unwrap();
-    l.create(new_event("tiny", tiny), None).await.unwrap();
+    l.create(new_event("json", &json)).await.unwrap();
+    l.create(new_event("tiny", tiny)).await.unwrap();
     let c = rusqlite::Connection::open(dir.path().join("inbox.db")).unwrap();
     c.busy_timeout(Duration::from_secs(5)).unwrap();
     let stored = |id: &str| -> (i64, i64) {
@@ -651,14 +632,14 @@ async fn sqlite_bodies_are_stored_compressed_and_read_back_whole() {
         "a body that does not shrink is kept as received"
     );
     assert_eq!(
-        l.get(&key("json"), None).await.unwrap().unwrap().payload.as_ref(),
+        l.get(&key("json")).await.unwrap().unwrap().payload.as_ref(),
         json.as_bytes()
     );
     assert_eq!(
-        l.get(&key("tiny"), None).await.unwrap().unwrap().payload.as_ref(),
+        l.get(&key("tiny")).await.unwrap().unwrap().payload.as_ref(),
         tiny.as_bytes()
     );
-    match l.claim(&key("json"), "w", LONG, None).await.unwrap() {
+    match l.claim(&key("json"), "w", LONG).await.unwrap() {
         Claim::Claimed(event) => assert_eq!(event.payload.as_ref(), json.as_bytes()),
         other => panic!("{other:?}"),
     }
@@ -671,7 +652,7 @@ async fn sqlite_bodies_are_stored_compressed_and_read_back_whole() {
     )
     .unwrap();
     assert_eq!(
-        l.get(&key("json"), None).await.unwrap().unwrap().payload.as_ref(),
+        l.get(&key("json")).await.unwrap().unwrap().payload.as_ref(),
         json.as_bytes()
     );
     // Bytes that do not decompress, or an encoding this code does not know: corrupt.
@@ -684,7 +665,7 @@ async fn sqlite_bodies_are_stored_compressed_and_read_back_whole() {
         .unwrap();
         assert!(
             matches!(
-                l.get(&key("tiny"), None).await,
+                l.get(&key("tiny")).await,
                 Err(inbox_core::ports::StoreError::Corrupt(_))
             ),
             "{body} as {encoding}"

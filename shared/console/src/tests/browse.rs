@@ -141,8 +141,8 @@ async fn the_event_page_links_a_resent_body_to_the_event_that_held_it_first() {
             within: Duration::from_secs(3600),
         },
     };
-    app.ledger.create(marked("first"), None).await.unwrap();
-    app.ledger.create(marked("again"), None).await.unwrap();
+    app.ledger.create(marked("first")).await.unwrap();
+    app.ledger.create(marked("again")).await.unwrap();
     let page = app.page("/event?source=stripe&id=again").await;
     assert!(
         page.contains("<dt>resent of</dt><dd class=\"id\"><a href=\"/event?source=stripe&amp;id=first\" id=\"resent-of\">first</a></dd>"),

@@ -35,39 +35,30 @@ fn key(source: &str, id: &str) -> EventKey {
 
 async fn put(ledger: &SqliteLedger, source: &str, id: &str, body: &[u8], end: Option<Status>) {
     ledger
-        .create(
-            NewEvent {
-                key: key(source, id),
-                event_type: Some("charge.<b>failed</b>".into()),
-                payload: bytes::Bytes::copy_from_slice(body),
-                payload_sha256: "00".into(),
-                headers: vec![
-                    ("content-type".into(), "application/json".into()),
-                    ("x-note".into(), "<script>alert('h')</script>".into()),
-                    ("stripe-signature".into(), "t=1,v1=secretish".into()),
-                ],
-                origin: Default::default(),
-                resent_bodies: Default::default(),
-            },
-            None,
-        )
+        .create(NewEvent {
+            key: key(source, id),
+            event_type: Some("charge.<b>failed</b>".into()),
+            payload: bytes::Bytes::copy_from_slice(body),
+            payload_sha256: "00".into(),
+            headers: vec![
+                ("content-type".into(), "application/json".into()),
+                ("x-note".into(), "<script>alert('h')</script>".into()),
+                ("stripe-signature".into(), "t=1,v1=secretish".into()),
+            ],
+            origin: Default::default(),
+            resent_bodies: Default::default(),
+        })
         .await
         .unwrap();
     let k = key(source, id);
-    let settle = |s| async { ledger.settle(&k, "w", s, None).await.unwrap() };
+    let settle = |s| async { ledger.settle(&k, "w", s).await.unwrap() };
     match end {
         None | Some(Status::Received) => {}
         Some(Status::Dead) => {
-            ledger
-                .mark_dead(&k, "handler said 500 <i>x</i>", None)
-                .await
-                .unwrap();
+            ledger.mark_dead(&k, "handler said 500 <i>x</i>").await.unwrap();
         }
         Some(st) => {
-            ledger
-                .claim(&k, "w", Duration::from_secs(60), None)
-                .await
-                .unwrap();
+            ledger.claim(&k, "w", Duration::from_secs(60)).await.unwrap();
             match st {
                 Status::Completed => {
                     settle(Settlement::Completed {
@@ -151,12 +142,7 @@ impl App {
         req.send().await.unwrap()
     }
     async fn status_of(&self, source: &str, id: &str) -> Status {
-        self.ledger
-            .get(&key(source, id), None)
-            .await
-            .unwrap()
-            .unwrap()
-            .status
+        self.ledger.get(&key(source, id)).await.unwrap().unwrap().status
     }
 }
 

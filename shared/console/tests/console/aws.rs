@@ -79,23 +79,20 @@ async fn the_aws_console_shows_dead_events_and_replays_one_into_the_queue() {
 
     // GIVEN a dead event (with a hostile body), an open one and a completed one.
     ledger
-        .create(
-            new_event("evt_dead", r#"{"x":"<script>alert(1)</script>"}"#),
-            None,
-        )
+        .create(new_event("evt_dead", r#"{"x":"<script>alert(1)</script>"}"#))
         .await
         .unwrap();
-    ledger.mark_dead(&key("evt_dead"), "gave up", None).await.unwrap();
-    ledger.create(new_event("evt_open", "{}"), None).await.unwrap();
-    ledger.create(new_event("evt_done", "{}"), None).await.unwrap();
+    ledger.mark_dead(&key("evt_dead"), "gave up").await.unwrap();
+    ledger.create(new_event("evt_open", "{}")).await.unwrap();
+    ledger.create(new_event("evt_done", "{}")).await.unwrap();
     ledger
-        .claim(&key("evt_done"), "w", Duration::from_secs(60), None)
+        .claim(&key("evt_done"), "w", Duration::from_secs(60))
         .await
         .unwrap();
     let done = Settlement::Completed {
         retention: Duration::from_secs(3600),
     };
-    ledger.settle(&key("evt_done"), "w", done, None).await.unwrap();
+    ledger.settle(&key("evt_done"), "w", done).await.unwrap();
 
     let console = Console::new(
         ledger.clone(),
@@ -156,7 +153,7 @@ async fn the_aws_console_shows_dead_events_and_replays_one_into_the_queue() {
         .to_str()
         .unwrap()
         .ends_with("flash=skipped"));
-    let e = ledger.get(&key("evt_dead"), None).await.unwrap().unwrap();
+    let e = ledger.get(&key("evt_dead")).await.unwrap().unwrap();
     assert_eq!((e.status, e.replays), (Status::Received, 1));
     // AND the overview counts its message in the work queue (received events are not in DynamoDB's index)
     let overview = page("/").await;
@@ -321,15 +318,15 @@ handler = { kind = "log" }
 "#,
     )
     .unwrap();
-    ledger.create(new_event("evt_done", "{}"), None).await.unwrap();
+    ledger.create(new_event("evt_done", "{}")).await.unwrap();
     ledger
-        .claim(&key("evt_done"), "w", Duration::from_secs(60), None)
+        .claim(&key("evt_done"), "w", Duration::from_secs(60))
         .await
         .unwrap();
     let done = Settlement::Completed {
         retention: Duration::from_secs(3600),
     };
-    ledger.settle(&key("evt_done"), "w", done, None).await.unwrap();
+    ledger.settle(&key("evt_done"), "w", done).await.unwrap();
     let at = inbox_core::time::now_ms() - 60_000;
     let checkpoint = Checkpoint {
         scanned_to: at - 300_000,

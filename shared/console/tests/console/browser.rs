@@ -103,54 +103,39 @@ async fn seed(dir: &Path) {
     for i in 0..6 {
         let id = format!("evt_done_{i}");
         ledger
-            .create(new_event(&id, r#"{"ok":true}"#, "order.paid"), None)
+            .create(new_event(&id, r#"{"ok":true}"#, "order.paid"))
             .await
             .unwrap();
-        ledger.claim(&key(&id), "seed", long, None).await.unwrap();
+        ledger.claim(&key(&id), "seed", long).await.unwrap();
         let done = Settlement::Completed {
             retention: Duration::from_secs(86_400),
         };
-        ledger.settle(&key(&id), "seed", done, None).await.unwrap();
+        ledger.settle(&key(&id), "seed", done).await.unwrap();
     }
     ledger
-        .create(new_event("evt_failing", "{}", "order.paid"), None)
+        .create(new_event("evt_failing", "{}", "order.paid"))
         .await
         .unwrap();
-    ledger
-        .claim(&key("evt_failing"), "seed", long, None)
-        .await
-        .unwrap();
+    ledger.claim(&key("evt_failing"), "seed", long).await.unwrap();
     let failed = Settlement::Failed {
         error: "downstream said 503".into(),
         delay: Duration::from_secs(3_600),
     };
+    ledger.settle(&key("evt_failing"), "seed", failed).await.unwrap();
     ledger
-        .settle(&key("evt_failing"), "seed", failed, None)
+        .create(new_event("evt_dead_1", HOSTILE, "order.<b>refunded</b>"))
         .await
         .unwrap();
-    ledger
-        .create(new_event("evt_dead_1", HOSTILE, "order.<b>refunded</b>"), None)
-        .await
-        .unwrap();
-    ledger
-        .claim(&key("evt_dead_1"), "seed", long, None)
-        .await
-        .unwrap();
+    ledger.claim(&key("evt_dead_1"), "seed", long).await.unwrap();
     let dead = Settlement::Dead {
         error: "downstream said 410 <script>alert(3)</script>".into(),
     };
+    ledger.settle(&key("evt_dead_1"), "seed", dead).await.unwrap();
     ledger
-        .settle(&key("evt_dead_1"), "seed", dead, None)
+        .create(new_event("evt_dead_2", "not json", "order.paid"))
         .await
         .unwrap();
-    ledger
-        .create(new_event("evt_dead_2", "not json", "order.paid"), None)
-        .await
-        .unwrap();
-    ledger
-        .mark_dead(&key("evt_dead_2"), "gave up", None)
-        .await
-        .unwrap();
+    ledger.mark_dead(&key("evt_dead_2"), "gave up").await.unwrap();
 }
 
 async fn wait_for_http(url: &str, deadline: Duration) -> bool {
@@ -406,11 +391,7 @@ handler = {{ kind = "forward", url = "http://{sink_addr}/hook", timeout = "5s" }
     let seen = deliveries.lock().unwrap().clone();
     assert_eq!(seen.get("shop:evt_dead_1"), Some(&1), "{seen:?}");
     assert_eq!(seen.get("shop:evt_dead_2"), None, "{seen:?}");
-    let e = console_ledger
-        .get(&key("evt_dead_2"), None)
-        .await
-        .unwrap()
-        .unwrap();
+    let e = console_ledger.get(&key("evt_dead_2")).await.unwrap().unwrap();
     assert_eq!(e.status, Status::Dead);
 
     let _ = stop_tx.send(());

@@ -95,7 +95,7 @@ impl DynamoLedger {
             return Ok(0);
         }
         let query = IndexQuery {
-            due_before: Some(self.now(None)),
+            due_before: Some(self.now()),
             filter: Some("#status = :completed".to_owned()),
             values: Values::default().status(":completed", Status::Completed),
             stop_after: Some(limit),

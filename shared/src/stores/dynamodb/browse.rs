@@ -13,7 +13,7 @@ use crate::ports::{Browse, ListFilter, StoreError, Summary};
 #[async_trait]
 #[async_trait]
 impl Browse for DynamoLedger {
-    async fn summary(&self, now: Option<i64>) -> Result<Summary, StoreError> {
+    async fn summary(&self) -> Result<Summary, StoreError> {
         let mut summary = Summary::default();
         let mut per_source = std::collections::BTreeMap::<(SourceName, &'static str), (Status, u64)>::new();
         for status in [Status::Received, Status::Processing, Status::Failed, Status::Dead] {
@@ -26,7 +26,7 @@ impl Browse for DynamoLedger {
                 summary.by_status.push((status, None));
                 continue;
             }
-            let events = self.list(&filter, now).await?;
+            let events = self.list(&filter).await?;
             summary.by_status.push((status, Some(events.len() as u64)));
             for e in &events {
                 per_source
@@ -56,11 +56,11 @@ impl Browse for DynamoLedger {
     /// whole table** (an operator's occasional question): one read unit per 4 KB of every item, each
     /// time, whatever the limit (the filter narrows what comes back, not what is read). The operator console says
     /// so beside that listing. Type, id, time range and cursor are applied to what was read.
-    async fn list(&self, filter: &ListFilter, now: Option<i64>) -> Result<Vec<Record>, StoreError> {
+    async fn list(&self, filter: &ListFilter) -> Result<Vec<Record>, StoreError> {
         if filter.limit == 0 {
             return Ok(Vec::new());
         }
-        let now = self.now(now);
+        let now = self.now();
         let mut values = Values::default();
         let mut conditions = Vec::new();
         if let Some(source) = &filter.source {

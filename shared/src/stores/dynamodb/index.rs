@@ -128,22 +128,16 @@ impl SweepIndex for DynamoLedger {
             .await?;
         Ok(())
     }
-    async fn sent_again(
-        &self,
-        key: &EventKey,
-        status: Status,
-        updated_at: i64,
-        now: Option<i64>,
-    ) -> Result<(), StoreError> {
+    async fn sent_again(&self, key: &EventKey, status: Status, updated_at: i64) -> Result<(), StoreError> {
         let values = Values::default()
             .status(":status", status)
             .n(":updated", updated_at)
-            .n(":until", self.due.resent(self.now(now), updated_at));
+            .n(":until", self.due.resent(self.now(), updated_at));
         self.update(key, RESENT, UNCHANGED_OPEN, values, false).await?;
         Ok(())
     }
-    async fn due(&self, ahead: Duration, now: Option<i64>, limit: usize) -> Result<Vec<Record>, StoreError> {
-        let due_before = self.now(now).saturating_add(crate::time::ms(ahead));
+    async fn due(&self, ahead: Duration, limit: usize) -> Result<Vec<Record>, StoreError> {
+        let due_before = self.now().saturating_add(crate::time::ms(ahead));
         if limit == 0 {
             return Ok(Vec::new());
         }

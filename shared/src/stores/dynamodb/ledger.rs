@@ -45,7 +45,7 @@ impl Ledger for DynamoLedger {
     }
     /// An eventually consistent `GetItem` of the record's metadata (half a read unit): a duplicate missed this
     /// way is caught by the create's condition, at the cost of one spare message.
-    async fn peek(&self, key: &EventKey, now: Option<i64>) -> Result<Option<Record>, StoreError> {
+    async fn peek(&self, key: &EventKey) -> Result<Option<Record>, StoreError> {
         let out = self
             .get_item(key)
             .projection_expression(projection())
@@ -57,15 +57,15 @@ impl Ledger for DynamoLedger {
             return Ok(None);
         };
         let record = record_of(&item)?;
-        Ok((!record.is_expired(self.now(now))).then_some(record))
+        Ok((!record.is_expired(self.now())).then_some(record))
     }
-    async fn create(&self, event: NewEvent, now: Option<i64>) -> Result<Created, StoreError> {
-        self.create_one(event, false, self.now(now)).await
+    async fn create(&self, event: NewEvent) -> Result<Created, StoreError> {
+        self.create_one(event, false, self.now()).await
     }
     /// Created without a sparse-index entry: the message sent ahead of it vouches for it (SQS keeps it until the
     /// settle deletes it).
-    async fn create_announced(&self, event: NewEvent, now: Option<i64>) -> Result<Created, StoreError> {
-        self.create_one(event, true, self.now(now)).await
+    async fn create_announced(&self, event: NewEvent) -> Result<Created, StoreError> {
+        self.create_one(event, true, self.now()).await
     }
     /// A create claims nothing here: the event waits for its message, whose processor claims it.
     async fn create_claimed(
@@ -73,21 +73,16 @@ impl Ledger for DynamoLedger {
         event: NewEvent,
         _owner: &str,
         _lease: Duration,
-        now: Option<i64>,
     ) -> Result<(Created, Option<Event>), StoreError> {
-        Ok((self.create(event, now).await?, None))
+        Ok((self.create(event).await?, None))
     }
     /// One `TransactWriteItems` for up to 100 items (DynamoDB's limit): all put, or none. A larger batch is written
     /// as consecutive transactions of 100 before the one answer; a crash between two leaves the first ones stored
     /// and the delivery unanswered, and the sender's retry finds them as duplicates and stores the rest, so
     /// nothing acknowledged is lost and nothing is stored twice. Items look for no resent bodies: a batch's scheme
     /// signs the ids with the bodies.
-    async fn create_batch(
-        &self,
-        events: Vec<NewEvent>,
-        now: Option<i64>,
-    ) -> Result<Vec<Created>, StoreError> {
-        let now = self.now(now);
+    async fn create_batch(&self, events: Vec<NewEvent>) -> Result<Vec<Created>, StoreError> {
+        let now = self.now();
         let mut answers = Vec::with_capacity(events.len());
         // A transaction holds 100 items and 4 MB: each item is counted at its uncompressed body (an upper bound of
         // what it stores inline; a body over the inline limit goes to S3 and leaves a key) and a margin.
@@ -105,14 +100,8 @@ impl Ledger for DynamoLedger {
         }
         Ok(answers)
     }
-    async fn claim(
-        &self,
-        key: &EventKey,
-        owner: &str,
-        lease: Duration,
-        now: Option<i64>,
-    ) -> Result<Claim, StoreError> {
-        let now = self.now(now);
+    async fn claim(&self, key: &EventKey, owner: &str, lease: Duration) -> Result<Claim, StoreError> {
+        let now = self.now();
         let until = now.saturating_add(ms(lease));
         let values = Values::default()
             .status(":received", Status::Received)
@@ -147,9 +136,8 @@ impl Ledger for DynamoLedger {
         key: &EventKey,
         owner: &str,
         settlement: Settlement,
-        now: Option<i64>,
     ) -> Result<Settled, StoreError> {
-        let now = self.now(now);
+        let now = self.now();
         let owned = owned_values(owner, now);
         // Only a completion owes its body anything more, and only where the settle lands.
         let completing = matches!(settlement, Settlement::Completed { .. });
@@ -197,10 +185,10 @@ impl Ledger for DynamoLedger {
         s3.count_down(&body).await?;
         self.body_counting(key, &body).await
     }
-    async fn release(&self, key: &EventKey, owner: &str, now: Option<i64>) -> Result<Settled, StoreError> {
+    async fn release(&self, key: &EventKey, owner: &str) -> Result<Settled, StoreError> {
         self.forget_claim(owner);
         self.let_go(owner);
-        let now = self.now(now);
+        let now = self.now();
         let values = Values::default()
             .status(":processing", Status::Processing)
             .s(":owner", owner)
@@ -210,13 +198,8 @@ impl Ledger for DynamoLedger {
             Write::Refused(_) => Settled::LeaseLost,
         })
     }
-    async fn mark_dead(
-        &self,
-        key: &EventKey,
-        reason: &str,
-        now: Option<i64>,
-    ) -> Result<MarkDead, StoreError> {
-        let now = self.now(now);
+    async fn mark_dead(&self, key: &EventKey, reason: &str) -> Result<MarkDead, StoreError> {
+        let now = self.now();
         let values = Values::default()
             .status(":dead", Status::Dead)
             .s(":error", reason)
@@ -245,10 +228,10 @@ impl Ledger for DynamoLedger {
             )),
         }
     }
-    async fn mark_notified(&self, key: &EventKey, now: Option<i64>) -> Result<(), StoreError> {
+    async fn mark_notified(&self, key: &EventKey) -> Result<(), StoreError> {
         let values = Values::default()
             .status(":dead", Status::Dead)
-            .n(":now", self.now(now))
+            .n(":now", self.now())
             .n(":never", NEVER_DUE);
         let Some(s3) = &self.payloads else {
             // Refused: not dead, already notified, or gone; as embedded, nothing to do then.
@@ -275,8 +258,8 @@ impl Ledger for DynamoLedger {
             .await?;
         Ok(())
     }
-    async fn replay(&self, key: &EventKey, force: bool, now: Option<i64>) -> Result<Replay, StoreError> {
-        let now = self.now(now);
+    async fn replay(&self, key: &EventKey, force: bool) -> Result<Replay, StoreError> {
+        let now = self.now();
         // A completed event's body in S3 counts down, or is about to: the reopened event gets a copy of its own
         // (pending, until its claim keeps it), named in the conditional flip. A countdown still owed (the record is
         // in `body#`) is started first, since the flip takes the record out of `body#`. So a countdown that lands
@@ -333,8 +316,8 @@ impl Ledger for DynamoLedger {
             Write::Refused(old) => rules::refused_replay(old.as_ref().map(record_of).transpose()?.as_ref()),
         })
     }
-    async fn get(&self, key: &EventKey, now: Option<i64>) -> Result<Option<Event>, StoreError> {
-        let now = self.now(now);
+    async fn get(&self, key: &EventKey) -> Result<Option<Event>, StoreError> {
+        let now = self.now();
         let Some(item) = self.read(key).await? else {
             return Ok(None);
         };

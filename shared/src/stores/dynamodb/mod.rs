@@ -79,8 +79,8 @@ pub struct DynamoLedger {
     /// When records come due for the sweeper.
     due: Due,
     inline_limit: usize,
-    /// The store's clock, what a call without a time of its own (`now: None`) runs at (DynamoDB has no clock of its
-    /// own to write with, so the caller's is the store's), and the draws that name bodies in S3.
+    /// The store's clock, the one every call runs at (DynamoDB has no clock of its own to write with, so the caller's
+    /// is the store's), and the draws that name bodies in S3.
     world: World,
     /// The bodies in S3 of the claims this process holds, by lease owner: what [`Ledger::completed`] starts the
     /// countdown of, taken by that claim's settle or completion (a crash loses it, and the sweeper finishes it).
@@ -123,7 +123,7 @@ impl DynamoLedger {
         }
     }
 
-    /// The clock calls without a time of their own run at (the system's by default).
+    /// The clock every call runs at (the system's by default): a test or a simulation hands in one it moves.
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.world.clock = clock;
         self
@@ -135,9 +135,9 @@ impl DynamoLedger {
         self
     }
 
-    /// `now`, or the store's clock.
-    fn now(&self, now: Option<i64>) -> i64 {
-        now.unwrap_or_else(|| self.world.now_ms())
+    /// Now, on the store's clock.
+    fn now(&self) -> i64 {
+        self.world.now_ms()
     }
 
     /// Bodies whose compressed size is over `bytes` go to S3 (when a bucket is configured).
@@ -306,7 +306,7 @@ impl Upkeep for DynamoLedger {
     async fn lead(&self, _role: &str, _me: &str, _hold: Duration) -> Result<Option<u64>, StoreError> {
         Ok(Some(0))
     }
-    async fn end_leases(&self, _gone: &GoneOwners, _now: Option<i64>) -> Result<usize, StoreError> {
+    async fn end_leases(&self, _gone: &GoneOwners) -> Result<usize, StoreError> {
         Ok(0)
     }
     /// No index finds an owner's leases without a scan, and none is needed: a lease ends at its expiry, and the
@@ -314,7 +314,7 @@ impl Upkeep for DynamoLedger {
     /// Each lease this process took under `owner` and has not settled, released as
     /// [`Ledger::release`](crate::ports::Ledger::release) would. A Lambda ends without calling it: its leases
     /// end at their expiry, and SQS brings the messages back.
-    async fn give_back(&self, owner: &str, now: Option<i64>) -> Result<usize, StoreError> {
+    async fn give_back(&self, owner: &str) -> Result<usize, StoreError> {
         use crate::ports::{Ledger, Settled};
         let prefix = format!("{owner}:");
         let held: Vec<(String, EventKey)> = crate::sync::lock(&self.leases)
@@ -324,7 +324,7 @@ impl Upkeep for DynamoLedger {
             .collect();
         let mut given = 0;
         for (lease, key) in held {
-            if self.release(&key, &lease, now).await? == Settled::Done {
+            if self.release(&key, &lease).await? == Settled::Done {
                 given += 1;
             }
         }
@@ -332,7 +332,7 @@ impl Upkeep for DynamoLedger {
     }
     /// Retention runs by itself: DynamoDB's TTL deletes expired items (late: every read compares `expires_at`),
     /// and the bucket's lifecycle rules the bodies in S3.
-    async fn purge(&self, _limit: usize, _now: Option<i64>) -> Result<Purged, StoreError> {
+    async fn purge(&self, _limit: usize) -> Result<Purged, StoreError> {
         Ok(Purged::default())
     }
     /// Another process's change reaches this runtime through its queue, not through the table.

@@ -81,7 +81,7 @@ impl MemoryStore {
         }
     }
 
-    /// The clock a call without a time of its own runs at.
+    /// The clock every call runs at (the system's by default): a test or a simulation hands in one it moves.
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
         self
@@ -142,12 +142,12 @@ impl MemoryStore {
         state.applied = state.durable.clone();
     }
 
-    fn now(&self, now: Option<i64>) -> i64 {
-        now.unwrap_or_else(|| self.clock.now_ms())
+    fn now(&self) -> i64 {
+        self.clock.now_ms()
     }
 
-    fn write(&self, write: Write, now: Option<i64>) -> Answer {
-        let now = self.now(now);
+    fn write(&self, write: Write) -> Answer {
+        let now = self.now();
         let mut state = crate::sync::lock(&self.state);
         let answer = apply(&mut state.applied, &write, now, &self.due);
         match self.durability {
@@ -180,23 +180,19 @@ impl Ledger for MemoryStore {
             shared_by_many: self.liveness.is_some(),
         }
     }
-    async fn create(&self, event: NewEvent, now: Option<i64>) -> Result<Created, StoreError> {
-        match self.write(Write::Create { event, claim: None }, now) {
+    async fn create(&self, event: NewEvent) -> Result<Created, StoreError> {
+        match self.write(Write::Create { event, claim: None }) {
             Answer::Created(created, _) => Ok(created),
             other => Err(unexpected(other)),
         }
     }
     /// The ledger is its own queue: an announced create is indexed like any other.
-    async fn create_announced(&self, event: NewEvent, now: Option<i64>) -> Result<Created, StoreError> {
-        self.create(event, now).await
+    async fn create_announced(&self, event: NewEvent) -> Result<Created, StoreError> {
+        self.create(event).await
     }
-    async fn create_batch(
-        &self,
-        events: Vec<NewEvent>,
-        now: Option<i64>,
-    ) -> Result<Vec<Created>, StoreError> {
+    async fn create_batch(&self, events: Vec<NewEvent>) -> Result<Vec<Created>, StoreError> {
         let events = events.into_iter().map(unwatched).collect();
-        match self.write(Write::CreateBatch(events), now) {
+        match self.write(Write::CreateBatch(events)) {
             Answer::CreatedBatch(created) => Ok(created),
             other => Err(unexpected(other)),
         }
@@ -206,16 +202,15 @@ impl Ledger for MemoryStore {
         event: NewEvent,
         owner: &str,
         lease: Duration,
-        now: Option<i64>,
     ) -> Result<(Created, Option<Event>), StoreError> {
         let claim = Some((owner.to_owned(), lease));
-        match self.write(Write::Create { event, claim }, now) {
+        match self.write(Write::Create { event, claim }) {
             Answer::Created(created, claimed) => Ok((created, claimed.map(|e| *e))),
             other => Err(unexpected(other)),
         }
     }
-    async fn peek(&self, key: &EventKey, now: Option<i64>) -> Result<Option<Record>, StoreError> {
-        let now = self.now(now);
+    async fn peek(&self, key: &EventKey) -> Result<Option<Record>, StoreError> {
+        let now = self.now();
         Ok(self.read(|t| {
             t.events
                 .get(&row(key))
@@ -223,19 +218,13 @@ impl Ledger for MemoryStore {
                 .filter(|r| !r.is_expired(now))
         }))
     }
-    async fn claim(
-        &self,
-        key: &EventKey,
-        owner: &str,
-        lease: Duration,
-        now: Option<i64>,
-    ) -> Result<Claim, StoreError> {
+    async fn claim(&self, key: &EventKey, owner: &str, lease: Duration) -> Result<Claim, StoreError> {
         let write = Write::Claim {
             key: key.clone(),
             owner: owner.to_owned(),
             lease,
         };
-        match self.write(write, now) {
+        match self.write(write) {
             Answer::Claim(claim) => Ok(claim),
             other => Err(unexpected(other)),
         }
@@ -245,14 +234,13 @@ impl Ledger for MemoryStore {
         key: &EventKey,
         owner: &str,
         settlement: Settlement,
-        now: Option<i64>,
     ) -> Result<Settled, StoreError> {
         let write = Write::Settle {
             key: key.clone(),
             owner: owner.to_owned(),
             settlement,
         };
-        match self.write(write, now) {
+        match self.write(write) {
             Answer::Settled(settled) => Ok(settled),
             other => Err(unexpected(other)),
         }
@@ -261,47 +249,42 @@ impl Ledger for MemoryStore {
     async fn completed(&self, _key: &EventKey, _owner: &str) -> Result<(), StoreError> {
         Ok(())
     }
-    async fn release(&self, key: &EventKey, owner: &str, now: Option<i64>) -> Result<Settled, StoreError> {
+    async fn release(&self, key: &EventKey, owner: &str) -> Result<Settled, StoreError> {
         let write = Write::Release {
             key: key.clone(),
             owner: owner.to_owned(),
         };
-        match self.write(write, now) {
+        match self.write(write) {
             Answer::Settled(settled) => Ok(settled),
             other => Err(unexpected(other)),
         }
     }
-    async fn mark_dead(
-        &self,
-        key: &EventKey,
-        reason: &str,
-        now: Option<i64>,
-    ) -> Result<MarkDead, StoreError> {
+    async fn mark_dead(&self, key: &EventKey, reason: &str) -> Result<MarkDead, StoreError> {
         let write = Write::MarkDead {
             key: key.clone(),
             reason: reason.to_owned(),
         };
-        match self.write(write, now) {
+        match self.write(write) {
             Answer::MarkDead(dead) => Ok(dead),
             other => Err(unexpected(other)),
         }
     }
-    async fn mark_notified(&self, key: &EventKey, now: Option<i64>) -> Result<(), StoreError> {
-        self.write(Write::MarkNotified(key.clone()), now);
+    async fn mark_notified(&self, key: &EventKey) -> Result<(), StoreError> {
+        self.write(Write::MarkNotified(key.clone()));
         Ok(())
     }
-    async fn replay(&self, key: &EventKey, force: bool, now: Option<i64>) -> Result<Replay, StoreError> {
+    async fn replay(&self, key: &EventKey, force: bool) -> Result<Replay, StoreError> {
         let write = Write::Replay {
             key: key.clone(),
             force,
         };
-        match self.write(write, now) {
+        match self.write(write) {
             Answer::Replay(replay) => Ok(replay),
             other => Err(unexpected(other)),
         }
     }
-    async fn get(&self, key: &EventKey, now: Option<i64>) -> Result<Option<Event>, StoreError> {
-        let now = self.now(now);
+    async fn get(&self, key: &EventKey) -> Result<Option<Event>, StoreError> {
+        let now = self.now();
         self.read(|t| {
             let Some(s) = t.events.get(&row(key)).filter(|s| !s.record.is_expired(now)) else {
                 return Ok(None);
@@ -319,8 +302,8 @@ impl Ledger for MemoryStore {
 
 #[async_trait]
 impl SweepIndex for MemoryStore {
-    async fn due(&self, ahead: Duration, now: Option<i64>, limit: usize) -> Result<Vec<Record>, StoreError> {
-        let due_before = self.now(now).saturating_add(crate::time::ms(ahead));
+    async fn due(&self, ahead: Duration, limit: usize) -> Result<Vec<Record>, StoreError> {
+        let due_before = self.now().saturating_add(crate::time::ms(ahead));
         Ok(self.read(|t| {
             let mut due: Vec<_> = t
                 .events
@@ -331,29 +314,20 @@ impl SweepIndex for MemoryStore {
             due.into_iter().take(limit).map(|(_, r)| r.clone()).collect()
         }))
     }
-    async fn sent_again(
-        &self,
-        key: &EventKey,
-        status: Status,
-        updated_at: i64,
-        now: Option<i64>,
-    ) -> Result<(), StoreError> {
+    async fn sent_again(&self, key: &EventKey, status: Status, updated_at: i64) -> Result<(), StoreError> {
         let write = Write::SentAgain {
             key: key.clone(),
             status,
             updated_at,
         };
-        self.write(write, now);
+        self.write(write);
         Ok(())
     }
     async fn defer_alarm(&self, key: &EventKey, until: i64) -> Result<(), StoreError> {
-        self.write(
-            Write::DeferAlarm {
-                key: key.clone(),
-                until,
-            },
-            None,
-        );
+        self.write(Write::DeferAlarm {
+            key: key.clone(),
+            until,
+        });
         Ok(())
     }
 }
@@ -372,7 +346,7 @@ impl Checkpoints for MemoryStore {
         Ok(self.read(|t| t.checkpoints.get(source).cloned()))
     }
     async fn save_checkpoint(&self, source: &SourceName, checkpoint: &Checkpoint) -> Result<(), StoreError> {
-        self.write(Write::SaveCheckpoint(source.clone(), checkpoint.clone()), None);
+        self.write(Write::SaveCheckpoint(source.clone(), checkpoint.clone()));
         Ok(())
     }
 }
@@ -385,8 +359,8 @@ const OPEN_AND_DEAD: [Status; 4] = [Status::Dead, Status::Failed, Status::Proces
 
 #[async_trait]
 impl Browse for MemoryStore {
-    async fn list(&self, filter: &ListFilter, now: Option<i64>) -> Result<Vec<Record>, StoreError> {
-        let now = self.now(now);
+    async fn list(&self, filter: &ListFilter) -> Result<Vec<Record>, StoreError> {
+        let now = self.now();
         Ok(self.read(|t| {
             let mut found: Vec<Record> = t
                 .events
@@ -402,8 +376,8 @@ impl Browse for MemoryStore {
             found
         }))
     }
-    async fn summary(&self, now: Option<i64>) -> Result<Summary, StoreError> {
-        let now = self.now(now);
+    async fn summary(&self) -> Result<Summary, StoreError> {
+        let now = self.now();
         Ok(self.read(|t| {
             let live = || {
                 t.events
@@ -475,7 +449,7 @@ impl Upkeep for MemoryStore {
         if self.liveness.is_none() {
             return Ok(GoneOwners::AllBut(me.to_owned()));
         }
-        let now = self.now(None);
+        let now = self.now();
         Ok(GoneOwners::These(self.read(|t| {
             t.owners
                 .iter()
@@ -491,7 +465,7 @@ impl Upkeep for MemoryStore {
                 owner: me.to_owned(),
                 alive_for,
             };
-            match self.write(heartbeat, None) {
+            match self.write(heartbeat) {
                 Answer::Done => {}
                 other => return Err(unexpected(other)),
             }
@@ -511,31 +485,31 @@ impl Upkeep for MemoryStore {
             owner: me.to_owned(),
             hold,
         };
-        match self.write(lead, None) {
+        match self.write(lead) {
             Answer::Term(term) => Ok(term),
             other => Err(unexpected(other)),
         }
     }
-    async fn end_leases(&self, gone: &GoneOwners, now: Option<i64>) -> Result<usize, StoreError> {
+    async fn end_leases(&self, gone: &GoneOwners) -> Result<usize, StoreError> {
         // Kept with heartbeats, a list of gone owners is checked again as the leases end: an owner listed a moment
         // ago may have beaten since, and one with no heartbeat at all is not proven gone.
         let write = match (gone, self.liveness) {
             (GoneOwners::These(owners), Some(_)) => Write::EndLeasesOfExpired(owners.clone()),
             _ => Write::EndLeases(gone.clone()),
         };
-        match self.write(write, now) {
+        match self.write(write) {
             Answer::Count(n) => Ok(n),
             other => Err(unexpected(other)),
         }
     }
-    async fn give_back(&self, owner: &str, now: Option<i64>) -> Result<usize, StoreError> {
-        match self.write(Write::GiveBack(owner.to_owned()), now) {
+    async fn give_back(&self, owner: &str) -> Result<usize, StoreError> {
+        match self.write(Write::GiveBack(owner.to_owned())) {
             Answer::Count(n) => Ok(n),
             other => Err(unexpected(other)),
         }
     }
-    async fn purge(&self, limit: usize, now: Option<i64>) -> Result<Purged, StoreError> {
-        match self.write(Write::Purge(limit), now) {
+    async fn purge(&self, limit: usize) -> Result<Purged, StoreError> {
+        match self.write(Write::Purge(limit)) {
             Answer::Purged(purged) => Ok(purged),
             other => Err(unexpected(other)),
         }

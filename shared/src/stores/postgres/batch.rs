@@ -33,8 +33,8 @@ pub(super) type Outcome = (Created, Option<Event>);
 /// One caller's creates, answered together.
 pub(super) struct Job {
     pub items: Vec<Prepared>,
-    /// The time the call runs at; `None`: the database's.
-    pub now: Option<i64>,
+    /// The time the call runs at on the store's own clock, read as it was made; `None`: the database's.
+    pub at: Option<i64>,
     pub reply: oneshot::Sender<Answer>,
 }
 
@@ -107,7 +107,7 @@ async fn transaction(pool: &Pool, batch: &[Job], due: &Due, local: &str) -> Resu
     let db_time = db_time(&tx, batch).await?;
     let mut answers = Vec::with_capacity(batch.len());
     for job in batch {
-        let now = job.now.or(db_time).unwrap_or_default();
+        let now = job.at.or(db_time).unwrap_or_default();
         let savepoint = tx.savepoint("job").await.map_err(pg)?;
         match items(&savepoint, job, now, due).await {
             Ok(created) => {
@@ -127,7 +127,7 @@ async fn transaction(pool: &Pool, batch: &[Job], due: &Due, local: &str) -> Resu
 
 /// The database's time for the jobs that run at it, read once for the batch.
 async fn db_time(c: &impl GenericClient, batch: &[Job]) -> Result<Option<i64>, StoreError> {
-    Ok(if batch.iter().any(|job| job.now.is_none()) {
+    Ok(if batch.iter().any(|job| job.at.is_none()) {
         Some(db_now(c).await?)
     } else {
         None
@@ -155,7 +155,7 @@ async fn all_at_once(
         .iter()
         .map(|&(j, k)| Item {
             prepared: &batch[j].items[k],
-            now: batch[j].now.or(db_time).unwrap_or_default(),
+            now: batch[j].at.or(db_time).unwrap_or_default(),
         })
         .collect();
     let answers = bulk::create_all(c, &items, due).await?;

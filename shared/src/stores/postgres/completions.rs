@@ -25,12 +25,12 @@ use crate::time::ms;
 /// Completions waiting for a statement at most: past it, a settle waits for room.
 const QUEUE: usize = 4096;
 
-/// One settle to COMPLETED: the lease it is conditional on, when it runs (`None`: the database's `now()`), how
-/// long the event is kept, and where its outcome goes.
+/// One settle to COMPLETED: the lease it is conditional on, when it runs (on the store's own clock; `None`: the
+/// database's `now()`), how long the event is kept, and where its outcome goes.
 pub(super) struct Completion {
     pub key: EventKey,
     pub owner: String,
-    pub now: Option<i64>,
+    pub at: Option<i64>,
     pub retention: std::time::Duration,
     pub reply: oneshot::Sender<Result<Settled, StoreError>>,
 }
@@ -122,7 +122,7 @@ async fn all_at_once(
     let sources: Vec<&str> = batch.iter().map(|c| c.key.source.as_str()).collect();
     let ids: Vec<&str> = batch.iter().map(|c| c.key.event_id.as_str()).collect();
     let owners: Vec<&str> = batch.iter().map(|c| c.owner.as_str()).collect();
-    let at: Vec<Option<i64>> = batch.iter().map(|c| c.now).collect();
+    let at: Vec<Option<i64>> = batch.iter().map(|c| c.at).collect();
     let retention: Vec<i64> = batch.iter().map(|c| ms(c.retention)).collect();
     let tx = client.transaction().await.map_err(Failure::of)?;
     tx.batch_execute(local).await.map_err(Failure::of)?;
@@ -155,5 +155,5 @@ async fn one(pool: &Pool, c: &Completion, due: &Due) -> Result<Settled, StoreErr
     let settlement = Settlement::Completed {
         retention: c.retention,
     };
-    settle(&client, &c.key, &c.owner, &settlement, c.now, due).await
+    settle(&client, &c.key, &c.owner, &settlement, c.at, due).await
 }

@@ -11,9 +11,9 @@
 //! - **Every transition is one conditional statement** ([`transitions`]), a settle conditional on the lease's token,
 //!   so a paused or partitioned instance's late settle changes nothing. Completions, which every event ends with,
 //!   are group-committed too ([`completions`]), each row still conditional on its lease.
-//! - **Time is the database's**: a call without a time of its own (`now: None`) runs at the database's `now()`, so
-//!   leases, due times and retention are measured on one clock whatever the instances' clocks say (a test may give
-//!   the store a clock of its own instead: [`Options::clock`]).
+//! - **Time is the database's**: every call runs at the database's `now()`, so leases, due times and retention are
+//!   measured on one clock whatever the instances' clocks say (a test may give the store a clock of its own instead,
+//!   which it moves: [`Options::clock`]).
 //! - **Owners keep heartbeats** (`owners`, on the database's clock): the leases of an owner whose heartbeat ran out
 //!   are ended by whoever sees it ([`Upkeep::gone_owners`](crate::ports::Upkeep::gone_owners)).
 //!
@@ -64,7 +64,7 @@ pub struct Options {
     pub liveness: Duration,
     /// The most creates one transaction takes.
     pub batch_max: usize,
-    /// The clock a call without a time of its own runs at; `None`: the database's `now()`, as in production.
+    /// The clock every call runs at; `None`: the database's `now()`, as in production. A test hands in one it moves.
     pub clock: Option<Arc<dyn Clock>>,
     /// More roots to check the server's certificate against, beside the web's (PEM), with `sslmode=require`.
     pub ca_file: Option<std::path::PathBuf>,
@@ -189,15 +189,15 @@ impl PostgresStore {
         connection(&self.beats).await
     }
 
-    /// The time a call runs at where it is not the database's: its own, or the store's clock. `None`: the
-    /// database's `now()`, which the statement reads itself ([`DB_NOW`]).
-    fn given_now(&self, now: Option<i64>) -> Option<i64> {
-        now.or_else(|| self.clock.as_ref().map(|c| c.now_ms()))
+    /// The time a call runs at where it is not the database's: now on the store's own clock, where it was given one
+    /// ([`Options::clock`]). `None`: the database's `now()`, which the statement reads itself ([`DB_NOW`]).
+    fn clock_now(&self) -> Option<i64> {
+        self.clock.as_ref().map(|c| c.now_ms())
     }
 
-    /// The time a call runs at: its own, the store's clock, or the database's `now()`.
-    async fn now(&self, client: &impl GenericClient, now: Option<i64>) -> Result<i64, StoreError> {
-        match now.or_else(|| self.clock.as_ref().map(|c| c.now_ms())) {
+    /// The time a call runs at: the store's own clock's, or the database's `now()`.
+    async fn now(&self, client: &impl GenericClient) -> Result<i64, StoreError> {
+        match self.clock_now() {
             Some(now) => Ok(now),
             None => db_now(client).await,
         }

@@ -24,12 +24,16 @@ impl PostgresStore {
     async fn create_all(
         &self,
         items: Vec<super::rows::Prepared>,
-        now: Option<i64>,
     ) -> Result<Vec<(Created, Option<Event>)>, StoreError> {
         let (reply, answer) = tokio::sync::oneshot::channel();
-        let now = now.or_else(|| self.clock.as_ref().map(|c| c.now_ms()));
+        // The store's clock is read as the call is made, as a caller's time was; without one, the batch reads the
+        // database's.
         self.creates
-            .try_send(Job { items, now, reply })
+            .try_send(Job {
+                items,
+                at: self.clock_now(),
+                reply,
+            })
             .map_err(|e| match e {
                 tokio::sync::mpsc::error::TrySendError::Full(_) => StoreError::Busy,
                 tokio::sync::mpsc::error::TrySendError::Closed(_) => {
@@ -45,9 +49,8 @@ impl PostgresStore {
         &self,
         event: NewEvent,
         claim: Option<(String, i64)>,
-        now: Option<i64>,
     ) -> Result<(Created, Option<Event>), StoreError> {
-        let mut answers = self.create_all(vec![prepare(event, claim)?], now).await?;
+        let mut answers = self.create_all(vec![prepare(event, claim)?]).await?;
         answers
             .pop()
             .ok_or_else(|| StoreError::Unavailable("a create was answered with nothing".into()))
@@ -66,28 +69,22 @@ impl Ledger for PostgresStore {
             shared_by_many: true,
         }
     }
-    async fn create(&self, event: NewEvent, now: Option<i64>) -> Result<Created, StoreError> {
-        Ok(self.create_one(event, None, now).await?.0)
+    async fn create(&self, event: NewEvent) -> Result<Created, StoreError> {
+        Ok(self.create_one(event, None).await?.0)
     }
     /// The ledger is its own queue: an announced create is indexed like any other.
-    async fn create_announced(&self, event: NewEvent, now: Option<i64>) -> Result<Created, StoreError> {
-        self.create(event, now).await
+    async fn create_announced(&self, event: NewEvent) -> Result<Created, StoreError> {
+        self.create(event).await
     }
     async fn create_claimed(
         &self,
         event: NewEvent,
         owner: &str,
         lease: Duration,
-        now: Option<i64>,
     ) -> Result<(Created, Option<Event>), StoreError> {
-        self.create_one(event, Some((owner.to_owned(), ms(lease))), now)
-            .await
+        self.create_one(event, Some((owner.to_owned(), ms(lease)))).await
     }
-    async fn create_batch(
-        &self,
-        events: Vec<NewEvent>,
-        now: Option<i64>,
-    ) -> Result<Vec<Created>, StoreError> {
+    async fn create_batch(&self, events: Vec<NewEvent>) -> Result<Vec<Created>, StoreError> {
         let items = events
             .into_iter()
             .map(|event| {
@@ -100,36 +97,29 @@ impl Ledger for PostgresStore {
             })
             .collect::<Result<_, _>>()?;
         Ok(self
-            .create_all(items, now)
+            .create_all(items)
             .await?
             .into_iter()
             .map(|(created, _)| created)
             .collect())
     }
-    async fn peek(&self, key: &EventKey, now: Option<i64>) -> Result<Option<Record>, StoreError> {
+    async fn peek(&self, key: &EventKey) -> Result<Option<Record>, StoreError> {
         let c = self.client().await?;
-        let now = self.now(&c, now).await?;
+        let now = self.now(&c).await?;
         Ok(find(&c, key)
             .await?
             .map(|(_, r)| r)
             .filter(|r| !r.is_expired(now)))
     }
-    async fn claim(
-        &self,
-        key: &EventKey,
-        owner: &str,
-        lease: Duration,
-        now: Option<i64>,
-    ) -> Result<Claim, StoreError> {
+    async fn claim(&self, key: &EventKey, owner: &str, lease: Duration) -> Result<Claim, StoreError> {
         let c = self.client().await?;
-        t::claim(&c, key, owner, ms(lease), self.given_now(now)).await
+        t::claim(&c, key, owner, ms(lease), self.clock_now()).await
     }
     async fn settle(
         &self,
         key: &EventKey,
         owner: &str,
         settlement: Settlement,
-        now: Option<i64>,
     ) -> Result<Settled, StoreError> {
         if let Settlement::Completed { retention } = settlement {
             // Every event ends here: group-committed with the other completions waiting (`completions`).
@@ -137,7 +127,7 @@ impl Ledger for PostgresStore {
             let completion = Completion {
                 key: key.clone(),
                 owner: owner.to_owned(),
-                now: self.given_now(now),
+                at: self.clock_now(),
                 retention,
                 reply,
             };
@@ -146,30 +136,25 @@ impl Ledger for PostgresStore {
             return answer.await.map_err(|_| gone())?;
         }
         let c = self.client().await?;
-        t::settle(&c, key, owner, &settlement, self.given_now(now), &self.due).await
+        t::settle(&c, key, owner, &settlement, self.clock_now(), &self.due).await
     }
     /// Bodies live beside their records: nothing is owed after completion.
     async fn completed(&self, _key: &EventKey, _owner: &str) -> Result<(), StoreError> {
         Ok(())
     }
-    async fn release(&self, key: &EventKey, owner: &str, now: Option<i64>) -> Result<Settled, StoreError> {
+    async fn release(&self, key: &EventKey, owner: &str) -> Result<Settled, StoreError> {
         let c = self.client().await?;
-        let now = self.now(&c, now).await?;
+        let now = self.now(&c).await?;
         t::release(&c, key, owner, now, &self.due).await
     }
-    async fn mark_dead(
-        &self,
-        key: &EventKey,
-        reason: &str,
-        now: Option<i64>,
-    ) -> Result<MarkDead, StoreError> {
+    async fn mark_dead(&self, key: &EventKey, reason: &str) -> Result<MarkDead, StoreError> {
         let c = self.client().await?;
-        let now = self.now(&c, now).await?;
+        let now = self.now(&c).await?;
         t::mark_dead(&c, key, reason, now, &self.due).await
     }
-    async fn mark_notified(&self, key: &EventKey, now: Option<i64>) -> Result<(), StoreError> {
+    async fn mark_notified(&self, key: &EventKey) -> Result<(), StoreError> {
         let c = self.client().await?;
-        let now = self.now(&c, now).await?;
+        let now = self.now(&c).await?;
         execute(
             &c,
             "UPDATE events SET notified_at = $3, due_at = NULL
@@ -179,14 +164,14 @@ impl Ledger for PostgresStore {
         .await?;
         Ok(())
     }
-    async fn replay(&self, key: &EventKey, force: bool, now: Option<i64>) -> Result<Replay, StoreError> {
+    async fn replay(&self, key: &EventKey, force: bool) -> Result<Replay, StoreError> {
         let c = self.client().await?;
-        let now = self.now(&c, now).await?;
+        let now = self.now(&c).await?;
         t::replay(&c, key, force, now, &self.due).await
     }
-    async fn get(&self, key: &EventKey, now: Option<i64>) -> Result<Option<Event>, StoreError> {
+    async fn get(&self, key: &EventKey) -> Result<Option<Event>, StoreError> {
         let c = self.client().await?;
-        let now = self.now(&c, now).await?;
+        let now = self.now(&c).await?;
         match find(&c, key).await? {
             Some((_, e)) if e.is_expired(now) => Ok(None),
             Some((id, e)) => match with_payload(&c, id, e).await? {
@@ -208,21 +193,15 @@ impl Ledger for PostgresStore {
 
 #[async_trait]
 impl SweepIndex for PostgresStore {
-    async fn due(&self, ahead: Duration, now: Option<i64>, limit: usize) -> Result<Vec<Record>, StoreError> {
+    async fn due(&self, ahead: Duration, limit: usize) -> Result<Vec<Record>, StoreError> {
         let c = self.client().await?;
         // On the database's clock, which set the due times, not this instance's.
-        let due_before = self.now(&c, now).await?.saturating_add(crate::time::ms(ahead));
+        let due_before = self.now(&c).await?.saturating_add(crate::time::ms(ahead));
         t::due(&c, due_before, i64::try_from(limit).unwrap_or(i64::MAX)).await
     }
-    async fn sent_again(
-        &self,
-        key: &EventKey,
-        status: Status,
-        updated_at: i64,
-        now: Option<i64>,
-    ) -> Result<(), StoreError> {
+    async fn sent_again(&self, key: &EventKey, status: Status, updated_at: i64) -> Result<(), StoreError> {
         let c = self.client().await?;
-        let now = self.now(&c, now).await?;
+        let now = self.now(&c).await?;
         execute(
             &c,
             "UPDATE events SET due_at = $5
@@ -374,9 +353,9 @@ pub(super) const SUMMARY_TIMELINE: &str =
 
 #[async_trait]
 impl Browse for PostgresStore {
-    async fn list(&self, filter: &ListFilter, now: Option<i64>) -> Result<Vec<Record>, StoreError> {
+    async fn list(&self, filter: &ListFilter) -> Result<Vec<Record>, StoreError> {
         let c = self.client().await?;
-        let now = self.now(&c, now).await?;
+        let now = self.now(&c).await?;
         let (sql, values) = list_query(filter, now);
         let params: Vec<&(dyn ToSql + Sync)> =
             values.iter().map(|v| v.as_ref() as &(dyn ToSql + Sync)).collect();
@@ -384,9 +363,9 @@ impl Browse for PostgresStore {
     }
     /// Each count from an index: the open and dead events from `events_open`, the completed ones per source and not
     /// yet past retention by an index-only scan of `events_expiry_source` (the plans are checked by `plans`).
-    async fn summary(&self, now: Option<i64>) -> Result<Summary, StoreError> {
+    async fn summary(&self) -> Result<Summary, StoreError> {
         let c = self.client().await?;
-        let now = self.now(&c, now).await?;
+        let now = self.now(&c).await?;
         let mut by_status: Vec<(Status, Option<u64>)> = Status::ALL.iter().map(|st| (*st, Some(0))).collect();
         let mut by_source = Vec::new();
         let mut oldest_open = None;
@@ -449,7 +428,7 @@ impl Browse for PostgresStore {
     }
 }
 
-/// The time of an owner's or a role's statement as SQL: `$2` (ms, from a test's clock) or the database's `now()`.
+/// The time of an owner's statement as SQL: `$2` (ms, from the store's own clock: a test's) or the database's `now()`.
 const AT: &str = "coalesce(to_timestamp($2::float8 / 1000), now())";
 
 #[async_trait]
@@ -461,7 +440,7 @@ impl Upkeep for PostgresStore {
         let rows = query(
             &c,
             &format!("SELECT owner FROM owners WHERE alive_until < {AT} AND owner <> $1"),
-            &[&me, &self.given_now(None).map(|ms| ms as f64)],
+            &[&me, &self.clock_now().map(|ms| ms as f64)],
         )
         .await?;
         Ok(GoneOwners::These(
@@ -481,7 +460,7 @@ impl Upkeep for PostgresStore {
             "INSERT INTO owners (owner, alive_until)
                  VALUES ($1, coalesce(to_timestamp($3::float8 / 1000), now()) + $2 * interval '1 millisecond')
              ON CONFLICT (owner) DO UPDATE SET alive_until = excluded.alive_until",
-            &[&me, &(alive as f64), &self.given_now(None).map(|ms| ms as f64)],
+            &[&me, &(alive as f64), &self.clock_now().map(|ms| ms as f64)],
         )
         .await?;
         Ok(())
@@ -510,10 +489,10 @@ impl Upkeep for PostgresStore {
     /// heartbeat is registered and still out, read under the row's lock: an owner that beat since the list was read
     /// keeps its leases, and one with no row is not proven gone (it never kept a heartbeat, or another instance
     /// ended its leases already and any lease it holds now it took after beating again).
-    async fn end_leases(&self, gone: &GoneOwners, now: Option<i64>) -> Result<usize, StoreError> {
+    async fn end_leases(&self, gone: &GoneOwners) -> Result<usize, StoreError> {
         let mut c = self.client().await?;
         let tx = c.transaction().await.map_err(super::pg)?;
-        let now = self.now(&tx, now).await?;
+        let now = self.now(&tx).await?;
         let mut ended = 0;
         match gone {
             GoneOwners::None => {}
@@ -523,7 +502,7 @@ impl Upkeep for PostgresStore {
                     let expired = query_opt(
                         &tx,
                         &format!("SELECT alive_until < {AT} FROM owners WHERE owner = $1 FOR UPDATE"),
-                        &[owner, &self.given_now(None).map(|ms| ms as f64)],
+                        &[owner, &self.clock_now().map(|ms| ms as f64)],
                     )
                     .await?
                     .map(|r| r.get::<_, bool>(0));
@@ -544,9 +523,9 @@ impl Upkeep for PostgresStore {
         tx.commit().await.map_err(super::pg)?;
         Ok(ended)
     }
-    async fn give_back(&self, owner: &str, now: Option<i64>) -> Result<usize, StoreError> {
+    async fn give_back(&self, owner: &str) -> Result<usize, StoreError> {
         let c = self.client().await?;
-        let now = self.now(&c, now).await?;
+        let now = self.now(&c).await?;
         let ended = t::end_leases(&c, owner, true, now).await?;
         // Its roles too, so another instance leads at its next look rather than after the hold (in the next term:
         // a role's row stays, so its term only grows).
@@ -561,9 +540,9 @@ impl Upkeep for PostgresStore {
     }
     /// Completed events past retention (their bodies with them, by the foreign key), and remembered bodies past
     /// their window, at most `limit` of each in one statement each.
-    async fn purge(&self, limit: usize, now: Option<i64>) -> Result<Purged, StoreError> {
+    async fn purge(&self, limit: usize) -> Result<Purged, StoreError> {
         let c = self.client().await?;
-        let now = self.now(&c, now).await?;
+        let now = self.now(&c).await?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let events = execute(&c, PURGE_EVENTS, &[&now, &limit]).await?;
         let bodies = execute(&c, PURGE_BODIES, &[&now, &limit]).await?;

@@ -1,7 +1,8 @@
 //! The SQL of each write: create (with the remembered bodies and a claim in the create), claim, settle, release,
 //! dead-letter, replay, lease endings and purge. Each is one conditional statement on the state it leaves; a refused
 //! one reads the record as it stands and lets [`rules`] say what that means. Every time is given (`now`): the caller
-//! took it from the database's clock or from the call.
+//! took it from the database's clock or from the store's own ([`super::Options::clock`]); claim and settle take it
+//! as `at`, `None` being the database's `now()` read by the statement itself.
 
 use deadpool_postgres::GenericClient;
 
@@ -156,14 +157,14 @@ async fn insert(
     Ok(Some(id))
 }
 
-/// Claims `key` for `owner` for `lease` ms, at `now` or, with `None`, at the database's `now()` read by the update
-/// itself (no round trip of its own).
+/// Claims `key` for `owner` for `lease` ms, at `at` (the store's clock) or, with `None`, at the database's `now()`
+/// read by the update itself (no round trip of its own).
 pub(super) async fn claim(
     c: &impl GenericClient,
     key: &EventKey,
     owner: &str,
     lease: i64,
-    now: Option<i64>,
+    at: Option<i64>,
 ) -> Result<Claim, StoreError> {
     let claimed = query_opt(
         c,
@@ -183,7 +184,7 @@ pub(super) async fn claim(
             &key.event_id.as_str(),
             &owner,
             &lease,
-            &now,
+            &at,
             &rules::DUE_SLACK_MS,
         ],
     )
@@ -201,8 +202,8 @@ pub(super) async fn claim(
             })
         }
         None => {
-            let now = match now {
-                Some(now) => now,
+            let now = match at {
+                Some(at) => at,
                 None => db_now(c).await?,
             };
             Ok(rules::refused_claim(
@@ -213,13 +214,14 @@ pub(super) async fn claim(
     }
 }
 
-/// Settles `owner`'s claim of `key`, at `now` or, with `None`, at the database's `now()` read by the update itself.
+/// Settles `owner`'s claim of `key`, at `at` (the store's clock) or, with `None`, at the database's `now()` read by
+/// the update itself.
 pub(super) async fn settle(
     c: &impl GenericClient,
     key: &EventKey,
     owner: &str,
     settlement: &Settlement,
-    now: Option<i64>,
+    at: Option<i64>,
     due: &Due,
 ) -> Result<Settled, StoreError> {
     let (source, id) = (key.source.as_str(), key.event_id.as_str());
@@ -235,7 +237,7 @@ pub(super) async fn settle(
                      FROM t
                      WHERE source = $1 AND event_id = $2 AND status = 'PROCESSING' AND lease_owner = $3"
                 ),
-                &[&source, &id, &owner, &now, &ms(*retention)],
+                &[&source, &id, &owner, &at, &ms(*retention)],
             )
             .await?
         }
@@ -249,7 +251,7 @@ pub(super) async fn settle(
                      FROM t
                      WHERE source = $1 AND event_id = $2 AND status = 'PROCESSING' AND lease_owner = $3"
                 ),
-                &[&source, &id, &owner, error, &now, &ms(*delay), &due.grace_ms()],
+                &[&source, &id, &owner, error, &at, &ms(*delay), &due.grace_ms()],
             )
             .await?
         }
@@ -263,7 +265,7 @@ pub(super) async fn settle(
                      FROM t
                      WHERE source = $1 AND event_id = $2 AND status = 'PROCESSING' AND lease_owner = $3"
                 ),
-                &[&source, &id, &owner, error, &now, &due.grace_ms()],
+                &[&source, &id, &owner, error, &at, &due.grace_ms()],
             )
             .await?
         }

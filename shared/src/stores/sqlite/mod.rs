@@ -70,7 +70,8 @@ pub struct Options {
     ///
     /// [`GoneOwners::AllBut`]: crate::ports::GoneOwners::AllBut
     pub serving: bool,
-    /// The store's clock: what a call without a time of its own (`now: None`) runs at.
+    /// The store's clock, the one every call runs at (the system's by default): a test or a simulation hands in one
+    /// it moves.
     pub clock: Arc<dyn Clock>,
     /// I/O errors injected into the store's own syncs and checkpoints (tests only; see [`IoFaults`]).
     pub faults: IoFaults,
@@ -208,13 +209,13 @@ impl SqliteLedger {
         &self.path
     }
 
-    /// Hands `op` to the writer, to run at `now` (the store's clock where `None`); answers after the commit that
+    /// Hands `op` to the writer, to run at the store's clock as the writer takes it; answers after the commit that
     /// holds it (or its failure). `create` does not wait for room in the writer's queue: a full queue is
     /// back-pressure, answered 503 by the receiver.
-    async fn write(&self, op: Op, now: Option<i64>) -> Result<Answer, StoreError> {
+    async fn write(&self, op: Op) -> Result<Answer, StoreError> {
         let wait = !matches!(op, Op::Create(_) | Op::CreateBatch(_));
         let (reply, answer) = oneshot::channel();
-        let job = Job { op, now, reply };
+        let job = Job { op, reply };
         if wait {
             self.jobs.send(job).await.map_err(|_| writer_stopped())?;
         } else {
@@ -227,18 +228,18 @@ impl SqliteLedger {
     }
 
     /// [`SqliteLedger::write`], answered as the caller expects.
-    async fn ask<T: FromAnswer>(&self, op: Op, now: Option<i64>) -> Result<T, StoreError> {
-        T::from_answer(self.write(op, now).await?).ok_or_else(mismatch)
+    async fn ask<T: FromAnswer>(&self, op: Op) -> Result<T, StoreError> {
+        T::from_answer(self.write(op).await?).ok_or_else(mismatch)
     }
 
-    /// Runs `f` on a read connection, off the async runtime's threads, at `now` (the store's clock where `None`).
-    async fn read<T, F>(&self, now: Option<i64>, f: F) -> Result<T, StoreError>
+    /// Runs `f` on a read connection, off the async runtime's threads, at the time the store's clock reads.
+    async fn read<T, F>(&self, f: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&Connection, i64) -> Result<T, StoreError> + Send + 'static,
     {
         let readers = self.readers.clone();
-        let now = now.unwrap_or_else(|| self.clock.now_ms());
+        let now = self.clock.now_ms();
         tokio::task::spawn_blocking(move || readers.with(|c| f(c, now)))
             .await
             .map_err(|e| StoreError::Unavailable(format!("a read stopped: {e}")))?
@@ -246,7 +247,7 @@ impl SqliteLedger {
 
     /// Counts of events by status (expired completed ones left out).
     pub async fn counts(&self) -> Result<Vec<(Status, u64)>, StoreError> {
-        self.read(None, |c, now| {
+        self.read(|c, now| {
             let mut stmt = c
                 .prepare_cached(
                     "SELECT status, count(*) FROM events

@@ -127,11 +127,9 @@ pub(super) enum Answer {
 /// Where an operation's answer goes.
 pub(super) type Reply = oneshot::Sender<Result<Answer, StoreError>>;
 
-/// An operation, the time it runs at (`None`: the store's clock when the writer takes it), and where its answer
-/// goes.
+/// An operation, and where its answer goes. It runs at the store's clock when the writer takes it.
 pub(super) struct Job {
     pub(super) op: Op,
-    pub(super) now: Option<i64>,
     pub(super) reply: Reply,
 }
 

@@ -31,32 +31,26 @@ impl Ledger for SqliteLedger {
             shared_by_many: false,
         }
     }
-    async fn create(&self, event: NewEvent, now: Option<i64>) -> Result<Created, StoreError> {
-        self.ask(Op::Create(Box::new(prepare(event, None)?)), now).await
+    async fn create(&self, event: NewEvent) -> Result<Created, StoreError> {
+        self.ask(Op::Create(Box::new(prepare(event, None)?))).await
     }
     /// The ledger is its own queue: an announced create is indexed like any other.
-    async fn create_announced(&self, event: NewEvent, now: Option<i64>) -> Result<Created, StoreError> {
-        self.create(event, now).await
+    async fn create_announced(&self, event: NewEvent) -> Result<Created, StoreError> {
+        self.create(event).await
     }
     async fn create_claimed(
         &self,
         event: NewEvent,
         owner: &str,
         lease: Duration,
-        now: Option<i64>,
     ) -> Result<(Created, Option<Event>), StoreError> {
         let claim = ClaimOnCreate {
             owner: owner.to_owned(),
             lease: ms(lease),
         };
-        self.ask(Op::Create(Box::new(prepare(event, Some(claim))?)), now)
-            .await
+        self.ask(Op::Create(Box::new(prepare(event, Some(claim))?))).await
     }
-    async fn create_batch(
-        &self,
-        events: Vec<NewEvent>,
-        now: Option<i64>,
-    ) -> Result<Vec<Created>, StoreError> {
+    async fn create_batch(&self, events: Vec<NewEvent>) -> Result<Vec<Created>, StoreError> {
         let prepared = events
             .into_iter()
             .map(|event| {
@@ -68,81 +62,69 @@ impl Ledger for SqliteLedger {
                 prepare(event, None)
             })
             .collect::<Result<_, _>>()?;
-        self.ask(Op::CreateBatch(prepared), now).await
+        self.ask(Op::CreateBatch(prepared)).await
     }
-    async fn peek(&self, key: &EventKey, now: Option<i64>) -> Result<Option<Record>, StoreError> {
+    async fn peek(&self, key: &EventKey) -> Result<Option<Record>, StoreError> {
         let key = key.clone();
-        self.read(now, move |c, now| {
+        self.read(move |c, now| {
             Ok(find(c, &key)?
                 .map(|(_, record)| record)
                 .filter(|r| !r.is_expired(now)))
         })
         .await
     }
-    async fn claim(
-        &self,
-        key: &EventKey,
-        owner: &str,
-        lease: Duration,
-        now: Option<i64>,
-    ) -> Result<Claim, StoreError> {
+    async fn claim(&self, key: &EventKey, owner: &str, lease: Duration) -> Result<Claim, StoreError> {
         let op = Op::Claim {
             key: key.clone(),
             owner: owner.to_owned(),
             lease: ms(lease),
         };
-        self.ask(op, now).await
+        self.ask(op).await
     }
     async fn settle(
         &self,
         key: &EventKey,
         owner: &str,
         settlement: Settlement,
-        now: Option<i64>,
     ) -> Result<Settled, StoreError> {
         let op = Op::Settle {
             key: key.clone(),
             owner: owner.to_owned(),
             settlement,
         };
-        self.ask(op, now).await
+        self.ask(op).await
     }
     /// Bodies live in the record's own row: nothing is owed after completion.
     async fn completed(&self, _key: &EventKey, _owner: &str) -> Result<(), StoreError> {
         Ok(())
     }
-    async fn release(&self, key: &EventKey, owner: &str, now: Option<i64>) -> Result<Settled, StoreError> {
+    async fn release(&self, key: &EventKey, owner: &str) -> Result<Settled, StoreError> {
         let op = Op::Release {
             key: key.clone(),
             owner: owner.to_owned(),
         };
-        self.ask(op, now).await
+        self.ask(op).await
     }
-    async fn mark_dead(
-        &self,
-        key: &EventKey,
-        reason: &str,
-        now: Option<i64>,
-    ) -> Result<MarkDead, StoreError> {
+    async fn mark_dead(&self, key: &EventKey, reason: &str) -> Result<MarkDead, StoreError> {
         let op = Op::MarkDead {
             key: key.clone(),
             reason: reason.to_owned(),
         };
-        self.ask(op, now).await
+        self.ask(op).await
     }
-    async fn mark_notified(&self, key: &EventKey, now: Option<i64>) -> Result<(), StoreError> {
-        self.ask(Op::MarkNotified(key.clone()), now).await
+    async fn mark_notified(&self, key: &EventKey) -> Result<(), StoreError> {
+        self.ask(Op::MarkNotified(key.clone())).await
     }
-    async fn replay(&self, key: &EventKey, force: bool, now: Option<i64>) -> Result<Replay, StoreError> {
+    async fn replay(&self, key: &EventKey, force: bool) -> Result<Replay, StoreError> {
         let op = Op::Replay {
             key: key.clone(),
             force,
         };
-        self.ask(op, now).await
+        self.ask(op).await
     }
-    async fn get(&self, key: &EventKey, now: Option<i64>) -> Result<Option<Event>, StoreError> {
+    async fn get(&self, key: &EventKey) -> Result<Option<Event>, StoreError> {
         let key = key.clone();
-        self.read(now, move |c, now| match find(c, &key)? {
+        self.read(move |c, now| match find(c, &key)? {
             Some((_, e)) if e.is_expired(now) => Ok(None),
             Some((id, e)) => match with_payload(c, id, e)? {
                 Ok(event) => Ok(Some(event)),
@@ -170,25 +152,19 @@ impl SweepIndex for SqliteLedger {
             key: key.clone(),
             until,
         };
-        self.ask(op, None).await
+        self.ask(op).await
     }
-    async fn sent_again(
-        &self,
-        key: &EventKey,
-        status: Status,
-        updated_at: i64,
-        now: Option<i64>,
-    ) -> Result<(), StoreError> {
+    async fn sent_again(&self, key: &EventKey, status: Status, updated_at: i64) -> Result<(), StoreError> {
         let op = Op::SentAgain {
             key: key.clone(),
             status,
             updated_at,
         };
-        self.ask(op, now).await
+        self.ask(op).await
     }
-    async fn due(&self, ahead: Duration, now: Option<i64>, limit: usize) -> Result<Vec<Record>, StoreError> {
+    async fn due(&self, ahead: Duration, limit: usize) -> Result<Vec<Record>, StoreError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        self.read(now, move |c, now| {
+        self.read(move |c, now| {
             let due_before = now.saturating_add(crate::time::ms(ahead));
             let mut stmt = c
                 .prepare_cached(&format!(
@@ -210,7 +186,7 @@ impl SweepIndex for SqliteLedger {
 impl Checkpoints for SqliteLedger {
     async fn present(&self, source: &SourceName, ids: &[EventId]) -> Result<HashSet<EventId>, StoreError> {
         let (source, ids) = (source.clone(), ids.to_vec());
-        self.read(None, move |c, _| {
+        self.read(move |c, _| {
             // Any record, expired or not: past retention "done and forgotten" looks like "never received".
             let mut stmt = c
                 .prepare_cached("SELECT 1 FROM events WHERE source = ?1 AND event_id = ?2")
@@ -227,7 +203,7 @@ impl Checkpoints for SqliteLedger {
     }
     async fn checkpoint(&self, source: &SourceName) -> Result<Option<Checkpoint>, StoreError> {
         let source = source.clone();
-        self.read(None, move |c, _| {
+        self.read(move |c, _| {
             let body: Option<String> = c
                 .prepare_cached("SELECT body FROM checkpoints WHERE source = ?1")
                 .and_then(|mut s| s.query_row([source.as_str()], |r| r.get(0)).optional())
@@ -247,13 +223,13 @@ impl Checkpoints for SqliteLedger {
             source: source.clone(),
             body,
         };
-        self.ask(op, None).await
+        self.ask(op).await
     }
 }
 
 #[async_trait]
 impl Browse for SqliteLedger {
-    async fn list(&self, filter: &ListFilter, now: Option<i64>) -> Result<Vec<Record>, StoreError> {
+    async fn list(&self, filter: &ListFilter) -> Result<Vec<Record>, StoreError> {
         use rusqlite::types::Value;
         let limit = i64::try_from(filter.limit).unwrap_or(i64::MAX);
         // Only the conditions the filter sets, so that SQLite picks the index that serves them (see SCHEMA_V3).
@@ -308,7 +284,7 @@ impl Browse for SqliteLedger {
             conditions.join(" AND "),
             values.len() + 1
         );
-        self.read(now, move |c, now| {
+        self.read(move |c, now| {
             let mut stmt = c.prepare_cached(&query).map_err(sql)?;
             let params = std::iter::once(Value::Integer(now)).chain(values);
             let rows = stmt
@@ -322,8 +298,8 @@ impl Browse for SqliteLedger {
     }
     /// Each count from an index: by status from `events_status`, per source from `events_source`, less the
     /// completed events past retention (from `events_expiry`), the open and dead ones per source looked up.
-    async fn summary(&self, now: Option<i64>) -> Result<Summary, StoreError> {
-        self.read(now, |c, now| summarize(c, now).map_err(sql)).await
+    async fn summary(&self) -> Result<Summary, StoreError> {
+        self.read(|c, now| summarize(c, now).map_err(sql)).await
     }
     fn lists_by_scan(&self, _filter: &ListFilter) -> bool {
         false
@@ -352,24 +328,24 @@ impl Upkeep for SqliteLedger {
     async fn lead(&self, _role: &str, _me: &str, _hold: Duration) -> Result<Option<u64>, StoreError> {
         Ok(Some(0))
     }
-    async fn end_leases(&self, gone: &GoneOwners, now: Option<i64>) -> Result<usize, StoreError> {
-        self.ask(Op::EndLeases(gone.clone()), now).await
+    async fn end_leases(&self, gone: &GoneOwners) -> Result<usize, StoreError> {
+        self.ask(Op::EndLeases(gone.clone())).await
     }
-    async fn give_back(&self, owner: &str, now: Option<i64>) -> Result<usize, StoreError> {
+    async fn give_back(&self, owner: &str) -> Result<usize, StoreError> {
         let op = Op::GiveBack {
             owner: owner.to_owned(),
         };
-        self.ask(op, now).await
+        self.ask(op).await
     }
     /// Completed events past retention, and remembered bodies past their window, at most `limit` of each in one
     /// transaction.
-    async fn purge(&self, limit: usize, now: Option<i64>) -> Result<Purged, StoreError> {
+    async fn purge(&self, limit: usize) -> Result<Purged, StoreError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        self.ask(Op::Purge { limit }, now).await
+        self.ask(Op::Purge { limit }).await
     }
     /// Whether another process (an `inbox replay`) committed since the last call: SQLite's `data_version`.
     async fn changed_elsewhere(&self) -> Result<bool, StoreError> {
-        let v: i64 = self.ask(Op::DataVersion, None).await?;
+        let v: i64 = self.ask(Op::DataVersion).await?;
         Ok(self.data_version.swap(v, std::sync::atomic::Ordering::Relaxed) != v)
     }
     async fn finish_bodies(&self, _limit: usize) -> Result<usize, StoreError> {

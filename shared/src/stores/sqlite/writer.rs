@@ -19,8 +19,8 @@ use crate::rules::Due;
 /// Operations committed together at most.
 const MAX_BATCH: usize = 512;
 
-/// The writer thread's state: the write connection, the due-time rules, and the clock a job without a time of its
-/// own is stamped by (the store's clock, `now: None` in the ports).
+/// The writer thread's state: the write connection, the due-time rules, and the clock every job is stamped by (the
+/// store's).
 pub(super) struct Writer {
     pub(super) conn: Connection,
     pub(super) due: Due,
@@ -98,7 +98,7 @@ impl Writer {
             let mut answers: Vec<Result<Answer, StoreError>> = Vec::with_capacity(jobs.len());
             let mut failed = None;
             for (i, job) in jobs.iter().enumerate() {
-                let now = job.now.unwrap_or_else(|| self.clock.now_ms());
+                let now = self.clock.now_ms();
                 let result = if careful {
                     self.step(&job.op, now)
                 } else {

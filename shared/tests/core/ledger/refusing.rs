@@ -49,77 +49,60 @@ impl Ledger for Refusing {
     fn capabilities(&self) -> Capabilities {
         self.store.capabilities()
     }
-    async fn create(&self, event: NewEvent, now: Option<i64>) -> Result<Created, StoreError> {
+    async fn create(&self, event: NewEvent) -> Result<Created, StoreError> {
         self.refused(&event)?;
-        self.store.create(event, now).await
+        self.store.create(event).await
     }
-    async fn create_announced(&self, event: NewEvent, now: Option<i64>) -> Result<Created, StoreError> {
+    async fn create_announced(&self, event: NewEvent) -> Result<Created, StoreError> {
         self.refused(&event)?;
-        self.store.create_announced(event, now).await
+        self.store.create_announced(event).await
     }
-    async fn create_batch(
-        &self,
-        events: Vec<NewEvent>,
-        now: Option<i64>,
-    ) -> Result<Vec<Created>, StoreError> {
+    async fn create_batch(&self, events: Vec<NewEvent>) -> Result<Vec<Created>, StoreError> {
         for event in &events {
             self.refused(event)?;
         }
-        self.store.create_batch(events, now).await
+        self.store.create_batch(events).await
     }
     async fn create_claimed(
         &self,
         event: NewEvent,
         owner: &str,
         lease: Duration,
-        now: Option<i64>,
     ) -> Result<(Created, Option<Event>), StoreError> {
         self.refused(&event)?;
-        self.store.create_claimed(event, owner, lease, now).await
+        self.store.create_claimed(event, owner, lease).await
     }
-    async fn peek(&self, key: &EventKey, now: Option<i64>) -> Result<Option<Record>, StoreError> {
-        self.store.peek(key, now).await
+    async fn peek(&self, key: &EventKey) -> Result<Option<Record>, StoreError> {
+        self.store.peek(key).await
     }
-    async fn claim(
-        &self,
-        key: &EventKey,
-        owner: &str,
-        lease: Duration,
-        now: Option<i64>,
-    ) -> Result<Claim, StoreError> {
-        self.store.claim(key, owner, lease, now).await
+    async fn claim(&self, key: &EventKey, owner: &str, lease: Duration) -> Result<Claim, StoreError> {
+        self.store.claim(key, owner, lease).await
     }
     async fn settle(
         &self,
         key: &EventKey,
         owner: &str,
         settlement: Settlement,
-        now: Option<i64>,
     ) -> Result<Settled, StoreError> {
-        self.store.settle(key, owner, settlement, now).await
+        self.store.settle(key, owner, settlement).await
     }
     async fn completed(&self, key: &EventKey, owner: &str) -> Result<(), StoreError> {
         self.store.completed(key, owner).await
     }
-    async fn release(&self, key: &EventKey, owner: &str, now: Option<i64>) -> Result<Settled, StoreError> {
-        self.store.release(key, owner, now).await
+    async fn release(&self, key: &EventKey, owner: &str) -> Result<Settled, StoreError> {
+        self.store.release(key, owner).await
     }
-    async fn mark_dead(
-        &self,
-        key: &EventKey,
-        reason: &str,
-        now: Option<i64>,
-    ) -> Result<MarkDead, StoreError> {
-        self.store.mark_dead(key, reason, now).await
+    async fn mark_dead(&self, key: &EventKey, reason: &str) -> Result<MarkDead, StoreError> {
+        self.store.mark_dead(key, reason).await
     }
-    async fn mark_notified(&self, key: &EventKey, now: Option<i64>) -> Result<(), StoreError> {
-        self.store.mark_notified(key, now).await
+    async fn mark_notified(&self, key: &EventKey) -> Result<(), StoreError> {
+        self.store.mark_notified(key).await
     }
-    async fn replay(&self, key: &EventKey, force: bool, now: Option<i64>) -> Result<Replay, StoreError> {
-        self.store.replay(key, force, now).await
+    async fn replay(&self, key: &EventKey, force: bool) -> Result<Replay, StoreError> {
+        self.store.replay(key, force).await
     }
-    async fn get(&self, key: &EventKey, now: Option<i64>) -> Result<Option<Event>, StoreError> {
-        self.store.get(key, now).await
+    async fn get(&self, key: &EventKey) -> Result<Option<Event>, StoreError> {
+        self.store.get(key).await
     }
     fn check(&self) -> Result<(), StoreError> {
         self.store.check()
@@ -128,17 +111,11 @@ impl Ledger for Refusing {
 
 #[async_trait]
 impl SweepIndex for Refusing {
-    async fn due(&self, ahead: Duration, now: Option<i64>, limit: usize) -> Result<Vec<Record>, StoreError> {
-        self.store.due(ahead, now, limit).await
+    async fn due(&self, ahead: Duration, limit: usize) -> Result<Vec<Record>, StoreError> {
+        self.store.due(ahead, limit).await
     }
-    async fn sent_again(
-        &self,
-        key: &EventKey,
-        status: Status,
-        updated_at: i64,
-        now: Option<i64>,
-    ) -> Result<(), StoreError> {
-        self.store.sent_again(key, status, updated_at, now).await
+    async fn sent_again(&self, key: &EventKey, status: Status, updated_at: i64) -> Result<(), StoreError> {
+        self.store.sent_again(key, status, updated_at).await
     }
     async fn defer_alarm(&self, key: &EventKey, until: i64) -> Result<(), StoreError> {
         self.store.defer_alarm(key, until).await
@@ -160,11 +137,11 @@ impl Checkpoints for Refusing {
 
 #[async_trait]
 impl Browse for Refusing {
-    async fn list(&self, filter: &ListFilter, now: Option<i64>) -> Result<Vec<Record>, StoreError> {
-        self.store.list(filter, now).await
+    async fn list(&self, filter: &ListFilter) -> Result<Vec<Record>, StoreError> {
+        self.store.list(filter).await
     }
-    async fn summary(&self, now: Option<i64>) -> Result<Summary, StoreError> {
-        self.store.summary(now).await
+    async fn summary(&self) -> Result<Summary, StoreError> {
+        self.store.summary().await
     }
     fn lists_by_scan(&self, filter: &ListFilter) -> bool {
         self.store.lists_by_scan(filter)
@@ -185,14 +162,14 @@ impl Upkeep for Refusing {
     async fn lead(&self, role: &str, me: &str, hold: std::time::Duration) -> Result<Option<u64>, StoreError> {
         self.store.lead(role, me, hold).await
     }
-    async fn end_leases(&self, gone: &GoneOwners, now: Option<i64>) -> Result<usize, StoreError> {
-        self.store.end_leases(gone, now).await
+    async fn end_leases(&self, gone: &GoneOwners) -> Result<usize, StoreError> {
+        self.store.end_leases(gone).await
     }
-    async fn give_back(&self, owner: &str, now: Option<i64>) -> Result<usize, StoreError> {
-        self.store.give_back(owner, now).await
+    async fn give_back(&self, owner: &str) -> Result<usize, StoreError> {
+        self.store.give_back(owner).await
     }
-    async fn purge(&self, limit: usize, now: Option<i64>) -> Result<Purged, StoreError> {
-        self.store.purge(limit, now).await
+    async fn purge(&self, limit: usize) -> Result<Purged, StoreError> {
+        self.store.purge(limit).await
     }
     async fn changed_elsewhere(&self) -> Result<bool, StoreError> {
         self.store.changed_elsewhere().await

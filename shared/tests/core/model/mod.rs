@@ -540,49 +540,37 @@ impl Ledger for Watched {
     fn capabilities(&self) -> Capabilities {
         self.store.capabilities()
     }
-    async fn create(&self, event: NewEvent, now: Option<i64>) -> Result<Created, StoreError> {
-        self.store.create(event, now).await
+    async fn create(&self, event: NewEvent) -> Result<Created, StoreError> {
+        self.store.create(event).await
     }
-    async fn create_announced(&self, event: NewEvent, now: Option<i64>) -> Result<Created, StoreError> {
-        self.store.create_announced(event, now).await
+    async fn create_announced(&self, event: NewEvent) -> Result<Created, StoreError> {
+        self.store.create_announced(event).await
     }
-    async fn create_batch(
-        &self,
-        events: Vec<NewEvent>,
-        now: Option<i64>,
-    ) -> Result<Vec<Created>, StoreError> {
-        self.store.create_batch(events, now).await
+    async fn create_batch(&self, events: Vec<NewEvent>) -> Result<Vec<Created>, StoreError> {
+        self.store.create_batch(events).await
     }
     async fn create_claimed(
         &self,
         event: NewEvent,
         owner: &str,
         lease: Duration,
-        now: Option<i64>,
     ) -> Result<(Created, Option<Event>), StoreError> {
-        self.store.create_claimed(event, owner, lease, now).await
+        self.store.create_claimed(event, owner, lease).await
     }
-    async fn peek(&self, key: &EventKey, now: Option<i64>) -> Result<Option<Record>, StoreError> {
-        self.store.peek(key, now).await
+    async fn peek(&self, key: &EventKey) -> Result<Option<Record>, StoreError> {
+        self.store.peek(key).await
     }
-    async fn claim(
-        &self,
-        key: &EventKey,
-        owner: &str,
-        lease: Duration,
-        now: Option<i64>,
-    ) -> Result<Claim, StoreError> {
-        self.store.claim(key, owner, lease, now).await
+    async fn claim(&self, key: &EventKey, owner: &str, lease: Duration) -> Result<Claim, StoreError> {
+        self.store.claim(key, owner, lease).await
     }
     async fn settle(
         &self,
         key: &EventKey,
         owner: &str,
         settlement: Settlement,
-        now: Option<i64>,
     ) -> Result<Settled, StoreError> {
         let before = record(&self.store.state(), key);
-        let settled = self.store.settle(key, owner, settlement, now).await?;
+        let settled = self.store.settle(key, owner, settlement).await?;
         self.settles.lock().unwrap().push(SeenSettle {
             key: key.clone(),
             before,
@@ -593,25 +581,20 @@ impl Ledger for Watched {
     async fn completed(&self, key: &EventKey, owner: &str) -> Result<(), StoreError> {
         self.store.completed(key, owner).await
     }
-    async fn release(&self, key: &EventKey, owner: &str, now: Option<i64>) -> Result<Settled, StoreError> {
-        self.store.release(key, owner, now).await
+    async fn release(&self, key: &EventKey, owner: &str) -> Result<Settled, StoreError> {
+        self.store.release(key, owner).await
     }
-    async fn mark_dead(
-        &self,
-        key: &EventKey,
-        reason: &str,
-        now: Option<i64>,
-    ) -> Result<MarkDead, StoreError> {
-        self.store.mark_dead(key, reason, now).await
+    async fn mark_dead(&self, key: &EventKey, reason: &str) -> Result<MarkDead, StoreError> {
+        self.store.mark_dead(key, reason).await
     }
-    async fn mark_notified(&self, key: &EventKey, now: Option<i64>) -> Result<(), StoreError> {
-        self.store.mark_notified(key, now).await
+    async fn mark_notified(&self, key: &EventKey) -> Result<(), StoreError> {
+        self.store.mark_notified(key).await
     }
-    async fn replay(&self, key: &EventKey, force: bool, now: Option<i64>) -> Result<Replay, StoreError> {
-        self.store.replay(key, force, now).await
+    async fn replay(&self, key: &EventKey, force: bool) -> Result<Replay, StoreError> {
+        self.store.replay(key, force).await
     }
-    async fn get(&self, key: &EventKey, now: Option<i64>) -> Result<Option<Event>, StoreError> {
-        self.store.get(key, now).await
+    async fn get(&self, key: &EventKey) -> Result<Option<Event>, StoreError> {
+        self.store.get(key).await
     }
     fn check(&self) -> Result<(), StoreError> {
         self.store.check()
@@ -1147,8 +1130,7 @@ impl Model for Inbox {
                 n.reconciled = true;
                 let step = self.step(s, "reconciler");
                 // `Reconciler::recover`: the create (origin reconciled), and the message when it is new.
-                let created =
-                    block_on(step.ledger.create(self.new_event(e, Origin::Reconciled), None)).unwrap();
+                let created = block_on(step.ledger.create(self.new_event(e, Origin::Reconciled))).unwrap();
                 if matches!(created, Created::New | Created::Resent { .. }) {
                     block_on(step.sent.enqueue(&self.keys[e], Duration::ZERO)).unwrap();
                 }
@@ -1165,7 +1147,7 @@ impl Model for Inbox {
                 // `Machine::process_then`: a fresh token, the lease for the source, the claim.
                 let token = step.machine.lease_owner();
                 let lease = step.machine.lease_for(key);
-                match block_on(step.ledger.claim(key, &token, lease, None)).unwrap() {
+                match block_on(step.ledger.claim(key, &token, lease)).unwrap() {
                     Claim::Claimed(event) => {
                         n.workers[w].pc = Pc::Claimed {
                             e,
@@ -1291,7 +1273,7 @@ impl Model for Inbox {
                 let listed = std::mem::take(&mut n.workers[w].listed);
                 let heartbeats = self.mutation != Mutation::TrustedList;
                 let step = self.step_on(s, &Self::owner(s, w), heartbeats);
-                block_on(step.store.end_leases(&GoneOwners::These(listed.clone()), None)).unwrap();
+                block_on(step.store.end_leases(&GoneOwners::These(listed.clone()))).unwrap();
                 let now = step.world.now_ms();
                 if (0..WORKERS).any(|v| {
                     let live = Self::owner(s, v);
@@ -1306,7 +1288,7 @@ impl Model for Inbox {
                 n.workers[w].gone = false;
                 let step = self.step(s, "sweeper");
                 let last = format!("w{w}.{}", s.workers[w].life - 1);
-                block_on(step.store.end_leases(&GoneOwners::These(vec![last]), None)).unwrap();
+                block_on(step.store.end_leases(&GoneOwners::These(vec![last]))).unwrap();
                 self.absorb(&mut n, &step, None);
             }
             Action::Sweep => {
@@ -1327,7 +1309,7 @@ impl Model for Inbox {
             }
             Action::Replay(e) => {
                 let step = self.step(s, "operator");
-                if block_on(step.ledger.replay(&self.keys[e], false, None)).unwrap() == Replay::Replayed {
+                if block_on(step.ledger.replay(&self.keys[e], false)).unwrap() == Replay::Replayed {
                     n.replays += 1;
                 }
                 self.absorb(&mut n, &step, None);

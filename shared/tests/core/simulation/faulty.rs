@@ -166,23 +166,19 @@ impl Ledger for Faulty {
     fn capabilities(&self) -> Capabilities {
         self.inner.capabilities()
     }
-    async fn create(&self, event: NewEvent, now: Option<i64>) -> Result<Created, StoreError> {
+    async fn create(&self, event: NewEvent) -> Result<Created, StoreError> {
         self.before().await?;
-        let done = self.inner.create(event, now).await;
+        let done = self.inner.create(event).await;
         self.after(done, self.sync_creates()).await
     }
-    async fn create_announced(&self, event: NewEvent, now: Option<i64>) -> Result<Created, StoreError> {
+    async fn create_announced(&self, event: NewEvent) -> Result<Created, StoreError> {
         self.before().await?;
-        let done = self.inner.create_announced(event, now).await;
+        let done = self.inner.create_announced(event).await;
         self.after(done, self.sync_creates()).await
     }
-    async fn create_batch(
-        &self,
-        events: Vec<NewEvent>,
-        now: Option<i64>,
-    ) -> Result<Vec<Created>, StoreError> {
+    async fn create_batch(&self, events: Vec<NewEvent>) -> Result<Vec<Created>, StoreError> {
         self.before().await?;
-        let done = self.inner.create_batch(events, now).await;
+        let done = self.inner.create_batch(events).await;
         self.after(done, self.sync_creates()).await
     }
     async fn create_claimed(
@@ -190,25 +186,18 @@ impl Ledger for Faulty {
         event: NewEvent,
         owner: &str,
         lease: Duration,
-        now: Option<i64>,
     ) -> Result<(Created, Option<Event>), StoreError> {
         self.before().await?;
-        let done = self.inner.create_claimed(event, owner, lease, now).await;
+        let done = self.inner.create_claimed(event, owner, lease).await;
         self.after(done, self.sync_creates()).await
     }
-    async fn peek(&self, key: &EventKey, now: Option<i64>) -> Result<Option<Record>, StoreError> {
+    async fn peek(&self, key: &EventKey) -> Result<Option<Record>, StoreError> {
         self.before().await?;
-        self.inner.peek(key, now).await
+        self.inner.peek(key).await
     }
-    async fn claim(
-        &self,
-        key: &EventKey,
-        owner: &str,
-        lease: Duration,
-        now: Option<i64>,
-    ) -> Result<Claim, StoreError> {
+    async fn claim(&self, key: &EventKey, owner: &str, lease: Duration) -> Result<Claim, StoreError> {
         self.before().await?;
-        let done = self.inner.claim(key, owner, lease, now).await;
+        let done = self.inner.claim(key, owner, lease).await;
         self.after(done, true).await
     }
     async fn settle(
@@ -216,7 +205,6 @@ impl Ledger for Faulty {
         key: &EventKey,
         owner: &str,
         settlement: Settlement,
-        now: Option<i64>,
     ) -> Result<Settled, StoreError> {
         self.before().await?;
         let completing = matches!(settlement, Settlement::Completed { .. });
@@ -224,11 +212,11 @@ impl Ledger for Faulty {
         // reference store's calls never wait).
         let holder = self
             .inner
-            .peek(key, now)
+            .peek(key)
             .await?
             .filter(|r| r.status == Status::Processing)
             .and_then(|r| r.lease_owner);
-        let done = self.inner.settle(key, owner, settlement, now).await;
+        let done = self.inner.settle(key, owner, settlement).await;
         if matches!(done, Ok(Settled::Done)) && holder.as_deref() != Some(owner) {
             self.unleased.lock().unwrap().push(format!(
                 "{}: the attempt {owner} settled while {} held the lease",
@@ -260,34 +248,29 @@ impl Ledger for Faulty {
     async fn completed(&self, key: &EventKey, owner: &str) -> Result<(), StoreError> {
         self.inner.completed(key, owner).await
     }
-    async fn release(&self, key: &EventKey, owner: &str, now: Option<i64>) -> Result<Settled, StoreError> {
+    async fn release(&self, key: &EventKey, owner: &str) -> Result<Settled, StoreError> {
         self.before().await?;
-        let done = self.inner.release(key, owner, now).await;
+        let done = self.inner.release(key, owner).await;
         self.after(done, true).await
     }
-    async fn mark_dead(
-        &self,
-        key: &EventKey,
-        reason: &str,
-        now: Option<i64>,
-    ) -> Result<MarkDead, StoreError> {
+    async fn mark_dead(&self, key: &EventKey, reason: &str) -> Result<MarkDead, StoreError> {
         self.before().await?;
-        let done = self.inner.mark_dead(key, reason, now).await;
+        let done = self.inner.mark_dead(key, reason).await;
         self.after(done, true).await
     }
-    async fn mark_notified(&self, key: &EventKey, now: Option<i64>) -> Result<(), StoreError> {
+    async fn mark_notified(&self, key: &EventKey) -> Result<(), StoreError> {
         self.before().await?;
-        let done = self.inner.mark_notified(key, now).await;
+        let done = self.inner.mark_notified(key).await;
         self.after(done, true).await
     }
-    async fn replay(&self, key: &EventKey, force: bool, now: Option<i64>) -> Result<Replay, StoreError> {
+    async fn replay(&self, key: &EventKey, force: bool) -> Result<Replay, StoreError> {
         self.before().await?;
-        let done = self.inner.replay(key, force, now).await;
+        let done = self.inner.replay(key, force).await;
         self.after(done, true).await
     }
-    async fn get(&self, key: &EventKey, now: Option<i64>) -> Result<Option<Event>, StoreError> {
+    async fn get(&self, key: &EventKey) -> Result<Option<Event>, StoreError> {
         self.before().await?;
-        self.inner.get(key, now).await
+        self.inner.get(key).await
     }
     fn check(&self) -> Result<(), StoreError> {
         self.inner.check()
@@ -296,19 +279,13 @@ impl Ledger for Faulty {
 
 #[async_trait]
 impl SweepIndex for Faulty {
-    async fn due(&self, ahead: Duration, now: Option<i64>, limit: usize) -> Result<Vec<Record>, StoreError> {
+    async fn due(&self, ahead: Duration, limit: usize) -> Result<Vec<Record>, StoreError> {
         self.before().await?;
-        self.inner.due(ahead, now, limit).await
+        self.inner.due(ahead, limit).await
     }
-    async fn sent_again(
-        &self,
-        key: &EventKey,
-        status: Status,
-        updated_at: i64,
-        now: Option<i64>,
-    ) -> Result<(), StoreError> {
+    async fn sent_again(&self, key: &EventKey, status: Status, updated_at: i64) -> Result<(), StoreError> {
         self.before().await?;
-        let done = self.inner.sent_again(key, status, updated_at, now).await;
+        let done = self.inner.sent_again(key, status, updated_at).await;
         self.after(done, true).await
     }
     async fn defer_alarm(&self, key: &EventKey, until: i64) -> Result<(), StoreError> {
@@ -338,11 +315,11 @@ impl Checkpoints for Faulty {
 /// Listings go to the reference store unfaulted: the simulation's processes read none.
 #[async_trait]
 impl Browse for Faulty {
-    async fn list(&self, filter: &ListFilter, now: Option<i64>) -> Result<Vec<Record>, StoreError> {
-        self.inner.list(filter, now).await
+    async fn list(&self, filter: &ListFilter) -> Result<Vec<Record>, StoreError> {
+        self.inner.list(filter).await
     }
-    async fn summary(&self, now: Option<i64>) -> Result<Summary, StoreError> {
-        self.inner.summary(now).await
+    async fn summary(&self) -> Result<Summary, StoreError> {
+        self.inner.summary().await
     }
     fn lists_by_scan(&self, filter: &ListFilter) -> bool {
         self.inner.lists_by_scan(filter)
@@ -370,22 +347,22 @@ impl Upkeep for Faulty {
         let done = self.inner.lead(role, me, hold).await;
         self.after(done, true).await
     }
-    async fn end_leases(&self, gone: &GoneOwners, now: Option<i64>) -> Result<usize, StoreError> {
+    async fn end_leases(&self, gone: &GoneOwners) -> Result<usize, StoreError> {
         self.before().await?;
-        let done = self.inner.end_leases(gone, now).await;
+        let done = self.inner.end_leases(gone).await;
         if let (GoneOwners::These(_), Ok(ended)) = (gone, &done) {
             *self.judged.lock().unwrap() += *ended as u64;
         }
         self.after(done, true).await
     }
-    async fn give_back(&self, owner: &str, now: Option<i64>) -> Result<usize, StoreError> {
+    async fn give_back(&self, owner: &str) -> Result<usize, StoreError> {
         self.before().await?;
-        let done = self.inner.give_back(owner, now).await;
+        let done = self.inner.give_back(owner).await;
         self.after(done, true).await
     }
-    async fn purge(&self, limit: usize, now: Option<i64>) -> Result<Purged, StoreError> {
+    async fn purge(&self, limit: usize) -> Result<Purged, StoreError> {
         self.before().await?;
-        let done = self.inner.purge(limit, now).await;
+        let done = self.inner.purge(limit).await;
         self.after(done, true).await
     }
     async fn changed_elsewhere(&self) -> Result<bool, StoreError> {

@@ -692,6 +692,8 @@ pub struct Recorded {
     pub path: String,
     pub headers: HeaderMap,
     pub body: Bytes,
+    /// When it arrived, on the wall clock (a due time is one).
+    pub at: SystemTime,
 }
 
 impl Recorded {
@@ -782,6 +784,7 @@ async fn record(
         path: uri.path().to_owned(),
         headers,
         body,
+        at: SystemTime::now(),
     });
     let status = state
         .script

@@ -14,6 +14,7 @@ mod crash;
 mod crashpoints;
 mod disk;
 mod faults;
+mod fixtures;
 mod hardening;
 mod health;
 mod hostile;

@@ -52,6 +52,27 @@ impl Database {
         )
     }
 
+    /// The test's schema.
+    pub(crate) fn schema(&self) -> &str {
+        &self.schema
+    }
+
+    /// Runs the statements of `sql` (one simple query: a dump, a transaction of its own) on a connection of its own,
+    /// in the test's schema unless they set another.
+    pub(crate) async fn batch(&self, sql: &str) {
+        let (client, connection) = tokio_postgres::connect(&self.base, tokio_postgres::NoTls)
+            .await
+            .expect("connect to the test PostgreSQL");
+        tokio::spawn(connection);
+        client
+            .batch_execute(&format!("SET search_path = {}, public;\n{sql}", self.schema))
+            .await
+            .unwrap_or_else(|e| {
+                let detail = e.as_db_error().map(|d| format!(": {}", d.message()));
+                panic!("the batch failed: {e}{}", detail.unwrap_or_default())
+            });
+    }
+
     /// Runs `sql` in the test's schema on a connection of its own; the first column of each row, as text.
     pub(crate) async fn sql(&self, sql: &str) -> Vec<String> {
         let (client, connection) = tokio_postgres::connect(&self.base, tokio_postgres::NoTls)

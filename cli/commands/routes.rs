@@ -72,10 +72,7 @@ pub async fn test(config_path: &Path, route: RouteName, subject: Subject, json: 
                 aws: false,
             };
             let ledger = store.open().await?.ledger;
-            let event = ledger
-                .get(&key, None)
-                .await?
-                .ok_or_else(|| anyhow!("no event {key}"))?;
+            let event = ledger.get(&key).await?.ok_or_else(|| anyhow!("no event {key}"))?;
             Tested {
                 name: key.to_string(),
                 source: event.source.clone(),

@@ -848,18 +848,15 @@ impl Writer {
         );
         let created = self
             .store
-            .create(
-                NewEvent {
-                    key: key.clone(),
-                    event_type: Some(event_type.to_owned()),
-                    payload_sha256: hex::encode(sha2::Sha256::digest(body.as_bytes())),
-                    payload: bytes::Bytes::from(body.clone()),
-                    headers: Vec::new(),
-                    origin: Origin::Reconciled,
-                    resent_bodies: Default::default(),
-                },
-                None,
-            )
+            .create(NewEvent {
+                key: key.clone(),
+                event_type: Some(event_type.to_owned()),
+                payload_sha256: hex::encode(sha2::Sha256::digest(body.as_bytes())),
+                payload: bytes::Bytes::from(body.clone()),
+                headers: Vec::new(),
+                origin: Origin::Reconciled,
+                resent_bodies: Default::default(),
+            })
             .await
             .expect("the create");
         assert_eq!(created, inbox_core::ports::Created::New);
@@ -883,7 +880,7 @@ impl Writer {
         self.store.heartbeat(owner).await.expect("a heartbeat");
         let claim = self
             .store
-            .claim(key, &format!("{owner}:00000000a11ce5ed"), lease, None)
+            .claim(key, &format!("{owner}:00000000a11ce5ed"), lease)
             .await
             .expect("the claim");
         assert!(matches!(claim, Claim::Claimed(_)), "{key}: {claim:?}");
@@ -1047,7 +1044,7 @@ async fn write_scene(
         .await;
     w.at(t - HOUR + SECOND);
     assert_eq!(
-        store.replay(&replayed, false, None).await.expect("the replay"),
+        store.replay(&replayed, false).await.expect("the replay"),
         Replay::Replayed
     );
 
@@ -1161,7 +1158,7 @@ async fn write_scene(
     w.at(t - 40 * SECOND);
     let token = w.machine.lease_owner();
     let claim = store
-        .claim(&failed_later, &token, Duration::from_secs(30), None)
+        .claim(&failed_later, &token, Duration::from_secs(30))
         .await
         .expect("the claim");
     assert!(matches!(claim, Claim::Claimed(_)), "{claim:?}");
@@ -1173,7 +1170,6 @@ async fn write_scene(
                 error: "forward: HTTP 502".to_owned(),
                 delay: Duration::from_secs(60),
             },
-            None,
         )
         .await
         .expect("the settle");
@@ -1186,7 +1182,7 @@ async fn write_scene(
     let nonce = {
         let holder = &mailgun_completed;
         let event = store
-            .get(holder, None)
+            .get(holder)
             .await
             .expect("a read")
             .expect("the Mailgun event");
@@ -1223,12 +1219,12 @@ fn scene_event(r: &Record, body: &str) -> Value {
     })
 }
 
-/// The records of `written` as `store` holds them at the fixture's moment.
+/// The records of `written` as `store` holds them at the fixture's moment (where the scene leaves its clock).
 async fn records(store: &dyn Store, written: &[(EventKey, String)]) -> Vec<Value> {
     let mut out = Vec::new();
     for (key, body) in written {
         let event = store
-            .get(key, Some(WRITTEN_AT))
+            .get(key)
             .await
             .expect("a read")
             .unwrap_or_else(|| panic!("{key} is not in the store"));

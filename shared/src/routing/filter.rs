@@ -284,7 +284,7 @@ impl Filter {
                 "the filter gave {}, not true or false",
                 type_name(&other)
             )),
-            Err(e) => Err(execution_error(&e)),
+            Err(e) => Err(execution_error(&e, &self.source)),
         }
     }
 }
@@ -314,20 +314,61 @@ fn meter(value: Value) -> Result<Value, ExecutionError> {
     })
 }
 
-fn execution_error(e: &ExecutionError) -> String {
-    // cel-rust's messages name the missing key or the mismatched types; none of them carries a body's value beyond
-    // a field name the filter itself wrote.
-    let text = e.to_string();
-    text.chars().take(200).collect()
+/// What a filter's failure says, in words that carry no value of the body: cel-rust's own messages print the
+/// values they failed on, and a body is personal data that no log or listing may carry. Names the filter wrote
+/// (a missing key, a function) are kept; values are told by their type.
+fn execution_error(e: &ExecutionError, source: &str) -> String {
+    #[allow(deprecated)]
+    match e {
+        ExecutionError::NoSuchKey(key) if source.contains(key.as_str()) => format!("no such key: {key}"),
+        ExecutionError::NoSuchKey(_) => "no such key".to_owned(),
+        ExecutionError::UndeclaredReference(name) if source.contains(name.as_str()) => {
+            format!("undeclared reference to {name:?}")
+        }
+        ExecutionError::InvalidArgumentCount { .. }
+        | ExecutionError::UnexpectedType { .. }
+        | ExecutionError::NoSuchOverload(_)
+        | ExecutionError::MissingArgumentOrTarget => e.to_string(),
+        ExecutionError::UnsupportedTargetType { target } => {
+            format!("invalid argument: {}", type_name(target))
+        }
+        ExecutionError::NotSupportedAsMethod { method, target } if source.contains(method.as_str()) => {
+            format!("{method} is not a method of {}", type_name(target))
+        }
+        ExecutionError::UnsupportedKeyType(v) => format!("{} cannot be a map's key", type_name(v)),
+        ExecutionError::ValuesNotComparable(a, b) => {
+            format!("{} cannot be compared to {}", type_name(a), type_name(b))
+        }
+        ExecutionError::UnsupportedBinaryOperator(op, a, b) => {
+            format!("{op} does not apply to {} and {}", type_name(a), type_name(b))
+        }
+        ExecutionError::UnsupportedIndex(i, v) => {
+            format!("{} cannot be indexed by {}", type_name(v), type_name(i))
+        }
+        // The meter's own message (the budget) carries no value; another function's might.
+        ExecutionError::FunctionError { function, message } if function == "filter" => message.clone(),
+        ExecutionError::FunctionError { function, .. } if source.contains(function.as_str()) => {
+            format!("{function} failed on this event")
+        }
+        ExecutionError::DivisionByZero(_) | ExecutionError::RemainderByZero(_) => {
+            "division by zero".to_owned()
+        }
+        ExecutionError::Overflow(op, _, _) => format!("{op} overflowed"),
+        ExecutionError::IndexOutOfBounds(_) => "index out of bounds".to_owned(),
+        _ => "the filter failed on this event".to_owned(),
+    }
 }
 
 fn type_name(v: &Value) -> &'static str {
     match v {
         Value::List(_) => "a list",
         Value::Map(_) => "a map",
-        Value::Int(_) | Value::UInt(_) | Value::Float(_) => "a number",
+        Value::Int(_) => "an int",
+        Value::UInt(_) => "a uint",
+        Value::Float(_) => "a double",
         Value::String(_) => "a string",
         Value::Bytes(_) => "bytes",
+        Value::Bool(_) => "a bool",
         Value::Null => "null",
         _ => "a value",
     }

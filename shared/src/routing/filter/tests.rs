@@ -150,3 +150,25 @@ fn nothing_but_true_admits() {
     );
     assert!(matches!(judge("1", b""), Verdict::Error(_)));
 }
+
+#[test]
+fn a_failure_says_why_without_a_value_of_the_body() {
+    let body = br#"{"card":"4242-4242-4242-4242","n":0,"m":{"k":"v"}}"#;
+    for filter in [
+        "body.card + 1 > 0",
+        "body.card > 1",
+        "int(body.card) > 0",
+        "10 / body.n > 1",
+        "body.m[body.card] == 1",
+        "[1][body.n + 5] == 1",
+    ] {
+        match judge(filter, body) {
+            Verdict::Error(e) => assert!(!e.contains("4242") && !e.contains("\"v\""), "{filter}: {e}"),
+            other => panic!("{filter}: expected an error, got {other:?}"),
+        }
+    }
+    match judge("body.missing == 1", body) {
+        Verdict::Error(e) => assert_eq!(e, "no such key: missing"),
+        other => panic!("expected an error, got {other:?}"),
+    }
+}

@@ -104,8 +104,16 @@ pub async fn test(config_path: &Path, route: RouteName, subject: Subject, json: 
                 kept.push((name.as_str().to_owned(), value.to_str()?.to_owned()));
                 map.append(name, value);
             }
-            // The type as the receiver would find it (the scheme's own place for it), unless given.
-            let found = sc.scheme.identify(&map, &body).ok().and_then(|i| i.event_type);
+            // The type as the receiver would find it (the scheme's own place for it), unless given. A delivery the
+            // receiver would refuse (no id where the scheme reads one) is not judged with a type it never has.
+            let found = match (&event_type, sc.scheme.identify(&map, &body)) {
+                (Some(_), _) => None,
+                (None, Ok(identity)) => identity.event_type,
+                (None, Err(e)) => bail!(
+                    "source {source} would refuse this delivery ({e}): give the headers its scheme reads with \
+                     --header, or the type with --event-type"
+                ),
+            };
             Tested {
                 name: path.display().to_string(),
                 source,

@@ -201,6 +201,8 @@ async fn routes_test_judges_stored_events_and_files() {
         "github",
         "--header",
         "X-GitHub-Event: push",
+        "--header",
+        "X-GitHub-Delivery: 7f3e0c1a-0000-4000-8000-000000000001",
     ];
     assert_eq!(routes_test(&config, &push)["verdict"], "matched");
     let issues = [
@@ -211,12 +213,34 @@ async fn routes_test_judges_stored_events_and_files() {
         "github",
         "--header",
         "X-GitHub-Event: issues",
+        "--header",
+        "X-GitHub-Delivery: 7f3e0c1a-0000-4000-8000-000000000002",
     ];
     let v = routes_test(&config, &issues);
     assert_eq!(
         (v["verdict"].as_str(), v["event_type"].as_str()),
         (Some("filtered"), Some("issues")),
         "{v}"
+    );
+    // A delivery the receiver would refuse (no X-GitHub-Delivery) is not judged with a type it never has.
+    let out = std::process::Command::new(INBOX)
+        .args(["routes", "test", "--config"])
+        .arg(&config)
+        .args([
+            "pushes",
+            "--file",
+            body,
+            "--source",
+            "github",
+            "--header",
+            "X-GitHub-Event: push",
+        ])
+        .output()
+        .expect("run inbox routes test");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("would refuse this delivery"),
+        "{stderr}"
     );
     // A filter reading a field the body lacks is the verdict error, not a miss.
     let v = routes_test(

@@ -8,46 +8,6 @@ use serde_json::{json, Value};
 
 const SECRET: &str = "whsec_routes_test_secret";
 
-/// Two sources, four destinations, filters on the type and on a body field, and `*` to a sink (the issue's
-/// example). Served, it is refused today; `inbox routes test` reads it in full.
-fn routed(sink: &str) -> String {
-    format!(
-        r#"[sources.stripe]
-scheme = "stripe"
-secrets = ["env:STRIPE_SECRET"]
-[sources.github]
-scheme = "github"
-secrets = ["env:GITHUB_SECRET"]
-[destinations.billing]
-kind = "forward"
-url = "{sink}/billing"
-headers = {{ "X-Team" = "billing" }}
-[destinations.finance]
-kind = "forward"
-url = "{sink}/finance"
-[destinations.analytics]
-kind = "log"
-[destinations.ci]
-kind = "forward"
-url = "{sink}/ci"
-[routes.billing]
-from = "stripe"
-to = "billing"
-[routes.invoices]
-from = "stripe"
-to = "finance"
-filter = 'event_type.startsWith("invoice.") && body.data.object.currency == "usd"'
-[routes.everything]
-from = "*"
-to = "analytics"
-[routes.pushes]
-from = "github"
-to = "ci"
-filter = 'event_type == "push"'
-"#
-    )
-}
-
 /// The one route this release runs per source: stripe to the named destination `billing`.
 fn single(sink: &str) -> String {
     format!(
@@ -63,6 +23,37 @@ headers = {{ "X-Team" = "billing" }}
 from = "stripe"
 to = "billing"
 "#
+    )
+}
+
+/// [`single`] grown to the issue's example: two sources, four destinations, filters on the type and on a body field,
+/// and `*` to a sink. Served, it is refused today; `inbox routes test` reads it in full.
+fn routed(sink: &str) -> String {
+    format!(
+        r#"{}[sources.github]
+scheme = "github"
+secrets = ["env:GITHUB_SECRET"]
+[destinations.finance]
+kind = "forward"
+url = "{sink}/finance"
+[destinations.analytics]
+kind = "log"
+[destinations.ci]
+kind = "forward"
+url = "{sink}/ci"
+[routes.invoices]
+from = "stripe"
+to = "finance"
+filter = 'event_type.startsWith("invoice.") && body.data.object.currency == "usd"'
+[routes.everything]
+from = "*"
+to = "analytics"
+[routes.pushes]
+from = "github"
+to = "ci"
+filter = 'event_type == "push"'
+"#,
+        single(sink)
     )
 }
 
@@ -155,68 +146,34 @@ async fn routes_test_judges_stored_events_and_files() {
     std::fs::write(&config, routed(&sink.url())).expect("write the routed config");
     let data_dir = app.data_dir().to_str().expect("a UTF-8 path").to_owned();
 
-    let v = routes_test(
-        &config,
-        &[
-            "invoices",
-            "--event",
-            &format!("stripe/{paid_usd}"),
-            "--data-dir",
-            &data_dir,
-        ],
-    );
+    let stored = |route: &str, id: &str| {
+        let event = format!("stripe/{id}");
+        routes_test(&config, &[route, "--event", &event, "--data-dir", &data_dir])
+    };
+    let v = stored("invoices", &paid_usd);
     assert_eq!(v["verdict"], "matched", "{v}");
-    let v = routes_test(
-        &config,
-        &[
-            "invoices",
-            "--event",
-            &format!("stripe/{paid_eur}"),
-            "--data-dir",
-            &data_dir,
-        ],
-    );
+    let v = stored("invoices", &paid_eur);
     assert_eq!(v["verdict"], "filtered", "{v}");
     assert_eq!(v["false_clause"], "body.data.object.currency == \"usd\"", "{v}");
-    let v = routes_test(
-        &config,
-        &[
-            "pushes",
-            "--event",
-            &format!("stripe/{paid_eur}"),
-            "--data-dir",
-            &data_dir,
-        ],
-    );
+    let v = stored("pushes", &paid_eur);
     assert_eq!(v["verdict"], "not-taken", "{v}");
 
     let body = app.data_dir().with_file_name("push.json");
     std::fs::write(&body, br#"{"ref":"refs/heads/main"}"#).expect("write a body");
     let body = body.to_str().expect("a UTF-8 path");
-    let push = [
-        "pushes",
-        "--file",
-        body,
-        "--source",
-        "github",
-        "--header",
-        "X-GitHub-Event: push",
-        "--header",
-        "X-GitHub-Delivery: 7f3e0c1a-0000-4000-8000-000000000001",
-    ];
-    assert_eq!(routes_test(&config, &push)["verdict"], "matched");
-    let issues = [
-        "pushes",
-        "--file",
-        body,
-        "--source",
-        "github",
-        "--header",
-        "X-GitHub-Event: issues",
-        "--header",
-        "X-GitHub-Delivery: 7f3e0c1a-0000-4000-8000-000000000002",
-    ];
-    let v = routes_test(&config, &issues);
+    // A GitHub delivery of `event`, from the file, with the headers GitHub's scheme reads.
+    let github = |event: &str, n: u32| {
+        let (kind, delivery) = (
+            format!("X-GitHub-Event: {event}"),
+            format!("X-GitHub-Delivery: 7f3e0c1a-0000-4000-8000-00000000000{n}"),
+        );
+        let args = [
+            "pushes", "--file", body, "--source", "github", "--header", &kind, "--header", &delivery,
+        ];
+        routes_test(&config, &args)
+    };
+    assert_eq!(github("push", 1)["verdict"], "matched");
+    let v = github("issues", 2);
     assert_eq!(
         (v["verdict"].as_str(), v["event_type"].as_str()),
         (Some("filtered"), Some("issues")),

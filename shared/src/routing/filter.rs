@@ -405,27 +405,24 @@ fn check_names(e: &IdedExpr, bound: &mut Vec<String>) -> Result<(), (u64, String
 }
 
 fn children(e: &IdedExpr) -> Vec<&IdedExpr> {
+    use cel::common::ast::{EntryExpr, IdedEntryExpr};
+    /// A map's and a struct's entries hold their expressions alike.
+    fn entries(entries: &[IdedEntryExpr]) -> Vec<&IdedExpr> {
+        entries
+            .iter()
+            .flat_map(|entry| match &entry.expr {
+                EntryExpr::MapEntry(me) => vec![&me.key, &me.value],
+                EntryExpr::StructField(sf) => vec![&sf.value],
+            })
+            .collect()
+    }
     match &e.expr {
         Expr::Call(c) => c.target.iter().map(|t| &**t).chain(c.args.iter()).collect(),
         Expr::Comprehension(c) => vec![&c.iter_range, &c.accu_init, &c.loop_cond, &c.loop_step, &c.result],
         Expr::List(l) => l.elements.iter().collect(),
-        Expr::Map(m) => m
-            .entries
-            .iter()
-            .flat_map(|entry| match &entry.expr {
-                cel::common::ast::EntryExpr::MapEntry(me) => vec![&me.key, &me.value],
-                cel::common::ast::EntryExpr::StructField(sf) => vec![&sf.value],
-            })
-            .collect(),
+        Expr::Map(m) => entries(&m.entries),
+        Expr::Struct(s) => entries(&s.entries),
         Expr::Select(s) => vec![&*s.operand],
-        Expr::Struct(s) => s
-            .entries
-            .iter()
-            .flat_map(|entry| match &entry.expr {
-                cel::common::ast::EntryExpr::MapEntry(me) => vec![&me.key, &me.value],
-                cel::common::ast::EntryExpr::StructField(sf) => vec![&sf.value],
-            })
-            .collect(),
         Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => Vec::new(),
     }
 }

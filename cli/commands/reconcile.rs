@@ -7,30 +7,13 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 
 use inbox_core::config::Config;
-use inbox_core::model::{EventKey, SourceName};
-use inbox_core::ports::{Queue, QueueDepth, QueueError};
+use inbox_core::model::SourceName;
+use inbox_core::ports::{LedgerIsTheQueue, Queue};
 use inbox_core::reconcile::{Progress, Reconciler, RunOptions};
 use inbox_core::secrets::LocalSecrets;
 use inbox_core::time::rfc3339;
 
 use crate::{load, Store, StoreArgs};
-
-/// Where embedded events wait when no process holds the in-memory queue: in the ledger itself. A running `inbox
-/// serve` takes them from there (its sweep, within the sweeper's grace), as it does after a restart.
-struct LedgerIsTheQueue;
-
-#[async_trait::async_trait]
-impl Queue for LedgerIsTheQueue {
-    async fn enqueue(&self, _key: &EventKey, _delay: Duration) -> Result<(), QueueError> {
-        Ok(())
-    }
-    async fn announce(&self, _key: &EventKey, _until: i64) -> Result<(), QueueError> {
-        Ok(())
-    }
-    async fn depth(&self) -> Result<Option<QueueDepth>, QueueError> {
-        Ok(None)
-    }
-}
 
 pub async fn run(
     store: StoreArgs,

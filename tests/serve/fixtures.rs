@@ -23,8 +23,7 @@ use inbox_core::machine::{Machine, Outcome};
 use inbox_core::metrics::Metrics;
 use inbox_core::model::{EventId, EventKey, NewEvent, Origin, Record, SourceName, Status};
 use inbox_core::ports::{
-    Checkpoint, Claim, FailedEvent, Queue, QueueDepth, QueueError, Replay, RunRecord, Settled, Settlement,
-    Store,
+    Checkpoint, Claim, FailedEvent, LedgerIsTheQueue, Replay, RunRecord, Settled, Settlement, Store,
 };
 use inbox_core::receiver::{router, InflightBytes, Receiver};
 use inbox_core::rules::DUE_SLACK_MS;
@@ -673,23 +672,6 @@ fn mailgun_with_token(secret: &str, token: &str, event_id: &str) -> Vec<u8> {
 // ---------------------------------------------------------------------------------------------------------
 // The generator.
 
-/// Where enqueued pointers go while the fixture is written: nowhere. Every event stays in the store's own index, as
-/// after a process that ended before its queue delivered them.
-struct Nowhere;
-
-#[async_trait::async_trait]
-impl Queue for Nowhere {
-    async fn enqueue(&self, _key: &EventKey, _delay: Duration) -> Result<(), QueueError> {
-        Ok(())
-    }
-    async fn announce(&self, _key: &EventKey, _until: i64) -> Result<(), QueueError> {
-        Ok(())
-    }
-    async fn depth(&self) -> Result<Option<QueueDepth>, QueueError> {
-        Ok(None)
-    }
-}
-
 /// The current code over one store, on one manual clock: the receiver on a real port, the machine with `forward`
 /// handlers to `downstream` and its alarms to `alarms`.
 struct Writer {
@@ -764,7 +746,8 @@ impl Writer {
             sources,
             intake: Intake {
                 ledger: store.clone(),
-                queue: Arc::new(Nowhere),
+                // Every event stays in the store's own index, as after a process that ended before its queue delivered them.
+                queue: Arc::new(LedgerIsTheQueue),
                 metrics: metrics.clone(),
                 health: health.clone(),
                 resend_grace: config.sweeper.grace,

@@ -308,13 +308,6 @@ impl Config {
             .ok_or_else(|| ConfigError::new(format!("routes.{name}.to"), "is not a destination"))?;
         Ok((name, route, handler))
     }
-
-    /// Every source runs on one unfiltered route ([`Config::single_route`]): what the runtimes check at start.
-    pub fn check_runnable(&self) -> Result<(), ConfigError> {
-        self.sources
-            .keys()
-            .try_for_each(|s| self.single_route(s).map(|_| ()))
-    }
 }
 
 #[derive(Deserialize, Default)]
@@ -485,6 +478,13 @@ struct RawSource {
     reconcile: Option<RawReconcile>,
 }
 
+/// A named table (`[sources.NAME]`, `[routes.NAME]`, …) read as its raw type; an unknown key is named at `at`.
+fn table<T: serde::de::DeserializeOwned>(at: &str, value: toml::Value) -> Result<T, ConfigError> {
+    value
+        .try_into()
+        .map_err(|e: toml::de::Error| ConfigError::new(at, e.message().to_owned()))
+}
+
 fn duration(field: &str, value: Option<&String>, default: Duration) -> Result<Duration, ConfigError> {
     match value {
         None => Ok(default),
@@ -604,9 +604,7 @@ impl RawConfig {
         for (name, value) in self.sources {
             let at = format!("sources.{name}");
             let source_name = SourceName::parse(&name).map_err(|e| ConfigError::new(&at, e.0))?;
-            let raw: RawSource = value
-                .try_into()
-                .map_err(|e: toml::de::Error| ConfigError::new(&at, e.message().to_owned()))?;
+            let raw: RawSource = table(&at, value)?;
             let (source, handler) = raw.validate(&at, retry)?;
             if let Some(handler) = handler {
                 short_forms.push((source_name.clone(), handler, source.retry));

@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use super::{handler_timeout, http_url, ConfigError, HandlerConfig, RawRetry, RetryPolicy};
+use super::{handler_timeout, http_url, table, ConfigError, HandlerConfig, RawRetry, RetryPolicy};
+use crate::handlers::forward::OWN_HEADERS;
 use crate::model::{DestinationName, RouteName, SourceName};
 use crate::routing::Filter;
 
@@ -71,18 +72,8 @@ pub(super) struct RawRoute {
     retry: Option<RawRetry>,
 }
 
-/// Headers `forward` sets itself, or that no destination may be given from the file.
-const OWN_HEADERS: [&str; 9] = [
-    "content-type",
-    "content-length",
-    "host",
-    "idempotency-key",
-    "x-inbox-source",
-    "x-inbox-event-id",
-    "x-inbox-attempt",
-    "transfer-encoding",
-    "connection",
-];
+/// Headers of the connection, which no destination may be given from the file.
+const HOP_BY_HOP: [&str; 4] = ["content-length", "host", "transfer-encoding", "connection"];
 
 /// Header names that carry credentials: a secret never goes in the file in clear.
 fn is_credential(name: &str) -> bool {
@@ -108,7 +99,7 @@ impl RawHandler {
                     if reqwest::header::HeaderName::from_bytes(lower.as_bytes()).is_err() {
                         return Err(ConfigError::new(field, "is not a header name"));
                     }
-                    if OWN_HEADERS.contains(&lower.as_str()) {
+                    if OWN_HEADERS.contains(&lower.as_str()) || HOP_BY_HOP.contains(&lower.as_str()) {
                         return Err(ConfigError::new(field, "is set by forward itself"));
                     }
                     if is_credential(&lower) {
@@ -196,9 +187,7 @@ impl Routing {
             if destinations.contains_key(&parsed) {
                 return Err(taken("destination", &at, &name));
             }
-            let raw: RawHandler = value
-                .try_into()
-                .map_err(|e: toml::de::Error| ConfigError::new(&at, e.message().to_owned()))?;
+            let raw: RawHandler = table(&at, value)?;
             destinations.insert(
                 parsed,
                 DestinationConfig {
@@ -213,9 +202,7 @@ impl Routing {
             if routes.contains_key(&parsed) {
                 return Err(taken("route", &at, &name));
             }
-            let raw: RawRoute = value
-                .try_into()
-                .map_err(|e: toml::de::Error| ConfigError::new(&at, e.message().to_owned()))?;
+            let raw: RawRoute = table(&at, value)?;
             routes.insert(parsed, raw.validate(&at, &destinations, sources, retry)?);
         }
         for source in sources {

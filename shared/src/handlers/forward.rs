@@ -32,6 +32,16 @@ impl Forward {
     }
 }
 
+/// The headers `forward` sets itself on every request (in `handle`, below), which a destination's `headers` may not
+/// override.
+pub const OWN_HEADERS: [&str; 5] = [
+    "content-type",
+    "idempotency-key",
+    "x-inbox-source",
+    "x-inbox-event-id",
+    "x-inbox-attempt",
+];
+
 /// Whether a downstream answer is worth another try.
 pub fn retryable_status(status: StatusCode) -> bool {
     status.is_server_error() || matches!(status.as_u16(), 408 | 425 | 429)

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use crate::config::{ConfigError, HandlerConfig};
 use crate::model::Event;
 
-mod forward;
+pub mod forward;
 mod log;
 
 pub use forward::Forward;

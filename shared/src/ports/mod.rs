@@ -233,6 +233,25 @@ pub trait Queue: Send + Sync + 'static {
     async fn depth(&self) -> Result<Option<QueueDepth>, QueueError>;
 }
 
+/// The queue of a store that is its own queue, where no process holds a queue: it sends nothing, and the record
+/// waits in the store's sweep index, where a running `inbox serve` takes it (its sweep, within the sweeper's grace),
+/// as it does after a restart. For the operator's commands that create events (`inbox reconcile`) and for writing a
+/// store with no server (the migration fixtures).
+pub struct LedgerIsTheQueue;
+
+#[async_trait]
+impl Queue for LedgerIsTheQueue {
+    async fn enqueue(&self, _key: &EventKey, _delay: Duration) -> Result<(), QueueError> {
+        Ok(())
+    }
+    async fn announce(&self, _key: &EventKey, _until: i64) -> Result<(), QueueError> {
+        Ok(())
+    }
+    async fn depth(&self) -> Result<Option<QueueDepth>, QueueError> {
+        Ok(None)
+    }
+}
+
 /// A queue's approximate counts (SQS: `ApproximateNumberOfMessages`, `…NotVisible`, `…Delayed`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct QueueDepth {
